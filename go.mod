@@ -1,0 +1,3 @@
+module github.com/nezha-project/nezha
+
+go 1.24.0

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what Nezha's build, tests, benchmarks and local cluster need. Idempotent and cached:
+# a second run on the same machine only checks. Usage:
+#   hack/setup.sh            Debian packages + Go tools + envtest binaries (what `make test` needs)
+#   hack/setup.sh cluster    also the node binaries for hack/local-cluster.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/versions.sh
+source "$here/versions.sh"
+log() { echo "setup: $*" >&2; }
+
+# Debian bookworm packages. Versions are pinned by the distribution release; we name packages,
+# never mirrors.
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config googletest libgtest-dev  # runtime (C++)
+  clang-format shellcheck                                               # make lint
+  iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
+  libgloo-dev                                                           # Gloo baseline in benches
+  python3-pytest python3-numpy python3-matplotlib                       # python tests, plots
+  containerd runc containernetworking-plugins busybox-static           # local cluster + CNI tests
+  jq
+)
+
+install_apt() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # python3-torch is large; --no-install-recommends keeps it to the CPU library.
+  dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" || missing+=(python3-torch)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The containerd package starts its own daemon; Nezha's local cluster runs its own instance.
+  if systemctl is-active --quiet containerd 2>/dev/null; then systemctl stop containerd || true; fi
+}
+
+go_tool() { # name module version
+  local name=$1 module=$2 version=$3
+  local target="$NEZHA_TOOLS_BIN/$name-$version"
+  if [ ! -x "$target" ]; then
+    log "building $name $version"
+    mkdir -p "$NEZHA_TOOLS_BIN"
+    GOBIN="$NEZHA_CACHE/tools/gobin-$name-$version" go install "$module@$version"
+    mv "$NEZHA_CACHE/tools/gobin-$name-$version/$(basename "$module")" "$target"
+    rm -rf "$NEZHA_CACHE/tools/gobin-$name-$version"
+  fi
+  ln -sf "$name-$version" "$NEZHA_TOOLS_BIN/$name"
+}
+
+install_apt
+go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
+"$here/build-kube.sh" envtest >/dev/null
+if [ "${1:-}" = cluster ]; then
+  "$here/build-kube.sh" node >/dev/null
+fi
+log "ok (tools in $NEZHA_TOOLS_BIN, kube binaries in $NEZHA_KUBE_BIN)"

@@ -1,0 +1,23 @@
+# shellcheck shell=bash
+# Every pinned version Nezha's tooling uses, in one place. Sourced by hack/*.sh and the Makefile.
+# Bump here, nowhere else.
+
+# Kubernetes control plane, kubelet and kubectl (built from the Go module proxy).
+KUBE_VERSION=v1.33.13
+# Staging repos of k8s.io/kubernetes carry the same minor as v0.<minor>.<patch>.
+KUBE_STAGING_VERSION=v0.33.13
+ETCD_VERSION=v3.5.35
+CONTROLLER_GEN_VERSION=v0.18.0
+HELM_VERSION=v3.17.3
+KUBECONFORM_VERSION=v0.6.7
+KWOK_VERSION=v0.8.0
+MULTUS_VERSION=v4.3.0
+COREDNS_VERSION=v1.12.1
+TRAINING_OPERATOR_VERSION=v1.9.2
+NAD_CLIENT_VERSION=v1.7.6
+
+# Where builds and downloads are cached between runs (outside the work tree so `git clean`
+# and fresh checkouts reuse them).
+NEZHA_CACHE=${NEZHA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nezha}
+NEZHA_TOOLS_BIN="$NEZHA_CACHE/tools/bin"
+NEZHA_KUBE_BIN="$NEZHA_CACHE/kube-$KUBE_VERSION/bin"
