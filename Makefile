@@ -1,0 +1,97 @@
+# Nezha — multi-rail networking for distributed training on Kubernetes.
+# `make help` lists the targets. Everything installs what it needs through hack/setup.sh
+# (idempotent, cached in ~/.cache/nezha), so `make test` works on a fresh machine.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Pinned versions and cache paths come from one place.
+NEZHA_CACHE     ?= $(HOME)/.cache/nezha
+KUBE_VERSION    := $(shell source hack/versions.sh && echo $$KUBE_VERSION)
+KUBE_BIN        := $(NEZHA_CACHE)/kube-$(KUBE_VERSION)/bin
+TOOLS_BIN       := $(NEZHA_CACHE)/tools/bin
+CONTROLLER_GEN  := $(TOOLS_BIN)/controller-gen
+PYTHON          := /usr/bin/python3
+RUNTIME_BUILD   := build/runtime
+CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
+GO_TEST_FLAGS   ?= -count=1 -p 1
+export NEZHA_CACHE
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+	  /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: setup
+setup: ## Install Debian packages, Go tools and envtest binaries (idempotent, cached).
+	hack/setup.sh
+
+##@ Build
+
+.PHONY: build
+build: build-go build-runtime ## Build everything (Go binaries into bin/, runtime into build/runtime).
+
+.PHONY: build-go
+build-go: ## Build the operator, CNI plugin and rail agent into bin/.
+	mkdir -p bin
+	go build -o bin/ ./operator/cmd/... ./cni/cmd/...
+
+.PHONY: build-runtime
+build-runtime: ## Build libnezha, nezha-bench and nezha-tune with CMake (warnings are errors).
+	cmake -S runtime -B $(RUNTIME_BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(RUNTIME_BUILD) -j2
+
+.PHONY: manifests
+manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases) and RBAC (config/rbac) from the Go types.
+	$(CONTROLLER_GEN) object paths=./operator/api/...
+	$(CONTROLLER_GEN) crd rbac:roleName=nezha-operator paths=./operator/... \
+	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+##@ Test
+
+.PHONY: test
+test: setup test-go test-runtime test-python ## Run every test suite (needs root for network namespaces).
+	@echo "make test: all suites passed"
+
+.PHONY: test-go
+test-go: ## Go tests: operator and rail agent against a real kube-apiserver (envtest), CNI plugin in netns.
+	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test $(GO_TEST_FLAGS) ./operator/... ./cni/... ./hack/...
+
+.PHONY: test-runtime
+test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, then test-bed integration.
+	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L unit
+	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L testbed
+
+.PHONY: test-python
+test-python: ## Python tests: test bed acceptance, benchmark harness helpers.
+	$(PYTHON) -m pytest -q hack/tests bench/tests
+
+.PHONY: e2e
+e2e: ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
+	hack/setup.sh cluster
+	$(PYTHON) -m pytest -q e2e
+
+.PHONY: bench
+bench: build-runtime ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split (~20 min; quiet machine).
+	$(PYTHON) bench/run_bench.py
+
+.PHONY: demo
+demo: build-runtime ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
+	$(PYTHON) bench/run_bench.py --quick
+
+##@ Quality
+
+.PHONY: lint
+lint: ## go vet, gofmt, clang-format check, shellcheck on hack/.
+	go vet ./...
+	@out=$$(gofmt -l operator cni hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	find runtime bench -name '*.cc' -o -name '*.h' | grep -v '/build/' | xargs -r clang-format --dry-run --Werror
+	shellcheck -x hack/*.sh .ci/run
+
+.PHONY: clean
+clean: ## Remove build outputs (caches in ~/.cache/nezha are kept).
+	rm -rf bin build
