@@ -1,0 +1,68 @@
+package v1alpha1
+
+// Labels and annotations Nezha sets or reads. Child objects of a job carry JobNameLabel so they
+// can be listed per job; workers also carry their rank.
+const (
+	// JobNameLabel is set on every object the operator creates for a MultiRailJob (Secret,
+	// Service, NetworkAttachmentDefinitions, worker pods, PyTorchJob); value: the job's name.
+	JobNameLabel = "nezha.io/job-name"
+
+	// RankLabel is set on worker pods; value: the worker's rank as a decimal string.
+	RankLabel = "nezha.io/rank"
+
+	// RailLabel is set on NetworkAttachmentDefinitions the operator creates; value: RailClass name.
+	RailLabel = "nezha.io/rail"
+
+	// ManagedByLabel marks objects the operator owns; value: ManagedByValue.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "nezha-operator"
+
+	// InjectRuntimeAnnotation on a MultiRailJob, with value "true", is the same as
+	// spec.runtime.injectRuntime: the workers get libnezha from the operator's runtime image.
+	InjectRuntimeAnnotation = "nezha.io/inject-runtime"
+
+	// RailsAnnotation on worker pods records the rails in order as "name=iface:transport,...",
+	// the same string as NEZHA_RAILS, so tools can read a pod's rails without parsing env.
+	RailsAnnotation = "nezha.io/rails"
+
+	// TemplateHashAnnotation on worker pods is a hash of everything the operator injected, so a
+	// change of RailClass shows which pods were built from an older version.
+	TemplateHashAnnotation = "nezha.io/template-hash"
+)
+
+// Pod interface names: rail i of spec.rails is "nz<i>" in every worker, well under the 15-byte
+// Linux limit and independent of RailClass names.
+const RailInterfacePrefix = "nz"
+
+// The runtime contract: environment every worker container gets. The runtime (libnezha) reads
+// these; runtime/README.md documents them on its side.
+const (
+	// EnvRails lists the rails as "name=iface:transport,..." in spec.rails order.
+	EnvRails = "NEZHA_RAILS"
+	// EnvRank is the worker's rank (PyTorchJob mode: the runtime falls back to RANK).
+	EnvRank = "NEZHA_RANK"
+	// EnvWorldSize is the number of workers (PyTorchJob mode: falls back to WORLD_SIZE).
+	EnvWorldSize = "NEZHA_WORLD_SIZE"
+	// EnvRendezvous is "host:port" of rank 0's rendezvous listener.
+	EnvRendezvous = "NEZHA_RENDEZVOUS"
+	// EnvJobToken is the per-job secret peers prove to each other (from the job's Secret).
+	EnvJobToken = "NEZHA_JOB_TOKEN"
+	// EnvControlAddr is where the runtime serves /status and /metrics.
+	EnvControlAddr = "NEZHA_CONTROL_ADDR"
+	// EnvPolicy is adaptive, static or single.
+	EnvPolicy = "NEZHA_POLICY"
+	// EnvColdThreshold is the cold-start threshold in bytes, or "auto".
+	EnvColdThreshold = "NEZHA_COLD_THRESHOLD"
+	// EnvRailTimeoutMillis is spec.runtime.failover.railTimeout in milliseconds (set only when given).
+	EnvRailTimeoutMillis = "NEZHA_RAIL_TIMEOUT_MS"
+	// EnvProbeIntervalMillis is spec.runtime.failover.probeInterval in milliseconds (set only when given).
+	EnvProbeIntervalMillis = "NEZHA_PROBE_INTERVAL_MS"
+
+	// ControlPort is the runtime's control port (NEZHA_CONTROL_ADDR=":9402").
+	ControlPort = 9402
+	// DefaultRendezvousPort is used when spec.runtime.rendezvousPort is unset.
+	DefaultRendezvousPort = 29400
+
+	// JobTokenKey is the key of the token in the job's Secret.
+	JobTokenKey = "token"
+)

@@ -1,0 +1,352 @@
+package v1alpha1
+
+import (
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxRails bounds spec.rails; more rails than NIC ports on a server makes no sense and the
+// bound keeps CEL cost estimates small.
+const MaxRails = 16
+
+// MaxFailoverHistory bounds status.failoverHistory; older entries are dropped first.
+const MaxFailoverHistory = 32
+
+// RailPolicy is how the runtime spreads a collective over the rails.
+// +kubebuilder:validation:Enum=adaptive;static;single
+type RailPolicy string
+
+const (
+	// PolicyAdaptive splits large collectives by ratios learned online (hot start) and sends small
+	// ones whole on the lowest-latency rail (cold start).
+	PolicyAdaptive RailPolicy = "adaptive"
+	// PolicyStatic splits every collective by fixed bandwidth-proportional ratios.
+	PolicyStatic RailPolicy = "static"
+	// PolicySingle uses only the best rail; the others are failover spares.
+	PolicySingle RailPolicy = "single"
+)
+
+// RailLossAction is what the operator does when fewer rails than needed stay healthy.
+// +kubebuilder:validation:Enum=ContinueDegraded;Restart
+type RailLossAction string
+
+const (
+	// ContinueDegraded keeps the job running on the surviving rails and marks it Degraded.
+	ContinueDegraded RailLossAction = "ContinueDegraded"
+	// Restart deletes the workers so they are recreated (with the same ranks) once enough rails
+	// are healthy again.
+	Restart RailLossAction = "Restart"
+)
+
+// MultiRailJob is a distributed training job whose workers get one interface on every rail and
+// run the Nezha runtime over all of them.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mrj,categories=nezha
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.workersReady`,description="ready workers / workers"
+// +kubebuilder:printcolumn:name="Rails",type=string,JSONPath=`.status.railsHealthy`,description="healthy rails / rails"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MultiRailJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec MultiRailJobSpec `json:"spec"`
+	// +optional
+	Status MultiRailJobStatus `json:"status,omitempty"`
+}
+
+// MultiRailJobSpec is the desired state of a MultiRailJob.
+// +kubebuilder:validation:XValidation:rule="has(self.workers) != has(self.pytorchJob)",message="spec: exactly one of workers or pytorchJob must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.minHealthyRails) || self.failurePolicy.minHealthyRails <= size(self.rails)",message="spec.failurePolicy.minHealthyRails must not exceed the number of spec.rails"
+// +kubebuilder:validation:XValidation:rule="self.rails == oldSelf.rails",message="spec.rails is immutable"
+type MultiRailJobSpec struct {
+	// rails names the RailClasses every worker attaches to, in order: rail i gets the pod
+	// interface "nz<i>".
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(s, s == r))",message="spec.rails must not contain duplicates"
+	Rails []string `json:"rails"`
+
+	// workers runs plain pods, one per rank. Exactly one of workers and pytorchJob is set.
+	// +optional
+	Workers *WorkerSpec `json:"workers,omitempty"`
+
+	// pytorchJob runs the job as a Kubeflow PyTorchJob (kubeflow.org/v1) owned by this
+	// MultiRailJob; the operator injects the rails into its Master and Worker templates. Its
+	// schema is left to the PyTorchJob CRD, which validates it when the operator creates the
+	// PyTorchJob (embedding it here would push this CRD past etcd's object size limit).
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PyTorchJob *kubeflowv1.PyTorchJobSpec `json:"pytorchJob,omitempty"`
+
+	// runtime configures the Nezha runtime in every worker.
+	// +optional
+	Runtime RuntimeSpec `json:"runtime,omitempty"`
+
+	// failurePolicy says how much rail loss the job tolerates.
+	// +optional
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// WorkerSpec is a set of identical worker pods, one per rank.
+type WorkerSpec struct {
+	// replicas is the number of workers (the world size).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	Replicas int32 `json:"replicas"`
+
+	// template of every worker pod. The operator adds the rail networks, SR-IOV resources and
+	// the NEZHA_* environment; restartPolicy must be Never or OnFailure.
+	// +required
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// RuntimeSpec configures the Nezha runtime inside the workers.
+type RuntimeSpec struct {
+	// policy for spreading collectives over rails (NEZHA_POLICY).
+	// +optional
+	// +kubebuilder:default=adaptive
+	Policy RailPolicy `json:"policy,omitempty"`
+
+	// coldThreshold is the message size below which a collective goes whole over the
+	// lowest-latency rail (NEZHA_COLD_THRESHOLD, bytes). Unset lets the runtime choose ("auto").
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !self.startsWith('-')",message="spec.runtime.coldThreshold must not be negative"
+	ColdThreshold *resource.Quantity `json:"coldThreshold,omitempty"`
+
+	// rendezvousPort is the TCP port rank 0 listens on for the runtime rendezvous.
+	// +optional
+	// +kubebuilder:default=29400
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	RendezvousPort int32 `json:"rendezvousPort,omitempty"`
+
+	// failover timeouts of the runtime.
+	// +optional
+	Failover FailoverTimeouts `json:"failover,omitempty"`
+
+	// injectRuntime adds an init container that copies libnezha and its Python package from the
+	// operator's runtime image (--runtime-image) into the workers, for user images that do not
+	// ship the runtime. The annotation nezha.io/inject-runtime: "true" does the same.
+	// +optional
+	InjectRuntime bool `json:"injectRuntime,omitempty"`
+}
+
+// FailoverTimeouts bound how long the runtime waits before it declares a rail dead.
+type FailoverTimeouts struct {
+	// railTimeout is how long a transfer on a rail may stall before the rail is declared failed
+	// and its share is replayed on the others (NEZHA_RAIL_TIMEOUT_MS).
+	// +optional
+	RailTimeout *metav1.Duration `json:"railTimeout,omitempty"`
+
+	// probeInterval is how often a failed rail is probed to bring it back
+	// (NEZHA_PROBE_INTERVAL_MS).
+	// +optional
+	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
+}
+
+// FailurePolicy is the job's tolerance of rail loss.
+type FailurePolicy struct {
+	// minHealthyRails is the fewest healthy rails the job runs on; below it onRailLoss applies.
+	// Defaults to 1. Must not exceed len(spec.rails).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	MinHealthyRails *int32 `json:"minHealthyRails,omitempty"`
+
+	// onRailLoss is what happens when fewer than minHealthyRails rails are healthy on some worker.
+	// +optional
+	// +kubebuilder:default=ContinueDegraded
+	OnRailLoss RailLossAction `json:"onRailLoss,omitempty"`
+}
+
+// JobPhase is a one-word summary of a MultiRailJob, for kubectl; conditions carry the detail.
+// +kubebuilder:validation:Enum=Pending;Running;Degraded;Succeeded;Failed
+type JobPhase string
+
+const (
+	PhasePending   JobPhase = "Pending"
+	PhaseRunning   JobPhase = "Running"
+	PhaseDegraded  JobPhase = "Degraded"
+	PhaseSucceeded JobPhase = "Succeeded"
+	PhaseFailed    JobPhase = "Failed"
+)
+
+// Condition types of a MultiRailJob.
+const (
+	// ConditionNetworksReady: every rail's RailClass exists and its NetworkAttachmentDefinition is
+	// in place (and its SR-IOV resource is advertised by some node).
+	ConditionNetworksReady = "NetworksReady"
+	// ConditionRailsVerified: every running worker reports an interface on every rail in its
+	// Multus network-status.
+	ConditionRailsVerified = "RailsVerified"
+	// ConditionRailsHealthy: no worker's node reports one of the job's rails down.
+	ConditionRailsHealthy = "RailsHealthy"
+	// ConditionDegraded: the job runs on fewer rails than it asked for.
+	ConditionDegraded = "Degraded"
+	// ConditionSucceeded: all workers (or the PyTorchJob) completed successfully.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFailed: a worker (or the PyTorchJob) failed, or rail loss broke the failure policy.
+	ConditionFailed = "Failed"
+)
+
+// MultiRailJobStatus is the observed state of a MultiRailJob.
+type MultiRailJobStatus struct {
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase summarises the conditions.
+	// +optional
+	Phase JobPhase `json:"phase,omitempty"`
+
+	// conditions: NetworksReady, RailsVerified, RailsHealthy, Degraded, Succeeded, Failed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// workers is the desired number of workers (world size).
+	// +optional
+	Workers int32 `json:"workers,omitempty"`
+	// readyWorkers counts workers whose pod is Ready.
+	// +optional
+	ReadyWorkers int32 `json:"readyWorkers,omitempty"`
+	// workersReady is "readyWorkers/workers", for kubectl get.
+	// +optional
+	WorkersReady string `json:"workersReady,omitempty"`
+
+	// healthyRails is the number of rails healthy on every node that runs a worker.
+	// +optional
+	HealthyRails int32 `json:"healthyRails,omitempty"`
+	// railsHealthy is "healthyRails/len(spec.rails)", for kubectl get.
+	// +optional
+	RailsHealthy string `json:"railsHealthy,omitempty"`
+
+	// workerStatuses describes each worker by rank.
+	// +optional
+	// +listType=map
+	// +listMapKey=rank
+	WorkerStatuses []WorkerStatus `json:"workerStatuses,omitempty"`
+
+	// failoverHistory records rail losses and recoveries, newest last, at most 32 entries.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	FailoverHistory []FailoverRecord `json:"failoverHistory,omitempty"`
+
+	// restarts counts how often onRailLoss=Restart recreated the workers.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// startTime is when the operator first created the workers.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime is when the job reached Succeeded or Failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// WorkerStatus is one worker (rank) as observed from its pod.
+type WorkerStatus struct {
+	// rank of the worker.
+	// +required
+	Rank int32 `json:"rank"`
+	// podName of the worker's pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// nodeName the pod runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// phase of the pod.
+	// +optional
+	Phase corev1.PodPhase `json:"phase,omitempty"`
+	// ready is the pod's Ready condition.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// rails holds the worker's interface on each rail, from Multus network-status.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Rails []WorkerRailStatus `json:"rails,omitempty"`
+}
+
+// WorkerRailStatus is a worker's attachment to one rail.
+type WorkerRailStatus struct {
+	// name of the RailClass.
+	// +required
+	Name string `json:"name"`
+	// interface name inside the pod (e.g. nz0).
+	// +optional
+	Interface string `json:"interface,omitempty"`
+	// ips of the interface.
+	// +optional
+	// +listType=atomic
+	IPs []string `json:"ips,omitempty"`
+	// mac address of the interface.
+	// +optional
+	MAC string `json:"mac,omitempty"`
+	// pciAddress of the device (SR-IOV VF or host device), from network-status device-info.
+	// +optional
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// rdmaDevice is the RDMA device name (e.g. mlx5_3), from network-status device-info.
+	// +optional
+	RDMADevice string `json:"rdmaDevice,omitempty"`
+	// healthy is false when the node's RailNode reports this rail down or quarantined.
+	// +optional
+	Healthy bool `json:"healthy,omitempty"`
+}
+
+// FailoverAction says what a FailoverRecord records.
+// +kubebuilder:validation:Enum=RailLost;RailRecovered;Restarted
+type FailoverAction string
+
+const (
+	FailoverRailLost      FailoverAction = "RailLost"
+	FailoverRailRecovered FailoverAction = "RailRecovered"
+	FailoverRestarted     FailoverAction = "Restarted"
+)
+
+// FailoverRecord is one entry of the failover history.
+type FailoverRecord struct {
+	// time the operator observed the change.
+	// +required
+	Time metav1.Time `json:"time"`
+	// action taken or observed.
+	// +required
+	Action FailoverAction `json:"action"`
+	// rail (RailClass name) concerned; empty for Restarted.
+	// +optional
+	Rail string `json:"rail,omitempty"`
+	// node where the rail changed state.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// message in words.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MultiRailJobList is a list of MultiRailJobs.
+type MultiRailJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MultiRailJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MultiRailJob{}, &MultiRailJobList{})
+}
