@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// imageConfig is what the runtime needs to start the image, beyond its files.
+type imageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkingDir string
+	User       string
+	Labels     map[string]string
+	OS         string
+	Arch       string
+}
+
+// buildImage makes a one-layer image from an uncompressed layer tar. The config's creation time
+// and the layer's history are pinned to epoch so the digest depends only on the inputs.
+func buildImage(layerTar []byte, cfg imageConfig) (v1.Image, error) {
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "nezha imagebuilder"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Created = v1.Time{Time: epoch}
+	cf.OS, cf.Architecture = cfg.OS, cfg.Arch
+	cf.Config = v1.Config{
+		Entrypoint: cfg.Entrypoint,
+		Cmd:        cfg.Cmd,
+		Env:        cfg.Env,
+		WorkingDir: cfg.WorkingDir,
+		User:       cfg.User,
+		Labels:     cfg.Labels,
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// writeArchive writes img as a docker-archive tarball (what `ctr images import` reads) tagged tag.
+func writeArchive(path, tag string, img v1.Image) error {
+	ref, err := name.NewTag(tag, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("--tag %q: %w (want REPOSITORY:TAG, e.g. nezha.local/pause:1)", tag, err)
+	}
+	return tarball.WriteToFile(path, ref, img)
+}
