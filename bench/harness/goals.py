@@ -1,0 +1,79 @@
+"""The issue's performance goals and their PASS/MISS evaluation. A goal is judged on its worst
+size in scope (every size must meet it), so one good size cannot hide a bad one."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .sizes import format_bytes
+
+PASS, MISS, INCOMPLETE, NOT_RUN = "PASS", "MISS", "INCOMPLETE", "NOT RUN"
+
+
+@dataclass(frozen=True)
+class Goal:
+    id: str
+    text: str
+    ratio: str  # a name from ratios.RATIO_SPECS
+    scenarios: tuple[str, ...]
+    target: float
+    min_bytes: int = 0
+    max_bytes: int = 1 << 62
+    # "algbw": ratio >= target. "latency": time ratio (= 1/algbw ratio) <= target.
+    kind: str = "algbw"
+
+    def scope(self) -> str:
+        lo = format_bytes(self.min_bytes) if self.min_bytes else ""
+        hi = format_bytes(self.max_bytes) if self.max_bytes < (1 << 62) else ""
+        size = f">= {lo}" if lo and not hi else f"<= {hi}" if hi and not lo else f"{lo}-{hi}" if lo else "all sizes"
+        return f"{'+'.join(self.scenarios)}, {size}"
+
+
+GOALS = (
+    Goal("bw-homogeneous", ">= 1.9x best single rail", "nezha/best-single", ("homogeneous",), 1.9,
+         min_bytes=4 << 20),
+    Goal("bw-heterogeneous", ">= 0.95 of the sum of rail bandwidths (TBF rates)", "nezha/ceiling",
+         ("heterogeneous",), 0.95, min_bytes=16 << 20),
+    Goal("bw-heterogeneous-iperf", ">= 0.95 of the sum of rail bandwidths (iperf3-measured)",
+         "nezha/ceiling-iperf", ("heterogeneous",), 0.95, min_bytes=16 << 20),
+    Goal("vs-gloo", ">= 1.0x Gloo on one rail", "nezha/gloo-1-rail", ("homogeneous", "heterogeneous"), 1.0),
+    Goal("vs-mptcp", ">= 1.1x Gloo over MPTCP", "nezha/gloo-mptcp", ("homogeneous", "heterogeneous"), 1.1,
+         min_bytes=16 << 20),
+    Goal("latency", "<= 1.05x best single rail latency", "nezha/best-single", ("homogeneous", "heterogeneous"),
+         1.05, max_bytes=64 << 10, kind="latency"),
+)
+
+
+def evaluate(goal: Goal, ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> dict:
+    """Judge one goal. ratios_by_scenario: {scenario: compute_ratios(...) output}."""
+    values: list[tuple[float, str, int]] = []  # (value in the goal's terms, scenario, bytes)
+    missing = 0
+    scenarios_missing = [s for s in goal.scenarios if s not in ratios_by_scenario]
+    for scen in goal.scenarios:
+        for row in ratios_by_scenario.get(scen, {}).get(goal.ratio, []):
+            if not goal.min_bytes <= row["bytes"] <= goal.max_bytes:
+                continue
+            r: Optional[float] = row["ratio"]
+            if r is None:
+                missing += 1
+                continue
+            values.append((1.0 / r if goal.kind == "latency" else r, scen, row["bytes"]))
+    result = {"id": goal.id, "goal": goal.text, "scope": goal.scope(), "target": goal.target,
+              "kind": goal.kind, "sizes_measured": len(values), "sizes_missing": missing,
+              "scenarios_missing": scenarios_missing}
+    if not values:
+        return {**result, "status": NOT_RUN, "worst": None, "worst_at": None, "best": None}
+    if goal.kind == "latency":
+        worst, best = max(values), min(values)
+        ok = worst[0] <= goal.target
+    else:
+        worst, best = min(values), max(values)
+        ok = worst[0] >= goal.target
+    # A goal with holes (a size or scenario that failed or was not run) cannot pass: the hole
+    # might be a miss. It is INCOMPLETE unless what was measured already misses.
+    status = MISS if not ok else PASS if missing == 0 and not scenarios_missing else INCOMPLETE
+    return {**result, "status": status, "worst": worst[0], "worst_at": f"{worst[1]} {format_bytes(worst[2])}",
+            "best": best[0]}
+
+
+def evaluate_all(ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> list[dict]:
+    return [evaluate(g, ratios_by_scenario) for g in GOALS]

@@ -1,0 +1,65 @@
+import pytest
+
+from harness.merge import constant_series, merge_band_docs, validate_tool_doc
+
+
+def row(b, algbw=0.05, check="ok"):
+    return {"bytes": b, "count": b // 4, "time_us": b / (algbw * 1e3), "algbw_gbps": algbw,
+            "busbw_gbps": algbw * 1.5, "check": check, "split": {"r0": 1}, "rail_bytes": {"r0": b}}
+
+
+def doc(sizes, tool="gloo-bench", policy="single", world=4):
+    return {"tool": tool, "op": "allreduce", "dtype": "float32", "world_size": world, "policy": policy,
+            "rails": [{"name": "r0", "iface": "r0", "transport": "tcp"}], "host": {"cpus": 2},
+            "results": [row(b) for b in sizes]}
+
+
+def test_merge_sorts_and_keeps_top_fields():
+    merged = merge_band_docs([("b2.json", doc([8192, 16384])), ("b1.json", doc([1024, 2048]))])
+    assert [r["bytes"] for r in merged["results"]] == [1024, 2048, 8192, 16384]
+    assert merged["tool"] == "gloo-bench" and merged["host"] == {"cpus": 2}
+
+
+def test_merge_rejects_duplicate_size():
+    with pytest.raises(ValueError, match=r"b2.json: size 2048 already measured in b1.json"):
+        merge_band_docs([("b1.json", doc([1024, 2048])), ("b2.json", doc([2048]))])
+
+
+@pytest.mark.parametrize("field,value", [("tool", "nezha-bench"), ("policy", "adaptive"), ("world_size", 2)])
+def test_merge_rejects_disagreeing_bands(field, value):
+    other = doc([4096])
+    other[field] = value
+    with pytest.raises(ValueError, match=f"b2.json: field '{field}'"):
+        merge_band_docs([("b1.json", doc([1024])), ("b2.json", other)])
+
+
+def test_merge_rejects_empty():
+    with pytest.raises(ValueError):
+        merge_band_docs([])
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda d: d.pop("results"), "missing field 'results'"),
+    (lambda d: d.update(results={}), "field 'results' must be a list"),
+    (lambda d: d.update(world_size="4"), "field 'world_size' must be a positive integer"),
+    (lambda d: d["results"][0].pop("algbw_gbps"), r"results\[0\] missing field 'algbw_gbps'"),
+    (lambda d: d["results"][0].update(bytes=-1), r"results\[0\].bytes must be a positive integer"),
+    (lambda d: d["results"][0].update(time_us="fast"), r"results\[0\].time_us must be a number"),
+])
+def test_validate_names_the_field(mutate, msg):
+    d = doc([1024])
+    mutate(d)
+    with pytest.raises(ValueError, match="x.json: " + msg):
+        validate_tool_doc(d, "x.json")
+
+
+def test_validate_rejects_non_object():
+    with pytest.raises(ValueError, match="want a JSON object"):
+        validate_tool_doc([1, 2], "x.json")
+
+
+def test_constant_series_rows():
+    rows = constant_series([1024, 2048], 0.1, 4)
+    assert [r["algbw_gbps"] for r in rows] == [0.1, 0.1]
+    assert rows[1]["time_us"] == pytest.approx(20.48)  # 2048 B at 1e8 B/s
+    assert rows[0]["busbw_gbps"] == pytest.approx(0.15)

@@ -1,0 +1,97 @@
+import pytest
+
+from harness.goals import GOALS, INCOMPLETE, MISS, NOT_RUN, PASS, Goal, evaluate, evaluate_all
+from harness.ratios import RATIO_SPECS, compute_ratios, ratio
+
+
+def rows(values, check="ok"):
+    return [{"bytes": b, "algbw_gbps": v, "check": check} for b, v in values.items()]
+
+
+def test_ratio_handles_missing_failed_and_zero():
+    ok = {"algbw_gbps": 2.0, "check": "ok"}
+    assert ratio(ok, {"algbw_gbps": 1.0, "check": "ok"}) == 2.0
+    assert ratio(ok, None) is None
+    assert ratio(ok, {"algbw_gbps": 1.0, "check": "failed"}) is None
+    assert ratio(ok, {"algbw_gbps": 0.0, "check": "ok"}) is None
+
+
+def test_compute_ratios_per_size_with_gaps():
+    series = {
+        "nezha-adaptive": rows({1024: 0.02, 4 << 20: 0.08}),
+        "nezha-single": rows({1024: 0.02, 4 << 20: 0.04}),
+        "gloo-best-rail": rows({4 << 20: 0.05}),
+    }
+    r = compute_ratios(series, [1024, 4 << 20])
+    assert set(r) == {name for name, _, _ in RATIO_SPECS}
+    assert [x["ratio"] for x in r["nezha/best-single"]] == [pytest.approx(1.0), pytest.approx(2.0)]
+    assert [x["ratio"] for x in r["nezha/gloo-1-rail"]] == [None, pytest.approx(1.6)]
+    assert all(x["ratio"] is None for x in r["nezha/gloo-mptcp"])
+
+
+def scen(**ratios):
+    return {name: [{"bytes": b, "ratio": v} for b, v in vals.items()] for name, vals in ratios.items()}
+
+
+BW = Goal("t", ">= 1.9x", "nezha/best-single", ("homogeneous",), 1.9, min_bytes=4 << 20)
+
+
+def test_goal_judged_on_worst_size_in_scope():
+    # 1 KiB is out of scope; 4 MiB (1.95) and 8 MiB (1.85): the worst decides.
+    r = {"homogeneous": scen(**{"nezha/best-single": {1024: 0.5, 4 << 20: 1.95, 8 << 20: 1.85}})}
+    got = evaluate(BW, r)
+    assert got["status"] == MISS
+    assert got["worst"] == pytest.approx(1.85) and got["worst_at"] == "homogeneous 8M"
+    assert got["best"] == pytest.approx(1.95)
+
+
+def test_goal_passes_when_every_size_meets_it():
+    r = {"homogeneous": scen(**{"nezha/best-single": {1024: 0.5, 4 << 20: 1.95, 8 << 20: 1.92}})}
+    assert evaluate(BW, r)["status"] == PASS
+
+
+def test_goal_with_holes_is_incomplete_not_pass():
+    r = {"homogeneous": scen(**{"nezha/best-single": {4 << 20: 1.95, 8 << 20: None}})}
+    got = evaluate(BW, r)
+    assert got["status"] == INCOMPLETE and got["sizes_missing"] == 1
+
+
+def test_goal_with_holes_still_misses_when_measured_part_misses():
+    r = {"homogeneous": scen(**{"nezha/best-single": {4 << 20: 1.2, 8 << 20: None}})}
+    assert evaluate(BW, r)["status"] == MISS
+
+
+def test_goal_without_data_is_not_run():
+    assert evaluate(BW, {})["status"] == NOT_RUN
+    assert evaluate(BW, {"homogeneous": scen(**{"nezha/best-single": {4 << 20: None}})})["status"] == NOT_RUN
+
+
+def test_latency_goal_uses_time_ratio():
+    lat = Goal("l", "<= 1.05x", "nezha/best-single", ("a", "b"), 1.05, max_bytes=64 << 10, kind="latency")
+    # algbw ratio 0.96 -> time ratio 1.0417 (ok); 0.94 -> 1.0638 (miss).
+    ok = {"a": scen(**{"nezha/best-single": {1024: 0.96, 1 << 20: 0.1}}),
+          "b": scen(**{"nezha/best-single": {1024: 1.2}})}
+    assert evaluate(lat, ok)["status"] == PASS
+    assert evaluate(lat, ok)["worst"] == pytest.approx(1 / 0.96)
+    bad = {"a": scen(**{"nezha/best-single": {1024: 0.94}}), "b": scen(**{"nezha/best-single": {1024: 1.2}})}
+    assert evaluate(lat, bad)["status"] == MISS
+
+
+def test_missing_scenario_makes_goal_incomplete():
+    lat = Goal("l", "<= 1.05x", "nezha/best-single", ("a", "b"), 1.05, max_bytes=64 << 10, kind="latency")
+    got = evaluate(lat, {"a": scen(**{"nezha/best-single": {1024: 1.0}})})
+    assert got["status"] == INCOMPLETE and got["scenarios_missing"] == ["b"]
+
+
+def test_goal_table_covers_issue_goals():
+    ids = {g.id for g in GOALS}
+    assert {"bw-homogeneous", "bw-heterogeneous", "vs-gloo", "vs-mptcp", "latency"} <= ids
+    for g in GOALS:
+        assert g.ratio in {name for name, _, _ in RATIO_SPECS}
+    assert all(r["status"] == NOT_RUN for r in evaluate_all({}))
+
+
+def test_goal_scope_text():
+    assert BW.scope() == "homogeneous, >= 4M"
+    assert Goal("x", "", "r", ("a", "b"), 1, max_bytes=64 << 10).scope() == "a+b, <= 64K"
+    assert Goal("x", "", "r", ("a",), 1).scope() == "a, all sizes"
