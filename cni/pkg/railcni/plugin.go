@@ -275,4 +275,3 @@ func CmdStatus(args *skel.CmdArgs) error {
 // SupportedVersions are the CNI spec versions the plugin speaks (CHECK needs 0.4.0, GC and
 // STATUS 1.1.0).
 var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
-

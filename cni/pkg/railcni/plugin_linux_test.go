@@ -374,4 +374,3 @@ func assertNoState(t *testing.T, dataDir string) {
 		return nil
 	})
 }
-
