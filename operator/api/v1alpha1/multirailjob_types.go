@@ -50,6 +50,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.workersReady`,description="ready workers / workers"
 // +kubebuilder:printcolumn:name="Rails",type=string,JSONPath=`.status.railsHealthy`,description="healthy rails / rails"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 57 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 57 characters: it names the headless Service and the worker hostnames <name>-<rank>"
 type MultiRailJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -99,6 +100,7 @@ type MultiRailJobSpec struct {
 }
 
 // WorkerSpec is a set of identical worker pods, one per rank.
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.workers.template.spec.restartPolicy must be Never or OnFailure"
 type WorkerSpec struct {
 	// replicas is the number of workers (the world size).
 	// +required
@@ -107,7 +109,7 @@ type WorkerSpec struct {
 	Replicas int32 `json:"replicas"`
 
 	// template of every worker pod. The operator adds the rail networks, SR-IOV resources and
-	// the NEZHA_* environment; restartPolicy must be Never or OnFailure.
+	// the NEZHA_* environment; restartPolicy must be Never or OnFailure (unset means Never).
 	// +required
 	Template corev1.PodTemplateSpec `json:"template"`
 }
@@ -195,6 +197,8 @@ const (
 	ConditionRailsHealthy = "RailsHealthy"
 	// ConditionDegraded: the job runs on fewer rails than it asked for.
 	ConditionDegraded = "Degraded"
+	// ConditionWorkersCreated: every worker pod (or the PyTorchJob) exists.
+	ConditionWorkersCreated = "WorkersCreated"
 	// ConditionSucceeded: all workers (or the PyTorchJob) completed successfully.
 	ConditionSucceeded = "Succeeded"
 	// ConditionFailed: a worker (or the PyTorchJob) failed, or rail loss broke the failure policy.

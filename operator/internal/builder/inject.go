@@ -1,0 +1,206 @@
+package builder
+
+import (
+	"fmt"
+	"strconv"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+)
+
+// Where the runtime lands when the init container copies it in; matches the runtime image's own
+// layout (/opt/nezha/{lib,python}) so the same paths work with and without injection.
+const (
+	runtimeVolumeName    = "nezha-runtime"
+	runtimeMountPath     = "/opt/nezha"
+	runtimeStagingPath   = "/nezha-runtime"
+	runtimeInitContainer = "nezha-runtime-install"
+)
+
+// Injection is what the operator adds to every worker pod template of a job.
+type Injection struct {
+	Rails []Rail
+	// Env is the runtime contract (see RuntimeEnv); set on every container, replacing user
+	// values of the same name so the contract cannot be broken by accident.
+	Env []corev1.EnvVar
+	// Labels are added to the pod template.
+	Labels map[string]string
+	// RuntimeImage, when not empty, adds the init container that copies the runtime in.
+	RuntimeImage string
+}
+
+// InjectTemplate adds the rails (Multus networks annotation, SR-IOV resources), the runtime
+// environment and optionally the runtime init container to a pod template, in place.
+func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
+	if len(t.Spec.Containers) == 0 {
+		return fmt.Errorf("pod template has no containers")
+	}
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	for k, v := range in.Labels {
+		t.Labels[k] = v
+	}
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	networks, err := NetworksAnnotation(t.Annotations[nadv1.NetworkAttachmentAnnot], in.Rails)
+	if err != nil {
+		return err
+	}
+	t.Annotations[nadv1.NetworkAttachmentAnnot] = networks
+	t.Annotations[nezhav1.RailsAnnotation] = RailsEnv(in.Rails)
+
+	addSRIOVResources(&t.Spec.Containers[0], in.Rails)
+	for i := range t.Spec.Containers {
+		t.Spec.Containers[i].Env = mergeEnv(t.Spec.Containers[i].Env, in.Env)
+	}
+	if in.RuntimeImage != "" {
+		injectRuntime(&t.Spec, in.RuntimeImage)
+	}
+	return nil
+}
+
+// addSRIOVResources requests one device per rail on the first container: device plugins
+// allocate per container, and the VF is moved into the pod's network namespace whichever
+// container asked for it. A user request larger than the rails need is kept.
+func addSRIOVResources(c *corev1.Container, rails []Rail) {
+	need := map[corev1.ResourceName]int64{}
+	for _, r := range rails {
+		if r.SRIOVResourceName != "" {
+			need[corev1.ResourceName(r.SRIOVResourceName)]++
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	if c.Resources.Requests == nil {
+		c.Resources.Requests = corev1.ResourceList{}
+	}
+	if c.Resources.Limits == nil {
+		c.Resources.Limits = corev1.ResourceList{}
+	}
+	for name, n := range need {
+		// Extended resources need requests == limits.
+		have := c.Resources.Limits[name]
+		if have.Value() > n {
+			n = have.Value()
+		}
+		q := *resource.NewQuantity(n, resource.DecimalSI)
+		c.Resources.Requests[name] = q
+		c.Resources.Limits[name] = q
+	}
+}
+
+// mergeEnv returns env with every variable of add set (replacing same-named ones in place,
+// appending the rest in order).
+func mergeEnv(env, add []corev1.EnvVar) []corev1.EnvVar {
+	out := append([]corev1.EnvVar(nil), env...)
+	for _, a := range add {
+		replaced := false
+		for i := range out {
+			if out[i].Name == a.Name {
+				out[i] = a
+				replaced = true
+			}
+		}
+		if !replaced {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// injectRuntime adds an emptyDir, an init container that copies /opt/nezha from the runtime image
+// into it, mounts it at /opt/nezha in every container and puts its lib and python directories
+// first on LD_LIBRARY_PATH and PYTHONPATH (keeping values the template sets).
+func injectRuntime(spec *corev1.PodSpec, image string) {
+	for _, v := range spec.Volumes {
+		if v.Name == runtimeVolumeName {
+			return // already injected
+		}
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name:         runtimeVolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	})
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:            runtimeInitContainer,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/bin/sh", "-c", "cp -a " + runtimeMountPath + "/. " + runtimeStagingPath + "/"},
+		VolumeMounts:    []corev1.VolumeMount{{Name: runtimeVolumeName, MountPath: runtimeStagingPath}},
+	})
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{
+			Name: runtimeVolumeName, MountPath: runtimeMountPath, ReadOnly: true,
+		})
+		c.Env = mergeEnv(c.Env, []corev1.EnvVar{
+			prependPath(c.Env, "LD_LIBRARY_PATH", runtimeMountPath+"/lib"),
+			prependPath(c.Env, "PYTHONPATH", runtimeMountPath+"/python"),
+		})
+	}
+}
+
+func prependPath(env []corev1.EnvVar, name, dir string) corev1.EnvVar {
+	for _, e := range env {
+		if e.Name == name && e.Value != "" {
+			return corev1.EnvVar{Name: name, Value: dir + ":" + e.Value}
+		}
+	}
+	return corev1.EnvVar{Name: name, Value: dir}
+}
+
+// RuntimeEnvOptions are the job-level values of the runtime contract.
+type RuntimeEnvOptions struct {
+	Job        *nezhav1.MultiRailJob
+	Rails      []Rail
+	Rendezvous string
+	// WorldSize and Rank are set for plain workers; a PyTorchJob's launcher sets RANK and
+	// WORLD_SIZE itself, which the runtime falls back to.
+	WorldSize *int32
+	Rank      *int32
+}
+
+// RuntimeEnv is the NEZHA_* environment of one worker.
+func RuntimeEnv(o RuntimeEnvOptions) []corev1.EnvVar {
+	rt := o.Job.Spec.Runtime
+	policy := rt.Policy
+	if policy == "" {
+		policy = nezhav1.PolicyAdaptive
+	}
+	cold := "auto"
+	if rt.ColdThreshold != nil {
+		cold = strconv.FormatInt(rt.ColdThreshold.Value(), 10)
+	}
+	env := []corev1.EnvVar{{Name: nezhav1.EnvRails, Value: RailsEnv(o.Rails)}}
+	if o.Rank != nil {
+		env = append(env, corev1.EnvVar{Name: nezhav1.EnvRank, Value: strconv.Itoa(int(*o.Rank))})
+	}
+	if o.WorldSize != nil {
+		env = append(env, corev1.EnvVar{Name: nezhav1.EnvWorldSize, Value: strconv.Itoa(int(*o.WorldSize))})
+	}
+	env = append(env,
+		corev1.EnvVar{Name: nezhav1.EnvRendezvous, Value: o.Rendezvous},
+		corev1.EnvVar{Name: nezhav1.EnvJobToken, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(o.Job.Name)},
+				Key:                  nezhav1.JobTokenKey,
+			},
+		}},
+		corev1.EnvVar{Name: nezhav1.EnvControlAddr, Value: ":" + strconv.Itoa(nezhav1.ControlPort)},
+		corev1.EnvVar{Name: nezhav1.EnvPolicy, Value: string(policy)},
+		corev1.EnvVar{Name: nezhav1.EnvColdThreshold, Value: cold},
+	)
+	if d := rt.Failover.RailTimeout; d != nil {
+		env = append(env, corev1.EnvVar{Name: nezhav1.EnvRailTimeoutMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
+	}
+	if d := rt.Failover.ProbeInterval; d != nil {
+		env = append(env, corev1.EnvVar{Name: nezhav1.EnvProbeIntervalMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
+	}
+	return env
+}
