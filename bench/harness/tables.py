@@ -7,8 +7,11 @@ from .ratios import RATIO_SPECS, by_bytes
 from .sizes import format_bytes
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns right-aligned except the first; widths from the widest cell."""
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
+    """align: one letter per column, l or r; default: first column left, numbers right."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    if len(align) != len(headers) or set(align) - {"l", "r"}:
+        raise ValueError(f"format_table: align {align!r} must be l/r per column ({len(headers)})")
     widths = [len(h) for h in headers]
     for row in rows:
         if len(row) != len(headers):
@@ -16,9 +19,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
 
     def line(cells: Sequence[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
-        return "  ".join([first, *rest]).rstrip()
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align)).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
@@ -80,4 +81,4 @@ def goals_table(results: list[dict]) -> str:
             measured += " [" + "; ".join(holes) + "]"
         target = f"{'<=' if g['kind'] == 'latency' else '>='} {g['target']:.2f}"
         rows.append([g["goal"], g["scope"], target, measured, g["status"]])
-    return format_table(["goal", "scope", "target", "measured", "status"], rows)
+    return format_table(["goal", "scope", "target", "measured", "status"], rows, align="llrll")

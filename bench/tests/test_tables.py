@@ -40,3 +40,10 @@ def test_goals_table_row():
     line = goals_table([res]).splitlines()[2]
     assert ">= 1.9x best single rail" in line and "homogeneous, >= 4M" in line
     assert "worst 1.50x at homogeneous 4M" in line and line.endswith("MISS")
+
+
+def test_format_table_explicit_alignment():
+    t = format_table(["a", "b"], [["x", "yy"], ["zzz", "w"]], align="ll")
+    assert t.splitlines()[3] == "zzz  w"
+    with pytest.raises(ValueError, match="align"):
+        format_table(["a", "b"], [], align="lx")

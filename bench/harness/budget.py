@@ -1,0 +1,26 @@
+"""Time estimates for a band of sizes: printed before a run, and turned into a generous timeout
+per tool launch so a hung rank (a dead rail under Gloo blocks until its own timeout) can never
+hang the whole benchmark."""
+
+from .sizes import Band
+
+# Per-op overhead on a busy 2-core VM (4 processes, TCP round trips, scheduling); measured small
+# ops take a few ms here.
+PER_OP_SECONDS = 0.01
+# Process start, rendezvous, and (nezha static) the bandwidth probe.
+LAUNCH_SECONDS = 5.0
+
+
+def band_seconds(band: Band, algbw_gbps: float, warmup: int | None = None) -> float:
+    """Expected wall time of one launch running `band` at a steady algbw (GB/s)."""
+    if algbw_gbps <= 0:
+        raise ValueError(f"algbw_gbps: want > 0, got {algbw_gbps}")
+    ops = (band.warmup if warmup is None else warmup) + band.iters
+    sizes = band.sizes()
+    transfer = sum(sizes) * ops / (algbw_gbps * 1e9)
+    return LAUNCH_SECONDS + transfer + PER_OP_SECONDS * ops * len(sizes)
+
+
+def launch_timeout(expected_s: float) -> float:
+    """4x the estimate plus a minute: slow is reported, only a real hang is killed."""
+    return 4.0 * expected_s + 60.0

@@ -1,0 +1,81 @@
+"""The suite's outputs: the text summary (series, rail usage, ratio and goal tables) and the
+result files under bench/results/ (timestamped, plus latest.* copies)."""
+
+import json
+import os
+import shutil
+
+from .series import SERIES_ORDER
+from .tables import format_table, goals_table, ratio_table, series_table
+
+
+def rail_usage_table(scen: dict) -> str:
+    """Share of bytes each rail carried per series, from the kernel's interface counters."""
+    rows = []
+    for name in SERIES_ORDER:
+        s = scen["series"].get(name)
+        if not s or not s.get("runs"):
+            continue
+        tx = [0] * len(scen["rates_mbit"])
+        for run in s["runs"]:
+            for k, b in enumerate(run.get("rail_tx_bytes", [])):
+                tx[k] += b
+        total = sum(tx) or 1
+        rows.append([name, *(f"{b / total:.0%}" for b in tx), f"{sum(tx) / 1e9:.2f}"])
+    if not rows:
+        return "(no runs)"
+    rails = len(scen["rates_mbit"])
+    return format_table(["series", *(f"r{k}" for k in range(rails)), "GB sent"], rows)
+
+
+def summary_text(doc: dict) -> str:
+    hw = doc["hardware"]
+    out = [
+        f"Nezha benchmark suite ({doc['mode']}), {doc['ranks']} ranks, started {doc['started']}",
+        f"hardware: {hw['cpu_model']}, {hw['cores']} cores, kernel {hw['kernel']}; {hw['setup']}",
+        f"load average at start {', '.join(f'{x:.2f}' for x in hw['loadavg_start'])}"
+        + (f", at end {', '.join(f'{x:.2f}' for x in hw['loadavg_end'])}" if "loadavg_end" in hw else ""),
+    ]
+    if doc.get("note"):
+        out.append(f"note: {doc['note']}")
+    for scen in doc["scenarios"]:
+        rates = "/".join(map(str, scen["rates_mbit"]))
+        out += ["", f"=== {scen['name']}: rails {rates} Mbit/s (best rail r{scen['best_rail']}) ==="]
+        ceil = f"ceiling algbw {scen['ceiling_algbw_gbps']:.4f} GB/s (TBF)"
+        if "iperf" in scen:
+            ip = scen["iperf"]
+            ceil += (f", {scen['ceiling_iperf_algbw_gbps']:.4f} GB/s (iperf3: alone "
+                     f"{', '.join(f'{m:.0f}' for m in ip['alone_mbit'])} Mbit/s, together "
+                     f"{ip['together_sum_mbit']:.0f} Mbit/s = {ip['efficiency_together']:.1%} of TBF)")
+        out.append(ceil)
+        for s in scen["series"].values():
+            if s.get("status") in ("skipped", "failed", "partial"):
+                out.append(f"{s['name']}: {s['status'].upper()}: {s['reason']}")
+        rows = {n: s.get("results", []) for n, s in scen["series"].items()}
+        out += ["", "algbw GB/s:", series_table(rows, SERIES_ORDER, scen["sizes"])]
+        out += ["", "rail usage (kernel tx byte counters, all hosts):", rail_usage_table(scen)]
+        out += ["", "ratios (algbw of Nezha adaptive / other; > 1 = Nezha faster):", ratio_table(scen["ratios"])]
+    out += ["", "=== goals ===", goals_table(doc["goals"])]
+    return "\n".join(out) + "\n"
+
+
+def write_outputs(doc: dict, results_dir: str, stamp: str, plot_fn=None) -> dict:
+    """Write bench-<stamp>.{json,txt,png} and latest.* copies. Returns {kind: path}."""
+    os.makedirs(results_dir, exist_ok=True)
+    paths = {}
+    base = os.path.join(results_dir, f"bench-{stamp}")
+    with open(base + ".json.tmp", "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(base + ".json.tmp", base + ".json")
+    paths["json"] = base + ".json"
+    with open(base + ".txt", "w") as f:
+        f.write(summary_text(doc))
+    paths["txt"] = base + ".txt"
+    if plot_fn is not None:
+        plot_fn(doc, base + ".png")
+        paths["png"] = base + ".png"
+    for kind, p in list(paths.items()):
+        latest = os.path.join(results_dir, f"latest.{kind}")
+        shutil.copyfile(p, latest)
+    return paths

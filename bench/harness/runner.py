@@ -1,0 +1,130 @@
+"""Runs the suite on a live test bed: per scenario, shape the rails, measure them with iperf3,
+run every series band by band, and assemble raw series, ceilings and ratios. Needs root."""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from . import budget, iperf
+from .ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps
+from .config import Scenario, Tunables
+from .launch import run_ranks
+from .merge import constant_series, merge_band_docs
+from .ratios import compute_ratios
+from .series import SeriesSpec, make_launch
+from .sizes import Band
+from .testbed import Testbed, diff_tx
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@dataclass
+class RunContext:
+    tun: Tunables
+    bed: Testbed
+    bands: list[Band]
+    work_dir: str  # per-band JSON and rank logs
+    check: bool
+    iperf: bool
+    port: int = 0
+
+    def next_port(self) -> int:
+        # A fresh port per launch: the previous job's sockets may still be in TIME_WAIT.
+        self.port = (self.port or self.tun.rendezvous_port) + 1
+        return self.port
+
+
+def tool_path(ctx: RunContext, spec: SeriesSpec) -> str:
+    return ctx.tun.nezha_bench if spec.tool == "nezha" else ctx.tun.gloo_bench
+
+
+def run_series(ctx: RunContext, scenario: Scenario, spec: SeriesSpec) -> dict:
+    """Every band of one series; a failed band is recorded and the next band still runs."""
+    out = {"name": spec.name, "label": spec.label, "status": "ok", "reason": "", "runs": [], "results": []}
+    path = tool_path(ctx, spec)
+    if not os.access(path, os.X_OK):
+        hint = "make build-runtime" if spec.tool == "nezha" else "cmake -S bench/baselines/gloo -B build/bench"
+        return {**out, "status": "skipped", "reason": f"{path} not built ({hint})"}
+    world = ctx.tun.ranks
+    docs, failures = [], []
+    best_rate = scenario.rates_mbit[scenario.best_rail()]
+    for band in ctx.bands:
+        warmup = max(band.warmup, ctx.tun.adaptive_warmup) if spec.policy == "adaptive" else band.warmup
+        tag = f"{scenario.name}.{spec.name}.{band.label()}"
+        json_path = os.path.join(ctx.work_dir, tag + ".json")
+        store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)
+        rendezvous = f"{ctx.bed.addr(0, scenario.best_rail())}:{ctx.next_port()}"
+        launch = make_launch(spec, scenario, world, path, band, warmup, json_path, ctx.check, store_dir,
+                             rendezvous)
+        # Timeout from the slowest plausible speed (best single rail), so only hangs are killed.
+        expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
+        tx0, mp0 = ctx.bed.rail_tx_bytes(), ctx.bed.mptcp_counters()
+        res = run_ranks(ctx.bed, world, launch.argv, launch.env, budget.launch_timeout(expected),
+                        ctx.work_dir, tag)
+        tx = diff_tx(tx0, ctx.bed.rail_tx_bytes())
+        mp = {k: v - mp0[k] for k, v in ctx.bed.mptcp_counters().items()}
+        shutil.rmtree(store_dir, ignore_errors=True)
+        run = {"band": band.label(), "warmup": warmup, "iters": band.iters, "seconds": round(res.seconds, 2),
+               "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": launch.argv(0),
+               "env_rank0": {k: v for k, v in launch.env(0).items() if k != "NEZHA_JOB_TOKEN"}}
+        if spec.mptcp:
+            run["mptcp_counters"] = mp
+        if res.ok():
+            try:
+                with open(json_path) as f:
+                    docs.append((json_path, json.load(f)))
+            except (OSError, ValueError) as e:
+                run["ok"] = False
+                failures.append(f"{band.label()}: rank 0 JSON unreadable: {e}")
+        else:
+            failures.append(f"{band.label()}: {res.failure()}")
+        run["logs"] = res.logs
+        out["runs"].append(run)
+        share = ", ".join(f"r{k} {b / max(sum(tx), 1):.0%}" for k, b in enumerate(tx))
+        log(f"  {spec.name:15s} {band.label():10s} {res.seconds:6.1f}s  "
+            f"{'ok' if run['ok'] else 'FAILED'}  rail tx share: {share}")
+    if docs:
+        try:
+            merged = merge_band_docs(docs)
+            out["results"] = merged.pop("results")
+            out["tool_doc"] = merged
+        except ValueError as e:
+            failures.append(f"merge: {e}")
+    if failures:
+        out["status"] = "partial" if out["results"] else "failed"
+        out["reason"] = "; ".join(failures)
+    return out
+
+
+def run_scenario(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -> dict:
+    log(f"scenario {scenario.name}: rails {'/'.join(map(str, scenario.rates_mbit))} Mbit/s, "
+        f"{ctx.tun.ranks} ranks")
+    for k, rate in enumerate(scenario.rates_mbit):
+        ctx.bed.shape(k, rate)
+    world = ctx.tun.ranks
+    sizes = sorted({b for band in ctx.bands for b in band.sizes()})
+    scen = {"name": scenario.name, "rates_mbit": list(scenario.rates_mbit), "best_rail": scenario.best_rail(),
+            "sizes": sizes, "series": {}}
+    ceiling = ceiling_algbw_gbps(list(scenario.rates_mbit), world)
+    scen["ceiling_algbw_gbps"] = ceiling
+    scen["series"]["ceiling"] = {"name": "ceiling", "status": "theoretical",
+                                 "results": constant_series(sizes, ceiling, world)}
+    if ctx.iperf:
+        eff = iperf.efficiency(ctx.bed, list(scenario.rates_mbit), ctx.tun.iperf_seconds)
+        scen["iperf"] = eff
+        ceiling_iperf = ceiling_algbw_gbps([eff["together_sum_mbit"]], world)
+        scen["ceiling_iperf_algbw_gbps"] = ceiling_iperf
+        scen["series"]["ceiling-iperf"] = {"name": "ceiling-iperf", "status": "measured",
+                                           "results": constant_series(sizes, ceiling_iperf, world)}
+        log(f"  iperf3: alone {', '.join(f'{m:.0f}' for m in eff['alone_mbit'])} Mbit/s, together "
+            f"{eff['together_sum_mbit']:.0f} Mbit/s ({eff['efficiency_together']:.1%} of TBF)")
+    for spec in specs:
+        scen["series"][spec.name] = run_series(ctx, scenario, spec)
+    rows = {name: s.get("results", []) for name, s in scen["series"].items()}
+    scen["ratios"] = compute_ratios(rows, sizes)
+    return scen

@@ -1,0 +1,89 @@
+"""The measured series and how each one is launched: which tool, which rails, which policy. The
+sweep flags are shared by nezha-bench and gloo-bench, so one builder serves both."""
+
+import secrets
+from dataclasses import dataclass
+
+from .config import Scenario
+from .sizes import Band
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    name: str
+    label: str  # legend text
+    tool: str  # "nezha" | "gloo"
+    policy: str = ""  # NEZHA_POLICY for nezha-bench
+    mptcp: bool = False  # run under `mptcpize run` (the bed has MPTCP endpoints on every rail)
+
+
+SERIES = (
+    SeriesSpec("nezha-adaptive", "Nezha adaptive", "nezha", policy="adaptive"),
+    SeriesSpec("nezha-single", "Nezha single (best rail)", "nezha", policy="single"),
+    SeriesSpec("nezha-static", "Nezha static (bandwidth-proportional)", "nezha", policy="static"),
+    SeriesSpec("gloo-best-rail", "Gloo ring, best rail", "gloo"),
+    SeriesSpec("gloo-mptcp", "Gloo ring over MPTCP (all rails)", "gloo", mptcp=True),
+)
+THEORETICAL = (
+    ("ceiling", "sum-of-rails ceiling (TBF rates)"),
+    ("ceiling-iperf", "sum-of-rails ceiling (iperf3-measured)"),
+)
+SERIES_ORDER = tuple(s.name for s in SERIES) + tuple(n for n, _ in THEORETICAL)
+LABELS = {**{s.name: s.label for s in SERIES}, **dict(THEORETICAL)}
+
+
+def by_name(names: list[str]) -> list[SeriesSpec]:
+    known = {s.name: s for s in SERIES}
+    for n in names:
+        if n not in known:
+            raise ValueError(f"--series: unknown series {n!r} (want one of {', '.join(known)})")
+    return [s for s in SERIES if s.name in names]
+
+
+def sweep_args(band: Band, warmup: int, json_path: str, check: bool) -> list[str]:
+    args = ["--op", "allreduce", "--dtype", "float32", "--min-bytes", str(band.min_bytes),
+            "--max-bytes", str(band.max_bytes), "--factor", "2", "--warmup", str(warmup),
+            "--iters", str(band.iters), "--json", json_path]
+    return args + (["--check"] if check else [])
+
+
+@dataclass
+class Launch:
+    """Everything that differs per rank for one invocation of a series on one band."""
+
+    spec: SeriesSpec
+    scenario: Scenario
+    world: int
+    rails: int
+    argv_common: list[str]  # tool + sweep flags
+    store_dir: str = ""  # gloo FileStore
+    rendezvous: str = ""  # nezha host:port
+    token: str = ""
+
+    def argv(self, rank: int) -> list[str]:
+        if self.spec.tool == "nezha":
+            return list(self.argv_common)
+        best = self.scenario.best_rail()
+        rail_name = f"mptcp(r{best}+)" if self.spec.mptcp else f"r{best}"
+        argv = [*self.argv_common, "--rank", str(rank), "--world-size", str(self.world),
+                "--iface", f"r{best}", "--rail-name", rail_name, "--store-dir", self.store_dir]
+        return ["mptcpize", "run", *argv] if self.spec.mptcp else argv
+
+    def env(self, rank: int) -> dict:
+        if self.spec.tool != "nezha":
+            return {}
+        return {
+            "NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(self.rails)),
+            "NEZHA_RANK": str(rank),
+            "NEZHA_WORLD_SIZE": str(self.world),
+            "NEZHA_RENDEZVOUS": self.rendezvous,
+            "NEZHA_JOB_TOKEN": self.token,
+            "NEZHA_POLICY": self.spec.policy,
+        }
+
+
+def make_launch(spec: SeriesSpec, scenario: Scenario, world: int, tool_path: str, band: Band,
+                warmup: int, json_path: str, check: bool, store_dir: str, rendezvous: str) -> Launch:
+    return Launch(spec=spec, scenario=scenario, world=world, rails=len(scenario.rates_mbit),
+                  argv_common=[tool_path, *sweep_args(band, warmup, json_path, check)],
+                  store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(16))

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Plot a benchmark result: algbw vs message size (log-log), one panel per scenario, one line per
+series, ceilings dashed.
+
+    /usr/bin/python3 bench/plot.py bench/results/latest.json [-o out.png]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness.series import LABELS, SERIES_ORDER  # noqa: E402
+from harness.sizes import format_bytes  # noqa: E402
+
+STYLE = {
+    "nezha-adaptive": dict(color="#d62728", marker="o", linewidth=2.4, zorder=5),
+    "nezha-static": dict(color="#ff7f0e", marker="s"),
+    "nezha-single": dict(color="#9467bd", marker="^"),
+    "gloo-best-rail": dict(color="#1f77b4", marker="v"),
+    "gloo-mptcp": dict(color="#2ca02c", marker="D"),
+    "ceiling": dict(color="black", linestyle="--", linewidth=1.2),
+    "ceiling-iperf": dict(color="gray", linestyle=":", linewidth=1.4),
+}
+
+
+def plot(doc: dict, path: str) -> None:
+    scenarios = doc["scenarios"]
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(7.5 * len(scenarios), 5.6), squeeze=False)
+    for ax, scen in zip(axes[0], scenarios):
+        for name in SERIES_ORDER:
+            s = scen["series"].get(name)
+            if not s:
+                continue
+            rows = [r for r in s.get("results", []) if r.get("check") != "failed" and r.get("algbw_gbps")]
+            label = LABELS.get(name, name)
+            if not rows:
+                # Keep the legend honest about what did not run.
+                ax.plot([], [], label=f"{label} — {s.get('status', 'no data')}", color="lightgray")
+                continue
+            ax.plot([r["bytes"] for r in rows], [r["algbw_gbps"] * 8 for r in rows], label=label,
+                    markersize=4, **STYLE.get(name, {}))
+        sizes = scen["sizes"]
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sizes[:: max(1, len(sizes) // 10)]
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([format_bytes(b) for b in ticks])
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("algbw (Gbit/s)")
+        rates = "/".join(map(str, scen["rates_mbit"]))
+        ax.set_title(f"{scen['name']}: rails {rates} Mbit/s, {doc['ranks']} ranks allreduce")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    hw = doc["hardware"]
+    fig.suptitle(f"Nezha vs baselines — {hw['cpu_model']}, {hw['cores']} cores, {hw['setup']} "
+                 f"({doc['mode']} run, {doc['started']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", help="result JSON written by run_bench.py")
+    ap.add_argument("-o", "--output", help="PNG path (default: next to the JSON)")
+    a = ap.parse_args()
+    try:
+        with open(a.results) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"plot.py: {a.results}: {e}", file=sys.stderr)
+        return 2
+    out = a.output or os.path.splitext(a.results)[0] + ".png"
+    plot(doc, out)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

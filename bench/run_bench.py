@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Nezha benchmark suite on the rail test bed (`make bench`, `make demo` with --quick).
+
+4 ranks in network namespaces, two TBF-shaped rails, two scenarios (homogeneous 500/500 and
+heterogeneous 800/300 Mbit/s). Series: Nezha adaptive / single / static (nezha-bench), Gloo's
+ring on the best rail and Gloo over MPTCP across all rails (gloo-bench), and the sum-of-rails
+ceiling from the TBF rates and from iperf3. Prints ratio and goal tables and writes JSON, text
+and a PNG plot to bench/results/ (timestamped plus latest.*). Needs root (namespaces).
+"""
+
+import argparse
+import datetime
+import os
+import signal
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import budget, hostinfo, report  # noqa: E402
+from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: E402
+from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, load_tunables  # noqa: E402
+from harness.goals import evaluate_all  # noqa: E402
+from harness.runner import RunContext, log, run_scenario  # noqa: E402
+from harness.series import SERIES, by_name  # noqa: E402
+from harness.sizes import clip_bands, parse_bytes  # noqa: E402
+from harness.testbed import Testbed, TestbedError  # noqa: E402
+
+BUSY_NOTE = ("numbers from a shared 2-core VM while other builds ran; compare ratios measured in "
+             "this run, not absolute values")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1 KiB..32 MiB, fewer iterations (smoke run, make demo)")
+    ap.add_argument("--scenario", action="append", choices=[s.name for s in SCENARIOS],
+                    help="run only this scenario (repeatable; default: all)")
+    ap.add_argument("--series", action="append", metavar="NAME",
+                    help=f"run only this series (repeatable; default: all of {', '.join(s.name for s in SERIES)})")
+    ap.add_argument("--min-bytes", default="1K", help="smallest size (default 1K)")
+    ap.add_argument("--max-bytes", default=None, help="largest size (default 256M, 32M with --quick)")
+    ap.add_argument("--no-iperf", action="store_true", help="skip the iperf3 measurement of the rails")
+    ap.add_argument("--no-check", action="store_true", help="do not pass --check to the tools")
+    ap.add_argument("--no-plot", action="store_true", help="do not write the PNG")
+    ap.add_argument("--note", default=BUSY_NOTE, help="free text stored with the results (default: busy-machine note)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and time estimate, run nothing")
+    a = ap.parse_args(argv)
+    bands = list(QUICK_BANDS if a.quick else FULL_BANDS)
+    try:
+        lo = parse_bytes("--min-bytes", a.min_bytes)
+        hi = parse_bytes("--max-bytes", a.max_bytes) if a.max_bytes else bands[-1].max_bytes
+        a.series_specs = by_name(a.series) if a.series else list(SERIES)
+    except ValueError as e:
+        ap.error(str(e))
+    a.bands = clip_bands(bands, lo, hi)
+    if not a.bands:
+        ap.error(f"--min-bytes/--max-bytes: no size of the {'quick' if a.quick else 'full'} sweep lies in "
+                 f"{a.min_bytes}..{a.max_bytes}")
+    a.scenarios = [s for s in SCENARIOS if not a.scenario or s.name in a.scenario]
+    return a
+
+
+def estimate_seconds(a, tun) -> float:
+    """Rough total: every series at its scenario's expected speed (Nezha near the ceiling)."""
+    total = 0.0
+    for scen in a.scenarios:
+        single = single_rail_algbw_gbps(scen.rates_mbit[scen.best_rail()], tun.ranks)
+        multi = ceiling_algbw_gbps(list(scen.rates_mbit), tun.ranks) * 0.9
+        total += 3 * tun.iperf_seconds * (not a.no_iperf) + 2
+        for spec in a.series_specs:
+            speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp else single
+            for band in a.bands:
+                warmup = max(band.warmup, tun.adaptive_warmup) if spec.policy == "adaptive" else band.warmup
+                total += budget.band_seconds(band, speed, warmup)
+    return total
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    try:
+        tun = load_tunables()
+    except ValueError as e:
+        print(f"run_bench.py: {e}", file=sys.stderr)
+        return 2
+    est = estimate_seconds(a, tun)
+    plan = (f"{'quick' if a.quick else 'full'} run: scenarios {', '.join(s.name for s in a.scenarios)}; "
+            f"series {', '.join(s.name for s in a.series_specs)}; bands "
+            f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters})' for b in a.bands)}; "
+            f"estimated {est / 60:.1f} min")
+    if a.dry_run:
+        print(plan)
+        return 0
+    if os.geteuid() != 0:
+        print("run_bench.py: needs root (it builds network namespaces); run it as root or via `make bench`",
+              file=sys.stderr)
+        return 2
+    # SIGTERM (e.g. a CI timeout) must still tear the bed down: turn it into SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    log(plan)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    cache = os.environ.get("NEZHA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "nezha")
+    os.makedirs(os.path.join(cache, "bench"), exist_ok=True)
+    work_dir = tempfile.mkdtemp(prefix=f"{stamp}-", dir=os.path.join(cache, "bench"))
+    os.chmod(work_dir, 0o755)
+    log(f"tool logs and per-band JSON: {work_dir}")
+    doc = {"schema": "nezha-bench-suite/1", "mode": "quick" if a.quick else "full", "ranks": tun.ranks,
+           "started": started.isoformat(timespec="seconds"), "hardware": hostinfo.collect(),
+           "note": a.note, "bed": tun.bed, "work_dir": work_dir,
+           "bands": [b.__dict__ for b in a.bands], "scenarios": []}
+    first = a.scenarios[0]
+    bed = Testbed(tun.testbed_sh, tun.bed, tun.ranks, len(first.rates_mbit), first.rates_mbit, mptcp=True)
+    try:
+        with bed:
+            ctx = RunContext(tun=tun, bed=bed, bands=a.bands, work_dir=work_dir, check=not a.no_check,
+                             iperf=not a.no_iperf)
+            for scen in a.scenarios:
+                doc["scenarios"].append(run_scenario(ctx, scen, a.series_specs))
+    except TestbedError as e:
+        print(f"run_bench.py: test bed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        log(f"test bed {tun.bed} removed")
+    finished = datetime.datetime.now(datetime.timezone.utc)
+    doc["finished"] = finished.isoformat(timespec="seconds")
+    doc["duration_s"] = round((finished - started).total_seconds(), 1)
+    doc["hardware"]["loadavg_end"] = list(os.getloadavg())
+    doc["goals"] = evaluate_all({s["name"]: s["ratios"] for s in doc["scenarios"]})
+
+    plot_fn = None
+    if not a.no_plot:
+        from plot import plot as plot_fn  # matplotlib import is slow; only when needed
+    paths = report.write_outputs(doc, tun.results_dir, stamp, plot_fn)
+    print()
+    print(report.summary_text(doc), end="")
+    print()
+    for kind, p in paths.items():
+        log(f"{kind}: {os.path.relpath(p)} (and latest.{kind})")
+    log(f"done in {doc['duration_s'] / 60:.1f} min")
+    failed = [f"{sc['name']}/{s['name']}" for sc in doc["scenarios"] for s in sc["series"].values()
+              if s.get("status") in ("failed", "partial")]
+    if failed:
+        log(f"series with failures: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+import json
+
+from harness.ceiling import ceiling_algbw_gbps
+from harness.goals import evaluate_all
+from harness.merge import constant_series
+from harness.ratios import compute_ratios
+from harness.report import rail_usage_table, summary_text, write_outputs
+
+SIZES = [1024, 4 << 20, 16 << 20]
+
+
+def series(algbw, runs_tx=None, status="ok"):
+    return {"status": status, "reason": "" if status == "ok" else "rank 1 exit 1: boom",
+            "results": [{"bytes": b, "algbw_gbps": v, "time_us": b / (v * 1e3), "check": "ok"}
+                        for b, v in zip(SIZES, algbw)] if status != "failed" else [],
+            "runs": [{"rail_tx_bytes": tx} for tx in (runs_tx or [])]}
+
+
+def make_doc():
+    ser = {
+        "nezha-adaptive": series([0.010, 0.085, 0.088], [[600, 400], [300, 100]]),
+        "nezha-single": series([0.010, 0.044, 0.045], [[1000, 0]]),
+        "gloo-mptcp": series([0, 0, 0], status="failed"),
+        "ceiling": {"status": "theoretical", "results": constant_series(SIZES, ceiling_algbw_gbps([500, 500], 4), 4)},
+    }
+    for name, s in ser.items():
+        s["name"] = name
+    scen = {"name": "homogeneous", "rates_mbit": [500, 500], "best_rail": 0, "sizes": SIZES, "series": ser,
+            "ceiling_algbw_gbps": ceiling_algbw_gbps([500, 500], 4)}
+    scen["ratios"] = compute_ratios({n: s["results"] for n, s in ser.items()}, SIZES)
+    hw = {"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1", "setup": "namespaces", "loadavg_start": [1.0, 2.0, 3.0]}
+    return {"mode": "quick", "ranks": 4, "started": "2026-01-01T00:00:00+00:00", "hardware": hw,
+            "note": "busy", "scenarios": [scen], "goals": evaluate_all({"homogeneous": scen["ratios"]})}
+
+
+def test_rail_usage_sums_runs():
+    lines = rail_usage_table(make_doc()["scenarios"][0]).splitlines()
+    assert lines[2].split() == ["nezha-adaptive", "64%", "36%", "0.00"]
+    assert lines[3].split() == ["nezha-single", "100%", "0%", "0.00"]
+    assert len(lines) == 4  # series without runs are left out
+
+
+def test_summary_mentions_hardware_failures_ratios_and_goals():
+    text = summary_text(make_doc())
+    assert "Test CPU, 2 cores, kernel 6.1; namespaces" in text
+    assert "gloo-mptcp: FAILED: rank 1 exit 1: boom" in text
+    assert "note: busy" in text
+    # 4 MiB: 0.085 / 0.044
+    assert "1.93x" in text
+    bw = next(line for line in text.splitlines() if line.startswith(">= 1.9x best single rail"))
+    assert bw.rstrip().endswith("PASS")  # 1.93 and 1.96 at 4M/16M
+
+
+def test_write_outputs_timestamped_and_latest(tmp_path):
+    doc = make_doc()
+    written = []
+
+    def fake_plot(_doc, path):
+        written.append(path)
+        with open(path, "wb") as f:
+            f.write(b"png")
+
+    paths = write_outputs(doc, str(tmp_path), "20260101T000000Z", plot_fn=fake_plot)
+    assert sorted(paths) == ["json", "png", "txt"]
+    assert json.loads((tmp_path / "latest.json").read_text())["mode"] == "quick"
+    assert (tmp_path / "bench-20260101T000000Z.txt").read_text() == (tmp_path / "latest.txt").read_text()
+    assert written == [str(tmp_path / "bench-20260101T000000Z.png")]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_plot_writes_png(tmp_path):
+    import importlib
+
+    plot = importlib.import_module("plot")
+    out = tmp_path / "x.png"
+    plot.plot(make_doc(), str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
