@@ -31,40 +31,59 @@ STYLE = {
 }
 
 
+# The lower panels zoom into the bandwidth-bound sizes on a linear axis, where the ratios that
+# matter (vs one rail, vs the ceiling) are visible; the upper ones show the whole range log-log.
+ZOOM_MIN_BYTES = 1 << 20
+
+
+def _draw(ax, doc: dict, scen: dict, min_bytes: int, legend: bool) -> None:
+    for name in SERIES_ORDER:
+        s = scen["series"].get(name)
+        if not s:
+            continue
+        rows = [r for r in s.get("results", [])
+                if r.get("check") != "failed" and r.get("algbw_gbps") and r["bytes"] >= min_bytes]
+        label = LABELS.get(name, name)
+        if not rows:
+            # Keep the legend honest about what did not run.
+            ax.plot([], [], label=f"{label} — {s.get('status', 'no data')}", color="lightgray")
+            continue
+        ax.plot([r["bytes"] for r in rows], [r["algbw_gbps"] * 8 for r in rows], label=label,
+                markersize=4, **STYLE.get(name, {}))
+    sizes = [b for b in scen["sizes"] if b >= min_bytes]
+    ax.set_xscale("log", base=2)
+    ticks = sizes[:: max(1, (len(sizes) + 9) // 10)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([format_bytes(b) for b in ticks])
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("algbw (Gbit/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend(fontsize=7.5, loc="lower right")
+
+
 def plot(doc: dict, path: str) -> None:
     scenarios = doc["scenarios"]
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(7.5 * len(scenarios), 5.6), squeeze=False)
-    for ax, scen in zip(axes[0], scenarios):
-        for name in SERIES_ORDER:
-            s = scen["series"].get(name)
-            if not s:
-                continue
-            rows = [r for r in s.get("results", []) if r.get("check") != "failed" and r.get("algbw_gbps")]
-            label = LABELS.get(name, name)
-            if not rows:
-                # Keep the legend honest about what did not run.
-                ax.plot([], [], label=f"{label} — {s.get('status', 'no data')}", color="lightgray")
-                continue
-            ax.plot([r["bytes"] for r in rows], [r["algbw_gbps"] * 8 for r in rows], label=label,
-                    markersize=4, **STYLE.get(name, {}))
-        sizes = scen["sizes"]
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ticks = sizes[:: max(1, len(sizes) // 10)]
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([format_bytes(b) for b in ticks])
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("algbw (Gbit/s)")
+    zoom = any(b >= ZOOM_MIN_BYTES for scen in scenarios for b in scen["sizes"])
+    nrows = 2 if zoom else 1
+    fig, axes = plt.subplots(nrows, len(scenarios), figsize=(7.5 * len(scenarios), 5.2 * nrows), squeeze=False)
+    for col, scen in enumerate(scenarios):
         rates = "/".join(map(str, scen["rates_mbit"]))
-        ax.set_title(f"{scen['name']}: rails {rates} Mbit/s, {doc['ranks']} ranks allreduce")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        top = axes[0][col]
+        _draw(top, doc, scen, 0, legend=True)
+        top.set_yscale("log")
+        top.set_title(f"{scen['name']}: rails {rates} Mbit/s, {doc['ranks']}-rank allreduce")
+        if zoom:
+            bottom = axes[1][col]
+            _draw(bottom, doc, scen, ZOOM_MIN_BYTES, legend=False)
+            bottom.set_ylim(bottom=0)
+            bottom.set_title(f"{scen['name']}: sizes >= {format_bytes(ZOOM_MIN_BYTES)}, linear scale")
     hw = doc["hardware"]
     fig.suptitle(f"Nezha vs baselines — {hw['cpu_model']}, {hw['cores']} cores, {hw['setup']} "
                  f"({doc['mode']} run, {doc['started']})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
