@@ -1,0 +1,140 @@
+// Command nezha-rail-agent runs on every node (DaemonSet, hostNetwork): it watches the host
+// interfaces that back the cluster's rails and publishes the node's RailNode. Its install-cni
+// subcommand copies the nezha-rail CNI plugin into the node's CNI bin directory.
+//
+//	nezha-rail-agent --node-name=$(NODE_NAME) [--metrics-bind-address=:9403] [--coalesce-window=200ms]
+//	nezha-rail-agent install-cni --from=/nezha-rail --to=/host/opt/cni/bin
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/nezha-project/nezha/cni/pkg/agent"
+	"github.com/nezha-project/nezha/cni/pkg/discovery"
+	"github.com/nezha-project/nezha/cni/pkg/install"
+)
+
+// version is stamped at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Tunables of the command itself, with their environment variables.
+const (
+	envNodeName       = "NODE_NAME"
+	envMetricsAddr    = "NEZHA_AGENT_METRICS_ADDR"
+	defaultMetricsAdr = ":9403"
+	envSysClassNet    = "NEZHA_AGENT_SYS_CLASS_NET"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "install-cni" {
+		if err := installCNI(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "nezha-rail-agent:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "nezha-rail-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func installCNI(args []string) error {
+	fs := flag.NewFlagSet("install-cni", flag.ContinueOnError)
+	from := fs.String("from", "/nezha-rail", "plugin binary to install")
+	to := fs.String("to", "/host/opt/cni/bin", "CNI bin directory of the node (mounted)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dst, err := install.Binary(*from, *to)
+	if err != nil {
+		return err
+	}
+	fmt.Println("installed", dst)
+	return nil
+}
+
+func run() error {
+	opts := agent.Options{AgentVersion: version}
+	var err error
+	durations := []struct {
+		flag, env, help string
+		def             time.Duration
+		dst             *time.Duration
+	}{
+		{"coalesce-window", agent.EnvCoalesceWindow, "link changes within this window make one RailNode write", agent.DefaultCoalesceWindow, &opts.CoalesceWindow},
+		{"resync-period", agent.EnvResyncPeriod, "re-read all links and rewrite the RailNode this often", agent.DefaultResyncPeriod, &opts.ResyncPeriod},
+		{"max-retry-backoff", agent.EnvMaxRetryBackoff, "cap of the backoff between failed RailNode writes", agent.DefaultMaxRetryBackoff, &opts.MaxRetryBackoff},
+	}
+	for _, d := range durations {
+		def, err := agent.DurationFromEnv(d.env, d.def)
+		if err != nil {
+			return err
+		}
+		flag.DurationVar(d.dst, d.flag, def, d.help+" (env "+d.env+")")
+	}
+	flag.StringVar(&opts.NodeName, "node-name", os.Getenv(envNodeName), "name of this node (env "+envNodeName+")")
+	flag.StringVar(&opts.NetNSPath, "netns", "", "network namespace to watch instead of the agent's own (testing)")
+	sysDefault := os.Getenv(envSysClassNet)
+	if sysDefault == "" {
+		sysDefault = discovery.DefaultSysClassNet
+	}
+	flag.StringVar(&opts.SysClassNet, "sys-class-net", sysDefault, "sysfs network class directory (env "+envSysClassNet+")")
+	metricsDefault := os.Getenv(envMetricsAddr)
+	if metricsDefault == "" {
+		metricsDefault = defaultMetricsAdr
+	}
+	metricsAddr := flag.String("metrics-bind-address", metricsDefault, "address of /metrics and /healthz; \"0\" disables (env "+envMetricsAddr+")")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	log := zap.New(zap.UseFlagOptions(&zapOpts)).WithName("rail-agent")
+	ctrl.SetLogger(log)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	a, err := agent.NewFromConfig(cfg, opts, log)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if *metricsAddr != "0" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if err := a.Metrics().Register(reg); err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "metrics server stopped")
+				stop()
+			}
+		}()
+		defer func() { _ = srv.Shutdown(context.Background()) }()
+	}
+	log.Info("starting", "node", opts.NodeName, "version", version, "coalesceWindow", opts.CoalesceWindow.String())
+	return a.Run(ctx)
+}
