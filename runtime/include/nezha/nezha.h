@@ -1,0 +1,73 @@
+/* libnezha C API: multi-rail collectives on host memory.
+ *
+ * Stable, small and C-only so Python (ctypes) and other languages can bind it. Every call
+ * returns a nezha_status_t; on failure nezha_last_error() gives a message for the calling
+ * thread. NEZHA_ERR_RAIL is recoverable in principle (a rail's I/O failed; a later release
+ * replays on the surviving rails); the other codes mean the call or its configuration is wrong.
+ *
+ * Collectives must be called by every rank in the same order with the same sizes (like MPI). */
+#ifndef NEZHA_NEZHA_H_
+#define NEZHA_NEZHA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  NEZHA_OK = 0,
+  NEZHA_ERR_CONFIG = 1,   /* bad environment/options; message names the field */
+  NEZHA_ERR_RAIL = 2,     /* a rail's network I/O failed or timed out */
+  NEZHA_ERR_AUTH = 3,     /* a peer or the rendezvous failed the NEZHA_JOB_TOKEN proof */
+  NEZHA_ERR_INVALID = 4,  /* invalid argument (null pointer, bad root, ...) */
+  NEZHA_ERR_INTERNAL = 5  /* bug check failed */
+} nezha_status_t;
+
+typedef enum {
+  NEZHA_FLOAT32 = 0,
+  NEZHA_FLOAT64 = 1,
+  NEZHA_FLOAT16 = 2,
+  NEZHA_BFLOAT16 = 3,
+  NEZHA_INT32 = 4,
+  NEZHA_INT64 = 5
+} nezha_dtype_t;
+
+typedef enum { NEZHA_SUM = 0, NEZHA_PROD = 1, NEZHA_MIN = 2, NEZHA_MAX = 3 } nezha_op_t;
+
+typedef struct nezha_comm* nezha_comm_t;
+
+/* Builds a communicator from NEZHA_* environment variables (see runtime/README.md):
+ * rendezvous, authentication, rail connections and the bandwidth probe. Blocks until every
+ * rank has joined or NEZHA_RENDEZVOUS_TIMEOUT_MS elapses. */
+nezha_status_t nezha_init_from_env(nezha_comm_t* comm);
+void nezha_destroy(nezha_comm_t comm);
+
+int nezha_rank(nezha_comm_t comm);
+int nezha_world_size(nezha_comm_t comm);
+
+/* sendbuf == recvbuf means in-place. */
+nezha_status_t nezha_allreduce(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
+                               size_t count, nezha_dtype_t dtype, nezha_op_t op);
+nezha_status_t nezha_broadcast(nezha_comm_t comm, void* buf, size_t count, nezha_dtype_t dtype,
+                               int root);
+/* recvbuf holds world_size * count elements; in-place when sendbuf == recvbuf + rank*count. */
+nezha_status_t nezha_allgather(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
+                               size_t count, nezha_dtype_t dtype);
+/* sendbuf holds world_size * recvcount elements; in-place when
+ * recvbuf == sendbuf + rank*recvcount. */
+nezha_status_t nezha_reduce_scatter(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
+                                    size_t recvcount, nezha_dtype_t dtype, nezha_op_t op);
+nezha_status_t nezha_barrier(nezha_comm_t comm);
+
+/* Writes the data-length table (split ratios per collective/world size/size bucket) as JSON. */
+nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path);
+
+/* Message of the last failed call on this thread ("" if none). */
+const char* nezha_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NEZHA_NEZHA_H_ */

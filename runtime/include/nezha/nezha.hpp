@@ -1,0 +1,169 @@
+// libnezha C++ API. The C API (nezha.h) is a thin wrapper over this.
+//
+// A Communicator joins a job (rendezvous + authentication), connects every rail to every peer,
+// probes the rails and then runs collectives whose data is split across rails by the Scheduler:
+// small operations go whole to the lowest-latency rail (cold start), large ones are split by
+// ratios kept in a data-length table and tuned online (hot start).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nezha {
+
+class RendezvousServer;
+
+// ---- errors --------------------------------------------------------------------------------
+// One root, two families: recoverable rail I/O errors (RailError: the rail's connections are
+// broken; the operation may be replayed on surviving rails) and errors that no retry fixes
+// (ConfigError for bad input, AuthError for a failed token proof, EnforceError for bug checks).
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+class AuthError : public Error {
+ public:
+  using Error::Error;
+};
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+class EnforceError : public Error {
+ public:
+  using Error::Error;
+};
+class RailError : public Error {
+ public:
+  RailError(int rail, const std::string& what) : Error(what), rail_(rail) {}
+  // Index of the failed rail in Options::rails, or -1 for the rendezvous connection.
+  int rail() const { return rail_; }
+
+ private:
+  int rail_;
+};
+
+// ---- types ---------------------------------------------------------------------------------
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
+enum class ReduceOp { kSum, kProd, kMin, kMax };
+enum class OpKind { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+// adaptive: cold/hot with online tuning; static: fixed bandwidth-proportional split (MRIB);
+// single: everything on the rail with the highest probed bandwidth.
+enum class Policy { kAdaptive, kStatic, kSingle };
+
+size_t dataTypeSize(DataType t);
+const char* toString(DataType t);
+const char* toString(ReduceOp op);
+const char* toString(OpKind op);
+const char* toString(Policy p);
+DataType parseDataType(const std::string& s);  // throws ConfigError
+ReduceOp parseReduceOp(const std::string& s);
+OpKind parseOpKind(const std::string& s);
+Policy parsePolicy(const std::string& s);
+
+struct RailSpec {
+  std::string name;       // unique in the job, e.g. "r0"
+  std::string iface;      // network interface the rail's sockets are bound to
+  std::string transport;  // "tcp" (rdma/sharp later)
+  // Address to bind; empty = the interface's IPv4 address (must be exactly one). Lets tests
+  // put several rails on `lo` (127.0.0.1, 127.0.0.2, ...).
+  std::string address;
+};
+
+struct Options {
+  int rank = 0;
+  int worldSize = 1;
+  std::vector<RailSpec> rails;
+  std::string rendezvousHost = "127.0.0.1";
+  int rendezvousPort = 0;  // rank 0 listens here; 0 = pick one (only for in-process use)
+  std::string jobToken;    // shared secret; required when worldSize > 1
+  Policy policy = Policy::kAdaptive;
+  std::optional<size_t> coldThreshold;  // bytes; nullopt = auto (from the probe)
+  int streamsPerPeer = 2;
+  std::chrono::milliseconds rendezvousTimeout{60000};
+  std::chrono::milliseconds ioTimeout{30000};  // a rail with no progress for this long fails
+  size_t probeBytes = 1 << 20;                 // bandwidth probe size per rail
+  int tuneInterval = 5;                        // agree timing stats every N operations
+  std::string tablePath;                       // optional data-length table to start from
+  size_t ringThreshold = 64 << 10;             // allreduce slices below this use recursive doubling
+  size_t segmentBytes = 256 << 10;             // broadcast pipeline segment
+  size_t socketBuffer = 4 << 20;    // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
+  size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
+  double tuneGain = 0.6;            // step of the online ratio update (0..1]
+  bool verbose = false;
+  // Rank 0 only: a server made by startRendezvousServer() to use instead of starting one.
+  std::shared_ptr<class RendezvousServer> server;
+
+  // Reads NEZHA_* (with RANK/WORLD_SIZE fallbacks); throws ConfigError naming the variable.
+  static Options fromEnv();
+};
+
+// What the scheduler did for the most recent operation (for nezha-bench and metrics).
+struct OpReport {
+  OpKind op = OpKind::kBarrier;
+  size_t bytes = 0;
+  bool hot = false;
+  std::map<std::string, double> split;      // rail -> share of the elements
+  std::map<std::string, size_t> railBytes;  // rail -> bytes of the operation it carried
+  std::map<std::string, double> railSeconds;
+};
+
+struct RailInfo {
+  std::string name, iface, transport, address;
+  double latencySeconds = 0;  // probe, agreed across ranks
+  double bandwidthBytesPerSecond = 0;
+};
+
+class Communicator {
+ public:
+  // Joins the job: rendezvous, authenticated rail connections, probe. Throws on failure.
+  explicit Communicator(const Options& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int worldSize() const;
+  const Options& options() const;
+  std::vector<RailInfo> rails() const;
+  size_t coldThreshold() const;
+
+  // sendbuf == recvbuf: in-place.
+  void allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op);
+  void broadcast(void* buf, size_t count, DataType dtype, int root);
+  // recvbuf holds worldSize*count elements.
+  void allgather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+  // sendbuf holds worldSize*recvcount elements.
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
+                     ReduceOp op);
+  void barrier();
+
+  const OpReport& lastReport() const;
+  // Data-length table as JSON (identical on every rank).
+  std::string tableJson() const;
+  void saveTable(const std::string& path) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Rank 0 of an in-process job can start the rendezvous server first to learn its port.
+// Used by tests and tools that run ranks as threads; normal jobs let rank 0's Communicator
+// start it at Options::rendezvousPort.
+std::shared_ptr<RendezvousServer> startRendezvousServer(const Options& rank0Options);
+int rendezvousServerPort(const RendezvousServer& server);
+
+}  // namespace nezha

@@ -1,0 +1,126 @@
+// Allreduce on one rail.
+//
+// Ring (bandwidth-optimal, for large slices): the slice is cut into n chunks. Reduce-scatter:
+// in n-1 steps every rank sends one chunk to its successor while receiving another from its
+// predecessor and folding it in (as bytes arrive, so reduction overlaps the transfer); after it
+// rank r owns the fully reduced chunk r+1. Allgather: n-1 more steps circulate the reduced
+// chunks. Each rank sends 2(n-1)/n of the slice.
+//
+// Recursive doubling (latency-optimal, for small slices): log2(p) rounds of whole-buffer
+// exchanges with partner rank^mask. For n not a power of two, the first 2*(n-p) ranks pair up
+// first: even ones hand their data to their odd neighbour, sit out, and get the result back
+// at the end.
+#include <cstring>
+
+#include "algorithms.h"
+#include "error.h"
+#include "reduce.h"
+
+namespace nezha {
+
+AllreduceAlgorithm chooseAllreduce(size_t count, size_t elemSize, int ranks, const AlgoOptions& o) {
+  if (count < static_cast<size_t>(ranks) || count * elemSize < o.ringThreshold) {
+    return AllreduceAlgorithm::kRecursiveDoubling;
+  }
+  return AllreduceAlgorithm::kRing;
+}
+
+void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
+               const AlgoOptions& o) {
+  if (ch.size() == 1 || count == 0) return;
+  switch (chooseAllreduce(count, dataTypeSize(dt), ch.size(), o)) {
+    case AllreduceAlgorithm::kRing:
+      return allreduceRing(ch, buf, count, dt, op, scratch);
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return allreduceRecursiveDoubling(ch, buf, count, dt, op, scratch);
+  }
+}
+
+void allreduceRing(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
+                   Scratch& scratch) {
+  const int n = ch.size(), r = ch.rank();
+  const size_t es = dataTypeSize(dt);
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  auto chunkBegin = [&](int c) { return count * static_cast<size_t>(c) / n; };
+  auto chunkLen = [&](int c) { return chunkBegin(c + 1) - chunkBegin(c); };
+  char* tmp = scratch.get(0, (count / n + 1) * es);
+
+  for (int s = 0; s < n - 1; ++s) {
+    int sendC = (r - s + n) % n;
+    int recvC = (r - s - 1 + 2 * n) % n;
+    char* dst = buf + chunkBegin(recvC) * es;
+    std::vector<IoOp> ops;
+    ops.push_back(IoOp::send(next, buf + chunkBegin(sendC) * es, chunkLen(sendC) * es, es));
+    ops.push_back(IoOp::recv(prev, tmp, chunkLen(recvC) * es, es, [&](size_t off, size_t len) {
+      reduceInto(dst + off, tmp + off, len / es, dt, op);
+    }));
+    ch.exchange(ops);
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    int sendC = (r + 1 - s + n) % n;
+    int recvC = (r - s + n) % n;
+    std::vector<IoOp> ops;
+    ops.push_back(IoOp::send(next, buf + chunkBegin(sendC) * es, chunkLen(sendC) * es, es));
+    ops.push_back(IoOp::recv(prev, buf + chunkBegin(recvC) * es, chunkLen(recvC) * es, es));
+    ch.exchange(ops);
+  }
+}
+
+// buf = lower-ranked operand (op) higher-ranked operand, so both partners combine the same way
+// even where the operation is not commutative bit for bit (min/max with NaN).
+static void combineOrdered(char* buf, char* theirs, size_t count, DataType dt, ReduceOp op,
+                           bool theirsFirst) {
+  if (theirsFirst) {
+    reduceInto(theirs, buf, count, dt, op);
+    std::memcpy(buf, theirs, count * dataTypeSize(dt));
+  } else {
+    reduceInto(buf, theirs, count, dt, op);
+  }
+}
+
+void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
+                                Scratch& scratch) {
+  const int n = ch.size(), r = ch.rank();
+  const size_t es = dataTypeSize(dt), bytes = count * es;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int rem = n - p;
+  char* tmp = scratch.get(0, bytes);
+
+  int vrank;  // rank among the p participants, -1 if sitting out
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      std::vector<IoOp> ops{IoOp::send(r + 1, buf, bytes, es)};
+      ch.exchange(ops);
+      vrank = -1;
+    } else {
+      std::vector<IoOp> ops{IoOp::recv(r - 1, tmp, bytes, es)};
+      ch.exchange(ops);
+      combineOrdered(buf, tmp, count, dt, op, true);
+      vrank = r / 2;
+    }
+  } else {
+    vrank = r - rem;
+  }
+  if (vrank >= 0) {
+    for (int mask = 1; mask < p; mask <<= 1) {
+      int pv = vrank ^ mask;
+      int partner = pv < rem ? pv * 2 + 1 : pv + rem;
+      std::vector<IoOp> ops{IoOp::send(partner, buf, bytes, es),
+                            IoOp::recv(partner, tmp, bytes, es)};
+      ch.exchange(ops);
+      combineOrdered(buf, tmp, count, dt, op, partner < r);
+    }
+  }
+  if (r < 2 * rem) {
+    std::vector<IoOp> ops;
+    if (r % 2 == 0) {
+      ops.push_back(IoOp::recv(r + 1, buf, bytes, es));
+    } else {
+      ops.push_back(IoOp::send(r - 1, buf, bytes, es));
+    }
+    ch.exchange(ops);
+  }
+}
+
+}  // namespace nezha

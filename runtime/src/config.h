@@ -1,0 +1,20 @@
+// Parsing of user-facing configuration strings (env values). Each failure is a ConfigError that
+// names the variable and the offending piece.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nezha/nezha.hpp"
+
+namespace nezha {
+
+// "name=iface:transport,..." (NEZHA_RAILS).
+std::vector<RailSpec> parseRails(const std::string& text, const std::string& what = "NEZHA_RAILS");
+// "host:port" (NEZHA_RENDEZVOUS).
+std::pair<std::string, int> parseHostPort(const std::string& text, const std::string& what);
+// Checks an Options built by hand or from env (ranks, rails, sizes); throws ConfigError.
+void validateOptions(const Options& o);
+
+}  // namespace nezha

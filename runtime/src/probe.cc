@@ -1,0 +1,73 @@
+#include "probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+namespace nezha {
+
+namespace {
+constexpr int kLatencyRounds = 5;
+constexpr int kBandwidthRounds = 2;
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+void agreeMax(std::vector<double>& values, int rail, const AlgoOptions& algo,
+              const RailRunner& run) {
+  if (values.empty()) return;
+  run(rail, [&](Channel& ch, Scratch& scratch) {
+    allreduce(ch, reinterpret_cast<char*>(values.data()), values.size(), DataType::kFloat64,
+              ReduceOp::kMax, scratch, algo);
+  });
+}
+
+ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunner& run) {
+  const size_t n = o.rails.size();
+  ProbeResult result;
+  result.latency.assign(n, 0.0);
+  result.bandwidth.assign(n, 1.0);
+  if (o.worldSize == 1 || o.probeBytes == 0) return result;
+  std::vector<double> times(2 * n, 0.0);  // [latency..., bulk time...]
+  std::vector<char> bulk(o.probeBytes / 4 * 4 + 4, 1);
+  const size_t floats = o.probeBytes / 4 > 0 ? o.probeBytes / 4 : 1;
+  for (size_t r = 0; r < n; ++r) {
+    run(static_cast<int>(r), [&](Channel& ch, Scratch& scratch) {
+      std::vector<double> lat;
+      double tiny = 0;
+      for (int i = 0; i < kLatencyRounds; ++i) {
+        auto t = std::chrono::steady_clock::now();
+        allreduceRecursiveDoubling(ch, reinterpret_cast<char*>(&tiny), 1, DataType::kFloat64,
+                                   ReduceOp::kMax, scratch);
+        lat.push_back(secondsSince(t));
+      }
+      std::sort(lat.begin(), lat.end());
+      times[r] = lat[lat.size() / 2];
+      double best = 1e30;
+      for (int i = 0; i < kBandwidthRounds; ++i) {
+        auto t = std::chrono::steady_clock::now();
+        allreduce(ch, bulk.data(), floats, DataType::kFloat32, ReduceOp::kMax, scratch, algo);
+        best = std::min(best, secondsSince(t));
+      }
+      times[n + r] = best;
+    });
+  }
+  agreeMax(times, 0, algo, run);
+  for (size_t r = 0; r < n; ++r) {
+    result.latency[r] = times[r];
+    double transfer = std::max(times[n + r] - times[r], 1e-7);
+    result.bandwidth[r] = static_cast<double>(floats * 4) / transfer;
+  }
+  if (o.verbose && o.rank == 0) {
+    for (size_t r = 0; r < n; ++r) {
+      std::fprintf(stderr, "nezha: probe rail %s: latency %.1f us, allreduce bw %.1f MB/s\n",
+                   o.rails[r].name.c_str(), result.latency[r] * 1e6, result.bandwidth[r] / 1e6);
+    }
+  }
+  return result;
+}
+
+}  // namespace nezha

@@ -1,0 +1,113 @@
+#include "scheduler.h"
+
+#include <cstdio>
+
+#include "error.h"
+#include "tuner.h"
+
+namespace nezha {
+
+Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
+    : o_(o),
+      nrails_(o.rails.size()),
+      probe_(probe),
+      coldRail_(lowestLatencyRail(probe.latency)),
+      bestRail_(highestBandwidthRail(probe.bandwidth)),
+      baseRatios_(ratiosFromBandwidth(probe.bandwidth)),
+      table_(std::move(table)) {
+  NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
+                "probe covers ", probe.latency.size(), " of ", nrails_, " rails");
+  // An explicit threshold wins, then a loaded table's, then the probe's estimate.
+  if (o.coldThreshold) {
+    coldThreshold_ = *o.coldThreshold;
+  } else if (table_.coldThreshold) {
+    coldThreshold_ = *table_.coldThreshold;
+  } else {
+    coldThreshold_ = autoColdThreshold(probe.latency, probe.bandwidth);
+  }
+  table_.coldThreshold = coldThreshold_;
+}
+
+Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
+  Plan p;
+  p.op = op;
+  p.units = units;
+  p.unitBytes = unitBytes;
+  const size_t bytes = units * unitBytes;
+  p.key = TableKey{op, o_.worldSize, sizeBucket(bytes)};
+  auto whole = [&](int rail) {
+    if (units > 0) p.slices.push_back(Slice{rail, 0, units});
+    return p;
+  };
+  if (op == OpKind::kBarrier) return whole(coldRail_);
+  const size_t minUnits =
+      unitBytes == 0 ? 1 : (o_.minSliceBytes + unitBytes - 1) / std::max<size_t>(unitBytes, 1);
+  switch (o_.policy) {
+    case Policy::kSingle:
+      return whole(bestRail_);
+    case Policy::kStatic:
+      p.hot = nrails_ > 1;
+      p.slices = splitCount(units, toWeights(baseRatios_), minUnits);
+      return p;
+    case Policy::kAdaptive: {
+      if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldRail_);
+      TableEntry& e = table_.entry(p.key, baseRatios_);
+      p.hot = true;
+      p.slices = splitCount(units, toWeights(e.ratios), minUnits);
+      return p;
+    }
+  }
+  NEZHA_ENFORCE(false, "unknown policy");
+}
+
+void Scheduler::record(const Plan& plan, const std::vector<double>& railSeconds) {
+  if (o_.policy != Policy::kAdaptive || !plan.hot) return;
+  TableEntry& e = table_.entry(plan.key, baseRatios_);
+  ++e.ops;
+  ++e.pendingOps;
+  for (const Slice& s : plan.slices) {
+    e.pendingSeconds[s.rail] += railSeconds[s.rail];
+    e.pendingBytes[s.rail] += static_cast<double>(s.count * plan.unitBytes);
+  }
+}
+
+bool Scheduler::agreementDue(uint64_t opNumber) const {
+  return o_.policy == Policy::kAdaptive && opNumber > 0 &&
+         opNumber % static_cast<uint64_t>(o_.tuneInterval) == 0;
+}
+
+std::vector<double> Scheduler::pendingStats() const {
+  std::vector<double> stats;
+  for (const auto& [key, e] : table_.entries()) {
+    if (e.pendingOps == 0) continue;
+    stats.insert(stats.end(), e.pendingSeconds.begin(), e.pendingSeconds.end());
+  }
+  return stats;
+}
+
+void Scheduler::applyAgreed(const std::vector<double>& agreed) {
+  size_t pos = 0;
+  for (auto& [key, e] : table_.entries()) {
+    if (e.pendingOps == 0) continue;
+    NEZHA_ENFORCE(pos + nrails_ <= agreed.size(), "agreed stats too short");
+    std::vector<double> secs(agreed.begin() + static_cast<long>(pos),
+                             agreed.begin() + static_cast<long>(pos + nrails_));
+    pos += nrails_;
+    e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
+    ++e.updates;
+    if (o_.verbose && o_.rank == 0) {
+      std::fprintf(stderr, "nezha: tune %s bucket 2^%d update %llu:", toString(key.op), key.bucket,
+                   static_cast<unsigned long long>(e.updates));
+      for (size_t i = 0; i < nrails_; ++i) {
+        std::fprintf(stderr, " %s=%.3f", o_.rails[i].name.c_str(), e.ratios[i]);
+      }
+      std::fprintf(stderr, "\n");
+    }
+    e.pendingOps = 0;
+    std::fill(e.pendingSeconds.begin(), e.pendingSeconds.end(), 0.0);
+    std::fill(e.pendingBytes.begin(), e.pendingBytes.end(), 0.0);
+  }
+  NEZHA_ENFORCE(pos == agreed.size(), "agreed stats length ", agreed.size(), " != ", pos);
+}
+
+}  // namespace nezha

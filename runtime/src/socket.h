@@ -1,0 +1,81 @@
+// Thin POSIX socket layer: an owning fd, interface address lookup, rail-bound listen/connect
+// and deadline-bounded blocking I/O used during setup (data transfer has its own poll loop in
+// tcp_channel.cc).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nezha {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Owns one file descriptor; closes it on destruction. Move-only.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// The first IPv4 address of `iface`. Throws ConfigError if the interface is missing or has none.
+std::string interfaceAddress(const std::string& iface, const std::string& railName);
+
+struct SocketTuning {
+  size_t buffer = 0;  // SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning alone
+  bool noDelay = true;
+};
+
+// Listening socket bound to `ip:port` and, when iface is non-empty, to the device itself so
+// its traffic can never be routed through another NIC. port 0 picks a free port.
+Fd listenOn(const std::string& ip, int port, const std::string& iface, int backlog = 128,
+            const SocketTuning& tuning = SocketTuning{});
+int localPort(int fd);
+
+// Connects from `srcIp` on `iface` (both optional) to ip:port, retrying refused/unreachable
+// attempts until the deadline. Throws RailError(rail) with the last errno on timeout.
+Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const std::string& iface,
+             Deadline deadline, int rail, const std::string& what,
+             const SocketTuning& tuning = SocketTuning{});
+// Accepts one connection or throws RailError(rail) when the deadline passes.
+Fd acceptUntil(int listenFd, Deadline deadline, int rail, const std::string& what);
+
+void applyTuning(int fd, const SocketTuning& t);
+void setNonBlocking(int fd, bool on);
+
+// Blocking I/O bounded by a deadline; throw RailError(rail) on timeout, EOF or error.
+void sendAll(int fd, const void* data, size_t len, Deadline deadline, int rail);
+void recvAll(int fd, void* data, size_t len, Deadline deadline, int rail);
+
+// Length-prefixed frames (u32 little-endian length, then payload).
+void sendFrame(int fd, const std::string& payload, Deadline deadline, int rail);
+std::string recvFrame(int fd, Deadline deadline, int rail, size_t maxLen = 1 << 20);
+
+void randomBytes(void* out, size_t len);
+
+}  // namespace nezha

@@ -1,0 +1,200 @@
+#include "tcp_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "auth.h"
+#include "error.h"
+#include "sha256.h"
+
+namespace nezha {
+
+TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
+    : spec_(o.rails.at(railIndex)),
+      address_(address),
+      rail_(railIndex),
+      rank_(o.rank),
+      size_(o.worldSize),
+      nstreams_(o.streamsPerPeer),
+      token_(o.jobToken),
+      ioTimeout_(o.ioTimeout) {
+  tuning_.buffer = o.socketBuffer;
+  tuning_.noDelay = true;
+  listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
+}
+
+RailEndpoint TcpChannel::endpoint() const {
+  return {spec_.name, spec_.transport, address_, localPort(listen_.get())};
+}
+
+std::string TcpChannel::purpose(const std::string& session, int from, int to, int stream) const {
+  return strCat(
+      "data session=", toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
+      " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
+}
+
+void TcpChannel::connect(const JobTable& job, Deadline deadline) {
+  streams_.clear();
+  streams_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) streams_[p].resize(nstreams_);
+  }
+  // Dial lower ranks first, then accept higher ones: rank r's dials complete once every lower
+  // rank reached its accept phase, which by induction always happens (rank 0 only accepts).
+  for (int peer = 0; peer < rank_; ++peer) {
+    const RailEndpoint& ep = job.ranks[peer].rails[rail_];
+    for (int s = 0; s < nstreams_; ++s) {
+      std::string what = strCat("rail ", spec_.name, " to rank ", peer);
+      Fd fd = connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
+      authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline, rail_,
+                           what);
+      streams_[peer][s] = std::move(fd);
+    }
+  }
+  int expected = (size_ - 1 - rank_) * nstreams_;
+  while (expected > 0) {
+    Fd fd = acceptUntil(listen_.get(), deadline, rail_,
+                        strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
+    std::string got;
+    try {
+      got = authenticateClient(fd.get(), token_, deadline, rail_);
+    } catch (const AuthError&) {
+      continue;  // not a peer of this job; keep waiting for the real ones
+    }
+    bool matched = false;
+    for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
+      for (int s = 0; s < nstreams_ && !matched; ++s) {
+        if (got == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
+          streams_[peer][s] = std::move(fd);
+          matched = true;
+        }
+      }
+    }
+    if (!matched) {
+      throw RailError(rail_,
+                      strCat("rail ", spec_.name, ": unexpected data connection \"", got, "\""));
+    }
+    --expected;
+  }
+  listen_.reset();  // no more peers will come
+  for (auto& peer : streams_) {
+    for (auto& fd : peer) setNonBlocking(fd.get(), true);
+  }
+}
+
+void TcpChannel::fail(const std::string& what) {
+  broken_ = true;
+  throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, "): ", what));
+}
+
+namespace {
+// A contiguous piece of one IoOp carried by one stream.
+struct Part {
+  IoOp* op;
+  size_t offset;  // within op->buf
+  size_t len;
+  size_t done = 0;
+  size_t reported = 0;  // bytes already passed to onRecv
+};
+// Parts queued on one (peer, stream, direction); served strictly in order.
+struct Queue {
+  int fd = -1;
+  int peer = -1;
+  bool send = false;
+  std::vector<Part> parts;
+  size_t cursor = 0;
+  bool pending() const { return cursor < parts.size(); }
+};
+}  // namespace
+
+void TcpChannel::exchange(std::vector<IoOp>& ops) {
+  if (broken_) fail("used after an earlier failure");
+  // queues[(peer * nstreams + stream) * 2 + dir]
+  std::vector<Queue> queues(static_cast<size_t>(size_) * nstreams_ * 2);
+  size_t pendingQueues = 0;
+  for (IoOp& op : ops) {
+    if (op.len == 0) continue;
+    NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
+    NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0, "length ", op.len, " not aligned to ",
+                  op.align);
+    size_t units = op.len / op.align;
+    for (int s = 0; s < nstreams_; ++s) {
+      size_t begin = units * s / nstreams_ * op.align;
+      size_t end = units * (s + 1) / nstreams_ * op.align;
+      if (end == begin) continue;
+      Queue& q = queues[(static_cast<size_t>(op.peer) * nstreams_ + s) * 2 +
+                        (op.kind == IoOp::kSend ? 1 : 0)];
+      if (!q.pending()) ++pendingQueues;
+      q.fd = fdOf(op.peer, s);
+      q.peer = op.peer;
+      q.send = op.kind == IoOp::kSend;
+      q.parts.push_back(Part{&op, begin, end - begin});
+    }
+  }
+
+  // Moves as many bytes as the socket takes without blocking. Returns true on progress.
+  auto pump = [&](Queue& q) {
+    bool progress = false;
+    while (q.pending()) {
+      Part& part = q.parts[q.cursor];
+      char* base = static_cast<char*>(part.op->buf) + part.offset;
+      ssize_t n;
+      if (q.send) {
+        n = ::send(q.fd, base + part.done, part.len - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else {
+        n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
+        if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        fail(strCat(q.send ? "send to" : "receive from", " rank ", q.peer, ": ",
+                    std::strerror(errno)));
+      }
+      progress = true;
+      part.done += static_cast<size_t>(n);
+      if (!q.send && part.op->onRecv) {
+        size_t whole = part.done / part.op->align * part.op->align;
+        if (whole > part.reported) {
+          part.op->onRecv(part.offset + part.reported, whole - part.reported);
+          part.reported = whole;
+        }
+      }
+      if (part.done == part.len) {
+        ++q.cursor;
+        if (!q.pending()) --pendingQueues;
+      } else if (q.send) {
+        break;  // socket buffer full
+      }
+    }
+    return progress;
+  };
+
+  std::vector<struct pollfd> pfds;
+  std::vector<Queue*> owners;
+  while (pendingQueues > 0) {
+    for (Queue& q : queues) {
+      if (q.pending()) pump(q);
+    }
+    if (pendingQueues == 0) break;
+    pfds.clear();
+    owners.clear();
+    for (Queue& q : queues) {
+      if (!q.pending()) continue;
+      pfds.push_back({q.fd, static_cast<short>(q.send ? POLLOUT : POLLIN), 0});
+      owners.push_back(&q);
+    }
+    int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(ioTimeout_.count()));
+    if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
+    if (n == 0) {
+      std::ostringstream waiting;
+      for (Queue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
+      fail(strCat("no progress for ", ioTimeout_.count(), " ms (waiting:", waiting.str(), ")"));
+    }
+  }
+}
+
+}  // namespace nezha
