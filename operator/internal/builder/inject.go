@@ -30,6 +30,8 @@ type Injection struct {
 	Labels map[string]string
 	// RuntimeImage, when not empty, adds the init container that copies the runtime in.
 	RuntimeImage string
+	// AvoidNodes are nodes where one of the job's rails is down (see AvoidNodes).
+	AvoidNodes []string
 }
 
 // InjectTemplate adds the rails (Multus networks annotation, SR-IOV resources), the runtime
@@ -61,6 +63,7 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 	if in.RuntimeImage != "" {
 		injectRuntime(&t.Spec, in.RuntimeImage)
 	}
+	AvoidNodes(&t.Spec, in.AvoidNodes)
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 type WorkerOptions struct {
 	// RuntimeImage is the operator's --runtime-image, used when the job asks for injection.
 	RuntimeImage string
+	// AvoidNodes are nodes where one of the job's rails is down; new workers stay off them.
+	AvoidNodes []string
 }
 
 // WantsRuntimeInjection reports whether job asks for the runtime init container, by field or
@@ -40,7 +42,8 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 			Rendezvous: RendezvousAddress(job.Name, job.Namespace, rendezvousPort(job)),
 			WorldSize:  &world, Rank: &rank,
 		}),
-		Labels: labels,
+		Labels:     labels,
+		AvoidNodes: opts.AvoidNodes,
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {

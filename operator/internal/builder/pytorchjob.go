@@ -29,7 +29,8 @@ func PyTorchJob(job *nezhav1.MultiRailJob, rails []Rail, opts WorkerOptions) (*k
 			Job: job, Rails: rails,
 			Rendezvous: PyTorchMasterAddress(job.Name, job.Namespace, rendezvousPort(job)),
 		}),
-		Labels: JobLabels(job),
+		Labels:     JobLabels(job),
+		AvoidNodes: opts.AvoidNodes,
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {

@@ -12,13 +12,10 @@ import (
 	"runtime"
 	"strings"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/scheme"
 )
 
 // Module paths and files of the third-party CRDs (versions come from go.mod).
@@ -30,17 +27,7 @@ const (
 )
 
 // Scheme knows every type the operator uses.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{
-		clientgoscheme.AddToScheme, nezhav1.AddToScheme, nadv1.AddToScheme, kubeflowv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+func Scheme() *k8sruntime.Scheme { return scheme.New() }
 
 // RepoRoot is the repository root, found from this file's location.
 func RepoRoot() string {

@@ -1,0 +1,94 @@
+// Command nezha-operator runs the MultiRailJob controller.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/controller"
+	"github.com/nezha-project/nezha/operator/internal/scheme"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "nezha-operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr  = flag.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" disables it)")
+		probeAddr    = flag.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+		leaderElect  = flag.Bool("leader-elect", false, "elect a leader so only one replica reconciles")
+		runtimeImage = flag.String("runtime-image", "", "image holding /opt/nezha, copied into workers that ask for runtime injection")
+	)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress: *probeAddr,
+		LeaderElection:         *leaderElect,
+		LeaderElectionID:       "nezha-operator.nezha.io",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the operator's own pods: caching every pod of a big cluster costs memory and
+			// buys nothing.
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{nezhav1.ManagedByLabel: nezhav1.ManagedByValue})},
+		}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	// PyTorchJob support needs the Kubeflow CRD; without it the operator still runs plain
+	// workers and reports pytorchJob jobs with a condition.
+	gk := schema.GroupKind{Group: kubeflowv1.GroupVersion.Group, Kind: kubeflowv1.PyTorchJobKind}
+	_, mapErr := mgr.GetRESTMapper().RESTMapping(gk, kubeflowv1.GroupVersion.Version)
+	pytorch := mapErr == nil
+	setupLog.Info("PyTorchJob support", "enabled", pytorch)
+
+	r := &controller.MultiRailJobReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorderFor("nezha-operator"),
+		Clock:             clock.RealClock{},
+		RuntimeImage:      *runtimeImage,
+		PyTorchJobEnabled: pytorch,
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	setupLog.Info("starting", "runtimeImage", *runtimeImage)
+	return mgr.Start(ctx)
+}

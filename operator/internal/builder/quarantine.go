@@ -1,0 +1,36 @@
+package builder
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// AvoidNodes keeps a pod off the given nodes (nodes where one of the job's rails is down) with a
+// required node affinity on metadata.name. Required terms are ORed, so the exclusion is added to
+// every term the user wrote (ANDed inside each) rather than as a term of its own.
+func AvoidNodes(spec *corev1.PodSpec, nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	req := corev1.NodeSelectorRequirement{
+		Key:      "metadata.name",
+		Operator: corev1.NodeSelectorOpNotIn,
+		Values:   append([]string(nil), nodes...),
+	}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	sel := na.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(sel.NodeSelectorTerms) == 0 {
+		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range sel.NodeSelectorTerms {
+		sel.NodeSelectorTerms[i].MatchFields = append(sel.NodeSelectorTerms[i].MatchFields, req)
+	}
+}

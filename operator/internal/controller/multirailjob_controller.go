@@ -1,0 +1,338 @@
+// Package controller reconciles MultiRailJobs: it puts each job's rails (Multus networks, SR-IOV
+// devices) and runtime contract into its worker pods or PyTorchJob, and reports from reality
+// (pods, Multus network-status, RailNodes, the runtime) whether the rails work.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/builder"
+)
+
+// Field indexes on MultiRailJobs, so a RailClass or RailNode event finds its jobs without a scan.
+const (
+	indexRails = "spec.rails"
+	indexNodes = "status.workerStatuses.nodeName"
+)
+
+// MultiRailJobReconciler reconciles MultiRailJobs.
+type MultiRailJobReconciler struct {
+	client.Client
+	// APIReader reads objects the operator must not cache (Secrets).
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	// RuntimeImage is copied into workers whose image lacks the runtime (--runtime-image).
+	RuntimeImage string
+	// PyTorchJobEnabled is true when the kubeflow.org/v1 PyTorchJob CRD exists.
+	PyTorchJobEnabled bool
+	// Prober asks running workers' runtimes about failed rails; nil disables it.
+	Prober RuntimeProber
+
+	phases phaseTracker
+}
+
+// +kubebuilder:rbac:groups=nezha.io,resources=multirailjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nezha.io,resources=multirailjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nezha.io,resources=railclasses;railnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// Reconcile fetches the job, computes its children and status in reconcile, writes the status
+// once and only then emits the queued Events.
+func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	defer func() { reconcileDuration.Observe(time.Since(start).Seconds()) }()
+
+	job := &nezhav1.MultiRailJob{}
+	if err := r.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.phases.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // owner references take the children with it
+	}
+	if finished(&job.Status) {
+		r.phases.set(req.NamespacedName, job.Status.Phase)
+		return ctrl.Result{}, nil
+	}
+
+	st := &statusUpdate{status: job.Status.DeepCopy(), generation: job.Generation, now: metav1.NewTime(r.Clock.Now())}
+	result, err := r.reconcile(ctx, job, st)
+	if werr := r.writeStatus(ctx, job, st); werr != nil {
+		return ctrl.Result{}, werr
+	}
+	for _, e := range st.events {
+		r.Recorder.Event(job, e.eventType, e.reason, e.message)
+	}
+	r.phases.set(req.NamespacedName, st.status.Phase)
+	return result, err
+}
+
+func (r *MultiRailJobReconciler) writeStatus(ctx context.Context, job *nezhav1.MultiRailJob, st *statusUpdate) error {
+	st.status.ObservedGeneration = job.Generation
+	if equality.Semantic.DeepEqual(&job.Status, st.status) {
+		return nil
+	}
+	job.Status = *st.status
+	if err := r.Status().Update(ctx, job); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// reconcile does the work for one job: rails, children, observation, health, policy, phase.
+func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.MultiRailJob, st *statusUpdate) (ctrl.Result, error) {
+	var result ctrl.Result
+	var desired int32
+	if job.Spec.Workers != nil {
+		desired = job.Spec.Workers.Replicas
+	} else if job.Spec.PyTorchJob != nil {
+		desired = pyTorchWorldSize(job.Spec.PyTorchJob)
+	}
+	st.status.Workers = desired
+
+	rr, err := r.resolveRails(ctx, job, st)
+	if err != nil {
+		return result, err
+	}
+	result.RequeueAfter = rr.retry
+
+	var railNodes nezhav1.RailNodeList
+	if err := r.List(ctx, &railNodes); err != nil {
+		return result, err
+	}
+	avoid := nodesToAvoid(railNodes.Items, job.Spec.Rails)
+
+	pods, err := r.listPods(ctx, job)
+	if err != nil {
+		return result, err
+	}
+	// Without resolved rails the workers' rail entries still carry the rail names, so health can
+	// be judged for running workers even while a RailClass is missing.
+	railNames := job.Spec.Rails
+	obsRails := rr.rails
+	if !rr.ready {
+		obsRails = namesOnly(railNames)
+	}
+	obs := observePods(pods, obsRails)
+
+	var ptj *kubeflowv1.PyTorchJob
+	switch {
+	case !rr.ready:
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonWaitingForNetworks,
+			"waiting for NetworksReady", "")
+	case job.Spec.Workers != nil:
+		if err := r.ensureService(ctx, job); err != nil {
+			return result, err
+		}
+		if err := r.ensureWorkers(ctx, job, rr.rails, obs, avoid, st); err != nil {
+			return result, err
+		}
+	default:
+		if ptj, err = r.ensurePyTorchJob(ctx, job, rr.rails, avoid, st); err != nil {
+			return result, err
+		}
+	}
+
+	if rr.ready {
+		// Attachments can only be checked against networks that are known.
+		setRailsVerified(obs, desired, st)
+	}
+
+	nodes := map[string]*nezhav1.RailNode{}
+	for i := range railNodes.Items {
+		nodes[railNodes.Items[i].Name] = &railNodes.Items[i]
+	}
+	runtimeFailed := r.probeRuntimes(ctx, obs)
+	prevDown := downPairs(st.status.WorkerStatuses)
+	health := assessRailHealth(obs.workers, railNames, nodes, runtimeFailed)
+	placed := map[string]bool{}
+	for _, w := range obs.workers {
+		placed[w.NodeName] = true
+	}
+	recs := failoverRecords(prevDown, health.down, placed, st.now)
+	for _, rec := range recs {
+		railFailovers.WithLabelValues(string(rec.Action)).Inc()
+		if rec.Action == nezhav1.FailoverRailLost {
+			st.event(warning, ReasonRailLost, rec.Message)
+		} else {
+			st.event(normal, ReasonRailRecovered, rec.Message)
+		}
+	}
+	st.status.FailoverHistory = appendHistory(st.status.FailoverHistory, recs)
+	st.status.WorkerStatuses = obs.workers
+	setRailsHealthy(health, st)
+
+	if ptj != nil {
+		mirrorPyTorchJob(ptj, st)
+	} else if job.Spec.Workers != nil {
+		applyWorkerCompletion(obs, desired, st)
+	}
+	if restart := applyRailLossPolicy(job, health, st); restart && !finished(st.status) {
+		if err := r.restartWorkers(ctx, obs, st, st.reasonMessage(nezhav1.ConditionDegraded)); err != nil {
+			return result, err
+		}
+	}
+
+	st.status.ReadyWorkers = obs.ready
+	st.status.WorkersReady = fmt.Sprintf("%d/%d", obs.ready, desired)
+	st.status.HealthyRails = health.healthy
+	st.status.RailsHealthy = fmt.Sprintf("%d/%d", health.healthy, len(railNames))
+	st.status.Phase = computePhase(st, desired, obs.running)
+	if finished(st.status) && st.status.CompletionTime == nil {
+		st.status.CompletionTime = &st.now
+	}
+	return result, nil
+}
+
+// setRailsVerified reports whether every running worker has an interface on every rail.
+func setRailsVerified(obs observation, desired int32, st *statusUpdate) {
+	switch {
+	case len(obs.badStatus) > 0:
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, ReasonInvalidNetworkStatus, joinBounded(obs.badStatus, 5), warning)
+	case len(obs.unattached) > 0:
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, ReasonRailInterfaceMissing, joinBounded(obs.unattached, 5), warning)
+	case obs.running == 0 || obs.running < desired:
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionUnknown, ReasonWaitingForWorkers,
+			fmt.Sprintf("%d of %d workers running", obs.running, desired), "")
+	default:
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionTrue, ReasonAllRailsAttached,
+			fmt.Sprintf("all %d running workers have an interface on every rail", obs.running), normal)
+	}
+}
+
+func (s *statusUpdate) reasonMessage(condType string) string {
+	for _, c := range s.status.Conditions {
+		if c.Type == condType {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+func namesOnly(names []string) []builder.Rail {
+	rails := make([]builder.Rail, len(names))
+	for i, n := range names {
+		rails[i] = builder.Rail{Name: n, Interface: builder.InterfaceName(i)}
+	}
+	return rails
+}
+
+func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.MultiRailJob) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{nezhav1.JobNameLabel: job.Name}); err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// probeRuntimes asks each running worker's runtime for failed rails. Probe errors are logged, not
+// fatal: a runtime that is still starting has no /status yet.
+func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) map[int32][]string {
+	if r.Prober == nil {
+		return nil
+	}
+	out := map[int32][]string{}
+	for rank, pod := range obs.pods {
+		if pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		failed, err := r.Prober.FailedRails(ctx, pod)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
+			continue
+		}
+		if len(failed) > 0 {
+			out[rank] = failed
+		}
+	}
+	return out
+}
+
+// SetupWithManager registers the controller, its indexes and watches.
+func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &nezhav1.MultiRailJob{}, indexRails, func(o client.Object) []string {
+		return o.(*nezhav1.MultiRailJob).Spec.Rails
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &nezhav1.MultiRailJob{}, indexNodes, func(o client.Object) []string {
+		seen := map[string]bool{}
+		var nodes []string
+		for _, w := range o.(*nezhav1.MultiRailJob).Status.WorkerStatuses {
+			if w.NodeName != "" && !seen[w.NodeName] {
+				seen[w.NodeName] = true
+				nodes = append(nodes, w.NodeName)
+			}
+		}
+		return nodes
+	}); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&nezhav1.MultiRailJob{}).
+		Owns(&corev1.Service{}).
+		Owns(&nadv1.NetworkAttachmentDefinition{}).
+		// PyTorchJob pods are owned by the PyTorchJob, so pods map to jobs by label.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
+		Watches(&nezhav1.RailClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexRails))).
+		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexNodes)))
+	if r.PyTorchJobEnabled {
+		b = b.Owns(&kubeflowv1.PyTorchJob{})
+	}
+	return b.Named("multirailjob").Complete(r)
+}
+
+func podToJob(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[nezhav1.JobNameLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// jobsByIndex maps a cluster-scoped object (RailClass, RailNode) to the jobs whose index field
+// contains its name.
+func (r *MultiRailJobReconciler) jobsByIndex(field string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var jobs nezhav1.MultiRailJobList
+		if err := r.List(ctx, &jobs, client.MatchingFields{field: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "list jobs by index", "field", field, "name", o.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, len(jobs.Items))
+		for i := range jobs.Items {
+			reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,186 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+)
+
+// railPair is one rail on one node: the unit in which rails fail.
+type railPair struct{ rail, node string }
+
+// railHealth summarises the job's rails over the nodes its workers run on.
+type railHealth struct {
+	// down explains every (rail, node) pair that is down under some worker.
+	down map[railPair]string
+	// downRails are the rails down on at least one worker's node, in spec order.
+	downRails []string
+	// healthy counts rails up on every worker's node.
+	healthy int32
+	// unreported lists "rail on node" pairs no RailNode speaks about (no agent there yet).
+	unreported []string
+	// placed is true when at least one worker has a node.
+	placed bool
+}
+
+// assessRailHealth sets Healthy on every worker's rail entries from the RailNodes of their nodes
+// and from what the workers' runtimes report (runtimeFailed: rank → failed rails), and sums up.
+// A rail nobody reports on counts as healthy: no evidence of failure is not a failure, but it is
+// listed in unreported so RailsHealthy says Unknown rather than True.
+func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes map[string]*nezhav1.RailNode,
+	runtimeFailed map[int32][]string) railHealth {
+	h := railHealth{down: map[railPair]string{}}
+	unreported := map[string]bool{}
+	for wi := range workers {
+		w := &workers[wi]
+		if w.NodeName == "" {
+			continue
+		}
+		h.placed = true
+		rn := nodes[w.NodeName]
+		for ri := range w.Rails {
+			rs := &w.Rails[ri]
+			pair := railPair{rs.Name, w.NodeName}
+			rs.Healthy = true
+			if rn != nil {
+				if ok, found := rn.RailHealthy(rs.Name); !found {
+					unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
+				} else if !ok {
+					rs.Healthy = false
+					h.down[pair] = describeDown(rn, rs.Name)
+				}
+			} else {
+				unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
+			}
+			for _, failed := range runtimeFailed[w.Rank] {
+				if failed == rs.Name {
+					rs.Healthy = false
+					if _, known := h.down[pair]; !known {
+						h.down[pair] = fmt.Sprintf("rail %q failed in the runtime of worker %d on node %q", rs.Name, w.Rank, w.NodeName)
+					}
+				}
+			}
+		}
+	}
+	downSet := map[string]bool{}
+	for p := range h.down {
+		downSet[p.rail] = true
+	}
+	for _, name := range railNames {
+		if downSet[name] {
+			h.downRails = append(h.downRails, name)
+		} else {
+			h.healthy++
+		}
+	}
+	for u := range unreported {
+		h.unreported = append(h.unreported, u)
+	}
+	sort.Strings(h.unreported)
+	return h
+}
+
+func describeDown(rn *nezhav1.RailNode, rail string) string {
+	for _, q := range rn.Spec.QuarantinedRails {
+		if q == rail {
+			return fmt.Sprintf("rail %q quarantined on node %q", rail, rn.Name)
+		}
+	}
+	for _, s := range rn.Status.Rails {
+		if s.Name == rail {
+			msg := fmt.Sprintf("rail %q down on node %q: interface %q operState=%s carrier=%t", rail, rn.Name, s.Interface, s.OperState, s.Carrier)
+			if s.Message != "" {
+				msg += " (" + s.Message + ")"
+			}
+			return msg
+		}
+	}
+	return fmt.Sprintf("rail %q down on node %q", rail, rn.Name)
+}
+
+// downPairs reads back which (rail, node) pairs the previous status recorded as down.
+func downPairs(workers []nezhav1.WorkerStatus) map[railPair]bool {
+	out := map[railPair]bool{}
+	for _, w := range workers {
+		if w.NodeName == "" {
+			continue
+		}
+		for _, rs := range w.Rails {
+			if !rs.Healthy {
+				out[railPair{rs.Name, w.NodeName}] = true
+			}
+		}
+	}
+	return out
+}
+
+// failoverRecords turns the change between the previous and current down pairs into history
+// entries, in a stable order. A pair that disappears because its workers left the node is not a
+// recovery: only nodes that still run workers (stillPlaced) can recover.
+func failoverRecords(prev map[railPair]bool, now map[railPair]string, stillPlaced map[string]bool, t metav1.Time) []nezhav1.FailoverRecord {
+	var recs []nezhav1.FailoverRecord
+	for p, msg := range now {
+		if !prev[p] {
+			recs = append(recs, nezhav1.FailoverRecord{Time: t, Action: nezhav1.FailoverRailLost, Rail: p.rail, Node: p.node, Message: msg})
+		}
+	}
+	for p := range prev {
+		if _, still := now[p]; !still && stillPlaced[p.node] {
+			recs = append(recs, nezhav1.FailoverRecord{Time: t, Action: nezhav1.FailoverRailRecovered, Rail: p.rail, Node: p.node,
+				Message: fmt.Sprintf("rail %q up again on node %q", p.rail, p.node)})
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		a, b := recs[i], recs[j]
+		if a.Action != b.Action {
+			return a.Action < b.Action
+		}
+		if a.Rail != b.Rail {
+			return a.Rail < b.Rail
+		}
+		return a.Node < b.Node
+	})
+	return recs
+}
+
+// appendHistory appends records and keeps the newest MaxFailoverHistory.
+func appendHistory(hist, recs []nezhav1.FailoverRecord) []nezhav1.FailoverRecord {
+	hist = append(hist, recs...)
+	if n := len(hist) - nezhav1.MaxFailoverHistory; n > 0 {
+		hist = append([]nezhav1.FailoverRecord(nil), hist[n:]...)
+	}
+	return hist
+}
+
+// setRailsHealthy writes the RailsHealthy condition.
+func setRailsHealthy(h railHealth, st *statusUpdate) {
+	switch {
+	case !h.placed:
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonWaitingForWorkers, "no worker is scheduled yet", "")
+	case len(h.down) > 0:
+		msgs := make([]string, 0, len(h.down))
+		for _, m := range h.down {
+			msgs = append(msgs, m)
+		}
+		sort.Strings(msgs)
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, ReasonRailDown, joinBounded(msgs, 5), warning)
+	case len(h.unreported) > 0:
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonRailNodeNotReported,
+			"no RailNode report for rail "+joinBounded(h.unreported, 5), "")
+	default:
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, ReasonAllRailsUp,
+			fmt.Sprintf("all %d rails up on every worker's node", h.healthy), normal)
+	}
+}
+
+// joinBounded keeps condition messages short on big jobs.
+func joinBounded(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:n], "; ") + fmt.Sprintf("; and %d more", len(items)-n)
+}

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/builder"
+)
+
+// ensureWorkers creates the missing worker pods (one per rank) and deletes pods of ranks beyond
+// spec.workers.replicas. A worker spec the builder rejects becomes a condition, not a retry loop:
+// only a spec change can fix it, and that brings the job back anyway.
+func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1.MultiRailJob, rails []builder.Rail,
+	obs observation, avoid []string, st *statusUpdate) error {
+	desired := job.Spec.Workers.Replicas
+	for rank, pod := range obs.pods {
+		if rank >= desired && pod.DeletionTimestamp == nil {
+			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete surplus worker pod %s: %w", pod.Name, err)
+			}
+		}
+	}
+	var build []*corev1.Pod
+	for rank := int32(0); rank < desired; rank++ {
+		if obs.pods[rank] != nil {
+			continue
+		}
+		pod, err := builder.WorkerPod(job, rails, rank, builder.WorkerOptions{RuntimeImage: r.RuntimeImage, AvoidNodes: avoid})
+		if err != nil {
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec, err.Error(), warning)
+			return nil
+		}
+		build = append(build, pod)
+	}
+	if len(build) == 0 {
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonAllWorkersCreated,
+			fmt.Sprintf("%d worker pods exist", desired), "")
+		return nil
+	}
+	if err := r.ensureSecret(ctx, job); err != nil {
+		return err
+	}
+	created := 0
+	for _, pod := range build {
+		if err := r.Create(ctx, pod); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue // the previous incarnation is still terminating; its deletion requeues us
+			}
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonCreatingWorkers,
+				fmt.Sprintf("creating pod %s: %v", pod.Name, err), warning)
+			return fmt.Errorf("create worker pod %s: %w", pod.Name, err)
+		}
+		created++
+	}
+	workerPodsCreated.Add(float64(created))
+	if created > 0 {
+		st.event(normal, ReasonCreatedWorkers, fmt.Sprintf("created %d worker pods", created))
+		if st.status.StartTime == nil {
+			st.status.StartTime = &st.now
+		}
+	}
+	if created == len(build) {
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonAllWorkersCreated,
+			fmt.Sprintf("%d worker pods exist", desired), "")
+	} else {
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonCreatingWorkers,
+			fmt.Sprintf("waiting for %d terminating worker pods to go", len(build)-created), "")
+	}
+	return nil
+}
+
+// restartWorkers deletes every worker pod (onRailLoss=Restart); they are recreated on the next
+// reconcile, off the nodes whose rails are down.
+func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observation, st *statusUpdate, why string) error {
+	for _, pod := range obs.pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("restart: delete worker pod %s: %w", pod.Name, err)
+		}
+	}
+	st.status.Restarts++
+	rec := nezhav1.FailoverRecord{Time: st.now, Action: nezhav1.FailoverRestarted, Message: why}
+	st.status.FailoverHistory = appendHistory(st.status.FailoverHistory, []nezhav1.FailoverRecord{rec})
+	railFailovers.WithLabelValues(string(nezhav1.FailoverRestarted)).Inc()
+	st.event(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
+	return nil
+}
