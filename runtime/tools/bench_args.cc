@@ -1,1 +1,236 @@
+#include "bench_args.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "dtype.h"
+#include "error.h"
+#include "params.h"
+
+namespace nezha::tools {
+
+bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
+  for (int i = 0; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ConfigError(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(usage, stdout);
+      return false;
+    } else if (flag == "--op") {
+      a.op = parseOpKind(value());
+      if (a.op == OpKind::kBarrier) throw ConfigError("--op barrier has no size to sweep");
+    } else if (flag == "--dtype") {
+      a.dtype = parseDataType(value());
+    } else if (flag == "--reduce") {
+      a.reduce = parseReduceOp(value());
+    } else if (flag == "--min-bytes") {
+      a.minBytes = parseBytes(value(), "--min-bytes");
+    } else if (flag == "--max-bytes") {
+      a.maxBytes = parseBytes(value(), "--max-bytes");
+    } else if (flag == "--factor") {
+      std::string v = value();
+      char* end = nullptr;
+      a.factor = std::strtod(v.c_str(), &end);
+      if (*end != '\0' || !(a.factor > 1.0)) throw ConfigError("--factor " + v + " must be > 1");
+    } else if (flag == "--warmup") {
+      a.warmup = static_cast<int>(parseInt(value(), "--warmup", 0, 1000000));
+    } else if (flag == "--iters") {
+      a.iters = static_cast<int>(parseInt(value(), "--iters", 1, 1000000));
+    } else if (flag == "--root") {
+      a.root = static_cast<int>(parseInt(value(), "--root", 0, 1 << 20));
+    } else if (flag == "--check") {
+      a.check = true;
+    } else if (flag == "--quiet") {
+      a.quiet = true;
+    } else if (flag == "--json" || flag == "--out") {
+      a.json = value();
+    } else {
+      throw ConfigError("unknown flag " + flag + " (see --help)");
+    }
+  }
+  if (a.minBytes == 0) a.minBytes = 1;
+  if (a.maxBytes < a.minBytes) throw ConfigError("--max-bytes is smaller than --min-bytes");
+  return true;
+}
+
+std::vector<size_t> sizeSweep(size_t minBytes, size_t maxBytes, double factor) {
+  std::vector<size_t> out;
+  double s = static_cast<double>(minBytes);
+  while (s <= static_cast<double>(maxBytes) * (1 + 1e-9)) {
+    size_t v = static_cast<size_t>(std::llround(s));
+    if (out.empty() || v != out.back()) out.push_back(v);
+    s *= factor;
+  }
+  return out;
+}
+
+size_t countFor(OpKind op, size_t bytes, size_t es, int world) {
+  size_t per = (op == OpKind::kAllgather || op == OpKind::kReduceScatter)
+                   ? es * static_cast<size_t>(world)
+                   : es;
+  return std::max<size_t>(1, bytes / per);
+}
+
+size_t bytesFor(OpKind op, size_t count, size_t es, int world) {
+  if (op == OpKind::kAllgather || op == OpKind::kReduceScatter) {
+    return count * es * static_cast<size_t>(world);
+  }
+  return count * es;
+}
+
+double busBandwidthFactor(OpKind op, int world) {
+  double n = world;
+  switch (op) {
+    case OpKind::kAllreduce:
+      return 2 * (n - 1) / n;
+    case OpKind::kAllgather:
+    case OpKind::kReduceScatter:
+      return (n - 1) / n;
+    case OpKind::kBroadcast:
+    case OpKind::kBarrier:
+      return 1;
+  }
+  return 1;
+}
+
+namespace {
+void store(DataType t, void* base, size_t i, double v) {
+  char* p = static_cast<char*>(base) + i * dataTypeSize(t);
+  switch (t) {
+    case DataType::kFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DataType::kFloat16: {
+      uint16_t h = floatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kBFloat16: {
+      uint16_t h = floatToBfloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+  }
+}
+double load(DataType t, const void* base, size_t i) {
+  const char* p = static_cast<const char*>(base) + i * dataTypeSize(t);
+  switch (t) {
+    case DataType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DataType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return halfToFloat(h);
+    }
+    case DataType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bfloat16ToFloat(h);
+    }
+    case DataType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+  }
+  return NAN;
+}
+// Small integers (|sum| <= 8*world): exact in every dtype for world <= 32.
+double value(ReduceOp red, int rank, size_t i) {
+  if (red == ReduceOp::kProd) return ((static_cast<size_t>(rank) + i) % 2) ? -1.0 : 1.0;
+  return static_cast<double>((static_cast<size_t>(rank) * 3 + i) % 8) - 3.0;
+}
+double reduced(ReduceOp red, int world, size_t i) {
+  double acc = value(red, 0, i);
+  for (int r = 1; r < world; ++r) {
+    double v = value(red, r, i);
+    switch (red) {
+      case ReduceOp::kSum:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+    }
+  }
+  return acc;
+}
+}  // namespace
+
+void fillInput(OpKind op, DataType t, ReduceOp red, int rank, int root, void* buf, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    double v = value(red, rank, i);
+    if (op == OpKind::kBroadcast) v = rank == root ? static_cast<double>(i % 61) : -7.0;
+    if (op == OpKind::kAllgather) v = static_cast<double>((static_cast<size_t>(rank) * 7 + i) % 61);
+    store(t, buf, i, v);
+  }
+}
+
+size_t checkOutput(OpKind op, DataType t, ReduceOp red, int rank, int world, int /*root*/,
+                   const void* out, size_t count) {
+  size_t bad = 0;
+  auto expectAt = [&](size_t i) -> double {
+    switch (op) {
+      case OpKind::kAllreduce:
+        return reduced(red, world, i);
+      case OpKind::kBroadcast:
+        return static_cast<double>(i % 61);
+      case OpKind::kAllgather: {
+        size_t r = i / count, j = i % count;
+        return static_cast<double>((r * 7 + j) % 61);
+      }
+      case OpKind::kReduceScatter:
+        return reduced(red, world, static_cast<size_t>(rank) * count + i);
+      case OpKind::kBarrier:
+        return 0;
+    }
+    return 0;
+  };
+  size_t n = op == OpKind::kAllgather ? count * static_cast<size_t>(world) : count;
+  for (size_t i = 0; i < n; ++i) {
+    double want = expectAt(i), got = load(t, out, i);
+    // Inputs are small integers, so results are exact; the tolerance only absorbs float noise.
+    if (!(std::fabs(got - want) <= 1e-6 * std::max(1.0, std::fabs(want)))) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace nezha::tools

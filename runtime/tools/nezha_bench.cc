@@ -1,1 +1,228 @@
-int main() { return 0; }
+// nezha-bench: nccl-tests-style sweep of one collective, one process per rank, configured by
+// the NEZHA_* environment. Rank 0 prints the table and (with --json) writes the results file
+// whose format the bench/ harness depends on (see runtime/README.md).
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "bench_args.h"
+#include "json.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: nezha-bench [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
+    "                   [--reduce sum|prod|min|max] [--min-bytes 1K] [--max-bytes 256M]\n"
+    "                   [--factor 2] [--warmup 5] [--iters 20] [--root 0] [--check]\n"
+    "                   [--json FILE] [--quiet]\n"
+    "One process per rank; configure with NEZHA_RAILS, NEZHA_RANK, NEZHA_WORLD_SIZE,\n"
+    "NEZHA_RENDEZVOUS, NEZHA_JOB_TOKEN, NEZHA_POLICY (see runtime/README.md).\n"
+    "Exit codes: 0 ok, 1 --check found wrong results, 2 bad arguments/config, 3 runtime error.\n";
+
+using nezha::Json;
+using nezha::OpKind;
+namespace tools = nezha::tools;
+
+struct Row {
+  size_t bytes, count;
+  double timeUs, algbw, busbw;
+  nezha::OpReport report;
+  std::string check;
+};
+
+void runOp(nezha::Communicator& c, const tools::BenchArgs& a, const void* in, void* out,
+           void* inout, size_t count) {
+  switch (a.op) {
+    case OpKind::kAllreduce:
+      return c.allreduce(in, out, count, a.dtype, a.reduce);
+    case OpKind::kBroadcast:
+      return c.broadcast(inout, count, a.dtype, a.root);
+    case OpKind::kAllgather:
+      return c.allgather(in, out, count, a.dtype);
+    case OpKind::kReduceScatter:
+      return c.reduceScatter(in, out, count, a.dtype, a.reduce);
+    case OpKind::kBarrier:
+      return c.barrier();
+  }
+}
+
+std::string splitText(const nezha::OpReport& r) {
+  std::string s;
+  for (const auto& [name, ratio] : r.split) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s%s=%.2f", s.empty() ? "" : ",", name.c_str(), ratio);
+    s += buf;
+  }
+  return s;
+}
+
+int run(int argc, char** argv) {
+  tools::BenchArgs a;
+  try {
+    if (!tools::parseBenchArgs(argc - 1, argv + 1, a, kUsage)) return 0;
+  } catch (const nezha::Error& e) {
+    std::fprintf(stderr, "nezha-bench: %s\n", e.what());
+    return 2;
+  }
+  std::unique_ptr<nezha::Communicator> comm;
+  try {
+    comm = std::make_unique<nezha::Communicator>(nezha::Options::fromEnv());
+  } catch (const nezha::ConfigError& e) {
+    std::fprintf(stderr, "nezha-bench: %s\n", e.what());
+    return 2;
+  }
+  nezha::Communicator& c = *comm;
+  const int rank = c.rank(), world = c.worldSize();
+  if (a.root >= world) {
+    std::fprintf(stderr, "nezha-bench: --root %d must be < world size %d\n", a.root, world);
+    return 2;
+  }
+  const size_t es = nezha::dataTypeSize(a.dtype);
+  const bool progress = rank == 0 && !a.quiet && isatty(STDERR_FILENO);
+  std::vector<Row> rows;
+  bool anyFailed = false;
+  auto sizes = tools::sizeSweep(a.minBytes, a.maxBytes, a.factor);
+
+  if (rank == 0 && !a.quiet) {
+    std::printf("# nezha-bench %s dtype %s reduce %s: %d ranks, policy %s, rails",
+                nezha::toString(a.op), nezha::toString(a.dtype), nezha::toString(a.reduce), world,
+                nezha::toString(c.options().policy));
+    for (const auto& r : c.rails()) {
+      std::printf(" %s=%s(%s,%.0fMB/s)", r.name.c_str(), r.iface.c_str(), r.transport.c_str(),
+                  r.bandwidthBytesPerSecond / 1e6);
+    }
+    std::printf(", cold threshold %zu\n", c.coldThreshold());
+    std::printf("%12s %12s %8s %7s %12s %11s %11s  %-24s %s\n", "size(B)", "count", "type", "redop",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "split", "check");
+    std::fflush(stdout);
+  }
+
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    const size_t count = tools::countFor(a.op, sizes[si], es, world);
+    const size_t bytes = tools::bytesFor(a.op, count, es, world);
+    const size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
+    const size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
+    std::vector<char> in(inCount * es), out(outCount * es), inout(count * es);
+    tools::fillInput(a.op, a.dtype, a.reduce, rank, a.root,
+                     a.op == OpKind::kBroadcast ? inout.data() : in.data(),
+                     a.op == OpKind::kBroadcast ? count : inCount);
+    std::vector<char> pristine = inout;
+    if (progress) {
+      std::fprintf(stderr, "\r[%zu/%zu] %zu bytes...", si + 1, sizes.size(), bytes);
+      std::fflush(stderr);
+    }
+    for (int i = 0; i < a.warmup; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
+    c.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.iters; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Row row;
+    row.report = c.lastReport();
+    row.bytes = bytes;
+    row.count = count;
+    row.timeUs = secs / a.iters * 1e6;
+    row.algbw = static_cast<double>(bytes) / (secs / a.iters) / 1e9;
+    row.busbw = row.algbw * tools::busBandwidthFactor(a.op, world);
+    row.check = "skipped";
+    if (a.check) {
+      const void* result = a.op == OpKind::kBroadcast ? inout.data() : out.data();
+      int64_t bad = static_cast<int64_t>(
+          tools::checkOutput(a.op, a.dtype, a.reduce, rank, world, a.root, result, count));
+      if (bad > 0) {
+        std::fprintf(stderr, "nezha-bench: rank %d: %lld wrong elements at %zu bytes\n", rank,
+                     static_cast<long long>(bad), bytes);
+      }
+      // Every rank learns whether any rank saw a wrong result.
+      c.allreduce(&bad, &bad, 1, nezha::DataType::kInt64, nezha::ReduceOp::kMax);
+      row.check = bad > 0 ? "failed" : "ok";
+      anyFailed |= bad > 0;
+    }
+    if (rank == 0 && !a.quiet) {
+      if (progress) std::fprintf(stderr, "\r\033[K");
+      std::string railBytes;
+      for (const auto& [name, b] : row.report.railBytes) {
+        railBytes += (railBytes.empty() ? "" : ",") + name + "=" + std::to_string(b);
+      }
+      std::printf("%12zu %12zu %8s %7s %12.1f %11.3f %11.3f  %-24s %s  [%s]\n", bytes, count,
+                  nezha::toString(a.dtype), nezha::toString(a.reduce), row.timeUs, row.algbw,
+                  row.busbw, splitText(row.report).c_str(), row.check.c_str(), railBytes.c_str());
+      std::fflush(stdout);
+    }
+    rows.push_back(row);
+  }
+
+  if (rank == 0 && !a.json.empty()) {
+    Json root = Json::object();
+    root.set("tool", "nezha-bench");
+    root.set("op", nezha::toString(a.op));
+    root.set("dtype", nezha::toString(a.dtype));
+    root.set("reduce", nezha::toString(a.reduce));
+    root.set("world_size", world);
+    root.set("policy", nezha::toString(c.options().policy));
+    root.set("cold_threshold", static_cast<double>(c.coldThreshold()));
+    Json rails = Json::array();
+    for (const auto& r : c.rails()) {
+      Json j = Json::object();
+      j.set("name", r.name);
+      j.set("iface", r.iface);
+      j.set("transport", r.transport);
+      j.set("address", r.address);
+      j.set("probe_latency_us", r.latencySeconds * 1e6);
+      j.set("probe_bandwidth_bytes_per_s", r.bandwidthBytesPerSecond);
+      rails.push(j);
+    }
+    root.set("rails", rails);
+    struct utsname u;
+    uname(&u);
+    Json host = Json::object();
+    host.set("cpus", static_cast<int>(std::thread::hardware_concurrency()));
+    host.set("kernel", std::string(u.release));
+    root.set("host", host);
+    root.set("warmup", a.warmup);
+    root.set("iters", a.iters);
+    Json results = Json::array();
+    for (const Row& r : rows) {
+      Json j = Json::object();
+      j.set("bytes", static_cast<double>(r.bytes));
+      j.set("count", static_cast<double>(r.count));
+      j.set("time_us", r.timeUs);
+      j.set("algbw_gbps", r.algbw);
+      j.set("busbw_gbps", r.busbw);
+      j.set("hot", r.report.hot);
+      Json split = Json::object();
+      for (const auto& [name, ratio] : r.report.split) split.set(name, ratio);
+      j.set("split", split);
+      Json rb = Json::object();
+      for (const auto& [name, b] : r.report.railBytes) rb.set(name, static_cast<double>(b));
+      j.set("rail_bytes", rb);
+      j.set("check", r.check);
+      results.push(j);
+    }
+    root.set("results", results);
+    std::ofstream f(a.json);
+    f << root.dump() << "\n";
+    if (!f) {
+      std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.json.c_str());
+      return 3;
+    }
+  }
+  return anyFailed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const nezha::ConfigError& e) {
+    std::fprintf(stderr, "nezha-bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nezha-bench: %s\n", e.what());
+    return 3;
+  }
+}
