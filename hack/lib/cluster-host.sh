@@ -1,0 +1,137 @@
+# shellcheck shell=bash
+# The local cluster's footprint on the host, and how `down` erases it: a snapshot of what was
+# there before `up` (sysctls the kubelet rewrites, hard-coded paths, cgroups, cni-* netns), the
+# root-namespace interfaces the cluster owns, and the cleanup that returns the host to the
+# snapshot. Needs common.sh and cluster-env.sh.
+
+# ---- snapshot ---------------------------------------------------------------------------------
+cluster_snapshot_host() {
+  mkdir -p "$C_SNAPSHOT"
+  local s p
+  for s in "${CLUSTER_KUBELET_SYSCTLS[@]}"; do
+    echo "$s=$(sysctl -n "$s")"
+  done >"$C_SNAPSHOT/sysctl"
+  for p in "${CLUSTER_HARDCODED_PATHS[@]}" /run/netns; do
+    [ ! -e "$p" ] || echo "$p"
+  done >"$C_SNAPSHOT/paths"
+  cluster_kubepods_cgroups >"$C_SNAPSHOT/cgroups"
+  cluster_cni_netns >"$C_SNAPSHOT/netns"
+}
+
+# The kubelet's (cgroupfs driver) pod cgroups: kubepods in every v1 hierarchy and in v2.
+cluster_kubepods_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [ ! -d "$d" ] || echo "$d"
+  done
+}
+
+cluster_cni_netns() {
+  local n
+  for n in /run/netns/cni-*; do
+    [ ! -e "$n" ] || echo "$n"
+  done
+}
+
+# ---- network ----------------------------------------------------------------------------------
+# cluster_net_up: the node-IP veth, the pod bridge with the gateway address (where CoreDNS
+# listens), and the rail veths that macvlan NADs use as masters. Nothing else in the root
+# namespace changes: no routes beyond these interfaces' own, no forwarding, no iptables.
+cluster_net_up() {
+  ip link add "$CLUSTER_NODE_VETH" type veth peer name "$CLUSTER_NODE_VETH_PEER"
+  ip addr add "$CLUSTER_NODE_IP/32" dev "$CLUSTER_NODE_VETH"
+  ip link set "$CLUSTER_NODE_VETH_PEER" up
+  ip link set "$CLUSTER_NODE_VETH" up
+  ip link add "$CLUSTER_POD_BRIDGE" type bridge stp_state 0 forward_delay 0
+  ip addr add "$CLUSTER_POD_GATEWAY/${CLUSTER_POD_CIDR#*/}" dev "$CLUSTER_POD_BRIDGE"
+  ip link set "$CLUSTER_POD_BRIDGE" up
+  local k
+  for ((k = 0; k < NEZHA_CLUSTER_RAILS; k++)); do
+    ip link add "$NEZHA_CLUSTER_RAIL_PREFIX$k" type veth peer name "${NEZHA_CLUSTER_RAIL_PREFIX}${k}p"
+    ip link set "${NEZHA_CLUSTER_RAIL_PREFIX}${k}p" up
+    ip link set "$NEZHA_CLUSTER_RAIL_PREFIX$k" up
+  done
+}
+
+cluster_owned_links() {
+  echo "$CLUSTER_NODE_VETH" "$CLUSTER_POD_BRIDGE"
+  local k
+  for ((k = 0; k < 8; k++)); do echo "$NEZHA_CLUSTER_RAIL_PREFIX$k"; done
+}
+
+cluster_net_down() {
+  local l
+  for l in $(cluster_owned_links); do
+    if ip link show "$l" >/dev/null 2>&1; then ip link del "$l"; fi
+  done
+}
+
+# ---- cleanup ----------------------------------------------------------------------------------
+# cluster_unmount_under DIR: every mount at or below DIR, deepest first (overlay rootfs, shm,
+# kubelet tmpfs volumes, netns bind mounts).
+cluster_unmount_under() {
+  local dir=$1 m
+  # mountinfo field 5 is the mount point (spaces escaped as \040; our paths have none).
+  awk -v d="$dir" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    while IFS= read -r m; do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+    done
+}
+
+# cluster_kill_cgroup_procs: processes still in the kubelet's pod cgroups are containers of this
+# cluster whose shim died; nothing else lives there.
+cluster_kill_cgroup_procs() {
+  local cg pids
+  for cg in $(cluster_kubepods_cgroups); do
+    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" 2>/dev/null && continue
+    pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+    # shellcheck disable=SC2086 # a list of pids
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  done
+}
+
+cluster_remove_cgroups() {
+  local cg
+  for cg in $(cluster_kubepods_cgroups); do
+    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" 2>/dev/null && continue
+    # cgroup directories are removed with rmdir, leaves first.
+    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ ! -d "$cg" ] || log "cgroup $cg still busy; left in place"
+  done
+}
+
+cluster_remove_cni_netns() {
+  local n
+  for n in $(cluster_cni_netns); do
+    grep -qxF "$n" "$C_SNAPSHOT/netns" 2>/dev/null && continue
+    ip netns del "$(basename "$n")" 2>/dev/null || { umount "$n" 2>/dev/null; rm -f "$n"; }
+  done
+}
+
+cluster_restore_sysctls() {
+  [ -f "$C_SNAPSHOT/sysctl" ] || return 0
+  local line
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    sysctl -q -w "$line" >/dev/null || log "could not restore sysctl $line"
+  done <"$C_SNAPSHOT/sysctl"
+}
+
+# cluster_remove_hardcoded_paths: the paths tools hard-code, only where `up` found none.
+cluster_remove_hardcoded_paths() {
+  [ -f "$C_SNAPSHOT/paths" ] || return 0
+  local p
+  for p in "${CLUSTER_HARDCODED_PATHS[@]}"; do
+    grep -qxF "$p" "$C_SNAPSHOT/paths" && continue
+    if [ -e "$p" ]; then
+      cluster_unmount_under "$p"
+      rm -rf "$p"
+    fi
+  done
+  # /run/netns is shared with other tools (ip netns, test beds): remove it only if it is ours
+  # and empty.
+  if ! grep -qxF /run/netns "$C_SNAPSHOT/paths" && [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ]; then
+    cluster_unmount_under /run/netns
+    rmdir /run/netns 2>/dev/null || true
+  fi
+}
