@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -273,6 +276,26 @@ func TestFlappingIsCoalesced(t *testing.T) {
 	}
 	if int64(got) >= tr {
 		t.Errorf("%d writes for %d transitions: nothing was coalesced", got, tr)
+	}
+
+	// The metrics tell the same story.
+	reg := prometheus.NewRegistry()
+	if err := a.Metrics().Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(a.Metrics().CoalescedEvents); v < 1 {
+		t.Errorf("nezha_rail_agent_coalesced_events_total = %v, want > 0", v)
+	}
+	want := fmt.Sprintf(`
+# HELP nezha_rail_transitions_total Changes between healthy and unhealthy seen by this agent since it started, flaps inside one coalescing window included.
+# TYPE nezha_rail_transitions_total counter
+nezha_rail_transitions_total{rail="flap"} %d
+# HELP nezha_rail_link_up 1 when the rail's host interface is up with carrier (the RailNode's healthy), else 0.
+# TYPE nezha_rail_link_up gauge
+nezha_rail_link_up{interface="nzf0",rail="flap"} 1
+`, tr)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nezha_rail_transitions_total", "nezha_rail_link_up"); err != nil {
+		t.Error(err)
 	}
 }
 

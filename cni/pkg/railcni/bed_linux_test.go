@@ -32,8 +32,10 @@ const (
 	railSubnet   = "10.100.0.0/24"
 )
 
-// pluginBinDir holds the nezha-rail binary built by TestMain (empty when not root).
-var pluginBinDir string
+// pluginBinDir holds the nezha-rail binary built by TestMain (empty when not root), and
+// moduleRefDir the macvlan and static reference plugins built from the pinned
+// containernetworking/plugins module: Debian's 1.1.1 predate CNI 1.1.0 (GC, STATUS).
+var pluginBinDir, moduleRefDir string
 
 func TestMain(m *testing.M) {
 	code := func() int {
@@ -52,7 +54,15 @@ func TestMain(m *testing.M) {
 				fmt.Fprintf(os.Stderr, "build nezha-rail: %v\n%s", err, out)
 				return 1
 			}
-			pluginBinDir = dir
+			ref := filepath.Join(dir, "ref")
+			out, err = exec.Command("go", "build", "-o", ref+"/",
+				"github.com/containernetworking/plugins/plugins/main/macvlan",
+				"github.com/containernetworking/plugins/plugins/ipam/static").CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "build reference plugins: %v\n%s", err, out)
+				return 1
+			}
+			pluginBinDir, moduleRefDir = dir, ref
 		}
 		return m.Run()
 	}()
@@ -66,12 +76,16 @@ type bed struct {
 	dataDir string
 }
 
-func newBed(t *testing.T) *bed {
+// newBed uses Debian's reference plugins.
+func newBed(t *testing.T) *bed { return newBedWith(t, debianCNIDir) }
+
+// newBedWith uses the macvlan and static plugins in refDir.
+func newBedWith(t *testing.T, refDir string) *bed {
 	t.Helper()
 	nstest.RequireRoot(t)
 	for _, p := range []string{"macvlan", "static"} {
-		if _, err := os.Stat(filepath.Join(debianCNIDir, p)); err != nil {
-			t.Skipf("needs the reference CNI plugins in %s (Debian containernetworking-plugins): %v", debianCNIDir, err)
+		if _, err := os.Stat(filepath.Join(refDir, p)); err != nil {
+			t.Skipf("needs the reference CNI plugins in %s (Debian containernetworking-plugins): %v", refDir, err)
 		}
 	}
 	b := &bed{t: t, node: nstest.New(t, "node"), dataDir: t.TempDir()}
@@ -80,7 +94,7 @@ func newBed(t *testing.T) *bed {
 		b.node.MustIP(t, "link", "set", rail, "up")
 		b.node.MustIP(t, "link", "set", rail+"x", "up")
 	}
-	b.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginBinDir, debianCNIDir}, t.TempDir(), nil)
+	b.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginBinDir, refDir}, t.TempDir(), nil)
 	return b
 }
 

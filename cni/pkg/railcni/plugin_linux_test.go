@@ -78,12 +78,16 @@ func TestSameSubnetRailsLeaveThroughTheirOwnInterface(t *testing.T) {
 	}
 }
 
-// TestAddCheckDel runs the life cycle for every CNI version the Debian reference plugins speak,
-// reading back rules, routes and sysctls from the kernel after each step.
+// TestAddCheckDel runs the life cycle for every CNI version, reading back rules, routes and
+// sysctls from the kernel after each step: Debian's reference plugins for 0.3.1-1.0.0, the pinned
+// module's for 1.1.0 (where libcni also sends STATUS and GC).
 func TestAddCheckDel(t *testing.T) {
-	for _, version := range []string{"0.3.1", "0.4.0", "1.0.0"} {
+	for _, version := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(version, func(t *testing.T) {
 			b := newBed(t)
+			if version == "1.1.0" {
+				b = newBedWith(t, moduleRefDir)
+			}
 			pod := nstest.New(t, "p")
 			c0 := conf(version, 0, podARail0, true)
 			c1 := conf(version, 1, podARail1, true)
@@ -130,6 +134,24 @@ func TestAddCheckDel(t *testing.T) {
 				for _, c := range []railConf{c0, c1} {
 					if err := b.check(pod, c); err != nil {
 						t.Errorf("CHECK %s after ADD: %v", c.ifname(), err)
+					}
+				}
+			}
+			if version == "1.1.0" {
+				for _, c := range []railConf{c0, c1} {
+					err := b.inNode(func(ctx context.Context) error { return b.cni.GetStatusNetworkList(ctx, b.list(c)) })
+					if err != nil {
+						t.Errorf("STATUS %s: %v", c.ifname(), err)
+					}
+					// GC with the attachment still valid keeps it working.
+					err = b.inNode(func(ctx context.Context) error {
+						return b.cni.GCNetworkList(ctx, b.list(c), &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: pod.Name, IfName: c.ifname()}}})
+					})
+					if err != nil {
+						t.Errorf("GC %s: %v", c.ifname(), err)
+					}
+					if err := b.check(pod, c); err != nil {
+						t.Errorf("CHECK %s after GC that keeps it: %v", c.ifname(), err)
 					}
 				}
 			}
@@ -373,4 +395,26 @@ func assertNoState(t *testing.T, dataDir string) {
 		}
 		return nil
 	})
+}
+
+// TestGCRemovesStaleAttachment: with CNI 1.1.0, a GC that no longer lists an attachment makes
+// libcni DEL it through the whole chain and nezha-rail drop its state.
+func TestGCRemovesStaleAttachment(t *testing.T) {
+	b := newBedWith(t, moduleRefDir)
+	pod := nstest.New(t, "p")
+	c := conf("1.1.0", 1, podARail1, true)
+	b.mustAdd(pod, c)
+	err := b.inNode(func(ctx context.Context) error {
+		return b.cni.GCNetworkList(ctx, b.list(c), &libcni.GCArgs{ValidAttachments: nil})
+	})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if got := tableOf(t, pod, podARail1); got != 0 {
+		t.Errorf("after GC: rule from %s still points at table %d", podARail1, got)
+	}
+	if _, err := pod.IP("link", "show", "nz1"); err == nil {
+		t.Errorf("after GC: nz1 still exists")
+	}
+	assertNoState(t, b.dataDir)
 }
