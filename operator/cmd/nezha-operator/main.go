@@ -7,18 +7,13 @@ import (
 	"os"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	"github.com/nezha-project/nezha/operator/internal/scheme"
 )
@@ -47,19 +42,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme.New(),
+	mgr, err := ctrl.NewManager(cfg, controller.CacheAndClientOptions(ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       "nezha-operator.nezha.io",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the operator's own pods: caching every pod of a big cluster costs memory and
-			// buys nothing.
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{nezhav1.ManagedByLabel: nezhav1.ManagedByValue})},
-		}},
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
+	}, scheme.New()))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}

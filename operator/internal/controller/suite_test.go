@@ -1,0 +1,153 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/nezha-project/nezha/operator/internal/controller"
+	"github.com/nezha-project/nezha/operator/internal/testenv"
+)
+
+const testRuntimeImage = "nezha/runtime:test"
+
+var (
+	k8s    client.Client // uncached, sees writes immediately
+	prober = &fakeProber{failed: map[string][]string{}}
+)
+
+// fakeProber stands in for the runtime's /status endpoint (no runtime runs in envtest pods).
+type fakeProber struct {
+	mu     sync.Mutex
+	failed map[string][]string // "namespace/pod" → failed rails
+}
+
+func (f *fakeProber) FailedRails(_ context.Context, pod *corev1.Pod) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed[pod.Namespace+"/"+pod.Name], nil
+}
+
+func (f *fakeProber) set(ns, pod string, rails ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed[ns+"/"+pod] = rails
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	env, err := testenv.New(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		return 1
+	}
+	defer env.Stop()
+
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// A node advertising the SR-IOV resource the tests' SR-IOV rails use.
+	if err := createNode("node-sriov", corev1.ResourceList{sriovResource: resource.MustParse("8")}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	mgr, err := ctrl.NewManager(cfg, controller.CacheAndClientOptions(ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	}, testenv.Scheme()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r := &controller.MultiRailJobReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorderFor("nezha-operator"),
+		Clock:             clock.RealClock{},
+		RuntimeImage:      testRuntimeImage,
+		PyTorchJobEnabled: true,
+		Prober:            prober,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+// zapLevel keeps the controller quiet unless NEZHA_TEST_VERBOSE is set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("NEZHA_TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+func createNode(name string, allocatable corev1.ResourceList) error {
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(ctx, n); err != nil {
+		return err
+	}
+	n.Status.Allocatable = allocatable
+	n.Status.Capacity = allocatable
+	return k8s.Status().Update(ctx, n)
+}
+
+// eventually polls check until it returns nil; the bound only keeps a broken test from hanging.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+// newNamespace gives each test its own namespace.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mrj-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
