@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/testenv"
 )
 
 const sriovResource = "example.com/rail_vf"
@@ -216,3 +221,20 @@ func ownedByJob(obj client.Object, job *nezhav1.MultiRailJob) error {
 	}
 	return fmt.Errorf("%T %s is not controlled by job %s: %+v", obj, obj.GetName(), job.Name, obj.GetOwnerReferences())
 }
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+func readCRD(t *testing.T, file string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
