@@ -122,7 +122,8 @@ cmd_up() {
     fail "up: $NEZHA_CLUSTER_DIR exists: a cluster is running or was not torn down; run: $PROG down"
   local l
   for l in $(cluster_owned_links); do
-    ! ip link show "$l" >/dev/null 2>&1 || fail "up: interface $l already exists (another local cluster?); run: $PROG down"
+    ! ip link show "$l" >/dev/null 2>&1 ||
+      fail "up: interface $l exists but $NEZHA_CLUSTER_DIR does not: another local cluster with a different NEZHA_CLUSTER_DIR, or a leftover (ip link del $l)"
   done
   cluster_build_all
   log "binaries ready ($(elapsed)); starting"
@@ -157,8 +158,7 @@ cmd_up() {
 # before anything is killed. Controllers are stopped first so nothing recreates pods.
 drain_pods() {
   cluster_pid kube-apiserver >/dev/null && cluster_pid kubelet >/dev/null || return 0
-  cluster_stop kube-controller-manager
-  cluster_stop kube-scheduler
+  cluster_stop kube-controller-manager kube-scheduler
   kc delete pods --all --all-namespaces --grace-period=1 --wait=false >/dev/null 2>&1 || true
   cluster_wait 60 bash -c "[ -z \"\$(\"$KUBECTL\" --kubeconfig \"$C_KUBECONFIG\" get pods -A -o name 2>/dev/null)\" ]" ||
     log "pods still present after 60s; killing what is left"
@@ -176,22 +176,19 @@ kill_containers() {
 }
 
 teardown() {
+  # Without a state dir there is nothing of ours to stop, and nothing recorded to restore: never
+  # guess (another cluster with a different NEZHA_CLUSTER_DIR may own those interfaces).
+  [ -d "$NEZHA_CLUSTER_DIR" ] || return 0
   drain_pods
-  local c i
-  for ((i = ${#CLUSTER_COMPONENTS[@]} - 1; i >= 0; i--)); do
-    c=${CLUSTER_COMPONENTS[$i]}
-    case "$c" in
-      containerd)
-        kill_containers
-        cluster_stop containerd
-        local shims
-        shims=$(cluster_shim_pids)
-        # shellcheck disable=SC2086 # a list of pids
-        [ -z "$shims" ] || kill -KILL $shims 2>/dev/null || true
-        ;;
-      *) cluster_stop "$c" ;;
-    esac
-  done
+  cluster_stop kubelet coredns kube-scheduler kube-controller-manager
+  kill_containers
+  cluster_stop containerd
+  local shims
+  shims=$(cluster_shim_pids)
+  # shellcheck disable=SC2086 # a list of pids
+  [ -z "$shims" ] || kill -KILL $shims 2>/dev/null || true
+  cluster_stop kube-apiserver
+  cluster_stop etcd
   cluster_kill_cgroup_procs
   cluster_remove_cni_netns
   [ ! -d "$NEZHA_CLUSTER_DIR" ] || cluster_unmount_under "$NEZHA_CLUSTER_DIR"

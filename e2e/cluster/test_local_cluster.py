@@ -32,6 +32,12 @@ def test_up_gives_a_ready_node(cluster):
     assert local_cluster("status").returncode == 0
 
 
+def test_second_up_is_refused_and_leaves_the_cluster_running(cluster):
+    proc = local_cluster("up", check=False)
+    assert proc.returncode != 0 and "run: local-cluster.sh down" in proc.stderr, proc.stderr
+    assert local_cluster("status").returncode == 0
+
+
 def test_load_image_imports_a_docker_archive(cluster, imagebuilder, tmp_path):
     tarball = tmp_path / "busybox.tar"
     cmd = [imagebuilder, "--tag", BUSYBOX, "--output", str(tarball),

@@ -18,6 +18,8 @@ NEZHA_CLUSTER_API_PORT=${NEZHA_CLUSTER_API_PORT:-16443}
 NEZHA_CLUSTER_ETCD_PORT=${NEZHA_CLUSTER_ETCD_PORT:-23790}
 # Seconds `up` waits for the node to become Ready.
 NEZHA_CLUSTER_READY_TIMEOUT=${NEZHA_CLUSTER_READY_TIMEOUT:-120}
+# Seconds `down` gives components after SIGTERM before SIGKILL.
+CLUSTER_STOP_GRACE=10
 
 # Fixed addressing (documented in local-cluster.sh's header). The pod bridge's gateway address
 # is also where CoreDNS listens, so pods reach DNS without kube-proxy.
@@ -67,7 +69,7 @@ CLUSTER_KUBELET_SYSCTLS=(
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes
 )
 
-# Components in start order; `down` stops them in reverse.
+# Components, in start order (status lists them in this order).
 CLUSTER_COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler coredns kubelet)
 
 cluster_validate_env() {

@@ -82,8 +82,9 @@ cluster_unmount_under() {
 # cluster whose shim died; nothing else lives there.
 cluster_kill_cgroup_procs() {
   local cg pids
+  [ -f "$C_SNAPSHOT/cgroups" ] || return 0
   for cg in $(cluster_kubepods_cgroups); do
-    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" 2>/dev/null && continue
+    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" && continue
     pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
     # shellcheck disable=SC2086 # a list of pids
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
@@ -92,8 +93,9 @@ cluster_kill_cgroup_procs() {
 
 cluster_remove_cgroups() {
   local cg
+  [ -f "$C_SNAPSHOT/cgroups" ] || return 0
   for cg in $(cluster_kubepods_cgroups); do
-    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" 2>/dev/null && continue
+    grep -qxF "$cg" "$C_SNAPSHOT/cgroups" && continue
     # cgroup directories are removed with rmdir, leaves first.
     find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     [ ! -d "$cg" ] || log "cgroup $cg still busy; left in place"
@@ -102,8 +104,9 @@ cluster_remove_cgroups() {
 
 cluster_remove_cni_netns() {
   local n
+  [ -f "$C_SNAPSHOT/netns" ] || return 0
   for n in $(cluster_cni_netns); do
-    grep -qxF "$n" "$C_SNAPSHOT/netns" 2>/dev/null && continue
+    grep -qxF "$n" "$C_SNAPSHOT/netns" && continue
     ip netns del "$(basename "$n")" 2>/dev/null || { umount "$n" 2>/dev/null; rm -f "$n"; }
   done
 }

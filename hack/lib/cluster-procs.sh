@@ -20,27 +20,43 @@ cluster_pid() {
   [ -f "$C_PIDS/$name.pid" ] || return 1
   pid=$(cat "$C_PIDS/$name.pid")
   exe=$(cat "$C_PIDS/$name.exe" 2>/dev/null) || return 1
-  [ -r "/proc/$pid/cmdline" ] || return 1
+  proc_running "$pid" || return 1
   [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1)" = "$exe" ] || return 1
   echo "$pid"
 }
 
-# cluster_stop NAME [GRACE_SECONDS]: SIGTERM, wait, then SIGKILL.
+# proc_running PID: the process exists and is not a zombie. PID 1 on this kind of VM reaps
+# orphans only about once a second, so an exited daemon lingers as a zombie for a while.
+proc_running() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# cluster_stop NAME... : SIGTERM all at once, wait up to $CLUSTER_STOP_GRACE seconds for all,
+# then SIGKILL what is left. Stopping together keeps `down` short: each component takes a
+# second or two to shut down.
 cluster_stop() {
-  local name=$1 grace=${2:-10} pid i
-  if pid=$(cluster_pid "$name"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < grace * 10; i++)); do
-      [ -d "/proc/$pid" ] || break
-      sleep 0.1
-    done
-    if [ -d "/proc/$pid" ]; then
-      log "$name (pid $pid) ignored SIGTERM for ${grace}s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.2
+  local name pid i pids=() left
+  for name in "$@"; do
+    if pid=$(cluster_pid "$name"); then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$name:$pid")
     fi
-  fi
-  rm -f "$C_PIDS/$name.pid" "$C_PIDS/$name.exe"
+  done
+  for ((i = 0; i < CLUSTER_STOP_GRACE * 10; i++)); do
+    left=0
+    for pid in "${pids[@]}"; do proc_running "${pid#*:}" && left=1; done
+    [ "$left" = 1 ] || break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    if proc_running "${pid#*:}"; then
+      log "${pid%%:*} (pid ${pid#*:}) ignored SIGTERM for ${CLUSTER_STOP_GRACE}s; killing it"
+      kill -KILL "${pid#*:}" 2>/dev/null || true
+    fi
+  done
+  for name in "$@"; do rm -f "$C_PIDS/$name.pid" "$C_PIDS/$name.exe"; done
 }
 
 # cluster_shim_pids: containerd shims serving our containerd (found by the -address argument
