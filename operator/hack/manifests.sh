@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerates the operator's deepcopy code, CRDs and RBAC from its Go markers: the one command
+# both `make manifests` and the staleness test (operator/generated_test.go) run.
+#
+#   operator/hack/manifests.sh                      # write into the tree
+#   operator/hack/manifests.sh CRD_DIR RBAC_DIR OBJ_DIR   # write elsewhere (for diffing)
+#
+# CONTROLLER_GEN overrides the binary (default: the pinned one `make setup` installs).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../hack/versions.sh
+source "$root/hack/versions.sh"
+cg=${CONTROLLER_GEN:-$NEZHA_TOOLS_BIN/controller-gen}
+if [[ ! -x $cg ]]; then
+  echo "manifests.sh: controller-gen $CONTROLLER_GEN_VERSION not found at $cg (run make setup)" >&2
+  exit 1
+fi
+
+crd_dir=${1:-config/crd/bases}
+rbac_dir=${2:-config/rbac}
+obj_out=()
+if [[ -n ${3:-} ]]; then
+  obj_out=("output:object:dir=$3")
+fi
+
+cd "$root"
+"$cg" object paths=./operator/api/... "${obj_out[@]}"
+# generateEmbeddedObjectMeta keeps labels/annotations of the worker pod template from being pruned.
+"$cg" crd:generateEmbeddedObjectMeta=true rbac:roleName=nezha-operator paths=./operator/... \
+  output:crd:artifacts:config="$crd_dir" output:rbac:artifacts:config="$rbac_dir"
