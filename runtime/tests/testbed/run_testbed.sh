@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Test-bed integration of libnezha (needs root): ranks are nezha-bench processes in network
+# namespaces built by hack/testbed.sh, one per "host", rails are real veth links through
+# bridges. Checks results with --check for 2-4 ranks x 1-3 rails (sizes beyond 64 MiB),
+# online tuning on heterogeneous shaped rails, and clear errors for bad input and a cut rail.
+#
+#   run_testbed.sh NEZHA_BENCH TESTBED_SH
+#
+# Bed name `nzr1` (plus netns `nzr-na`); everything is torn down on exit.
+set -euo pipefail
+BENCH=$(realpath "$1")
+TESTBED=$(realpath "$2")
+BED=nzr1
+NA_NS=nzr-na
+TOKEN="tb-$RANDOM$RANDOM"
+WORK=$(mktemp -d /tmp/nzr-testbed.XXXXXX)
+PORT=29600
+failures=0
+passes=0
+
+log() { echo "testbed: $*" >&2; }
+cleanup() {
+  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+  ip netns del "$NA_NS" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+
+pass() { passes=$((passes + 1)); log "PASS $*"; }
+fail() { failures=$((failures + 1)); log "FAIL $*"; }
+
+addr() { "$TESTBED" addr --name "$BED" --host "$1" --rail "$2"; }
+
+# run_job NAME HOSTS RAILS [VAR=VALUE ...] -- BENCH_ARGS...
+# Starts one nezha-bench per host, waits for all; exit codes land in $WORK/NAME.rc.I, output in
+# $WORK/NAME.log.I. Returns 0 iff every rank exited 0.
+run_job() {
+  local name=$1 hosts=$2 rails=$3
+  shift 3
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local spec="" k i
+  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
+  PORT=$((PORT + 1))
+  local rdv
+  rdv="$(addr 0 0):$PORT"
+  local pids=()
+  for ((i = 0; i < hosts; i++)); do
+    "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" NEZHA_RANK="$i" \
+      NEZHA_WORLD_SIZE="$hosts" NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" \
+      NEZHA_RENDEZVOUS_TIMEOUT_MS=20000 "${envs[@]}" "$BENCH" "$@" \
+      >"$WORK/$name.log.$i" 2>&1 &
+    pids+=($!)
+  done
+  local ok=0 rc
+  for ((i = 0; i < hosts; i++)); do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "$rc" >"$WORK/$name.rc.$i"
+    [ "$rc" = 0 ] || ok=1
+  done
+  return $ok
+}
+
+show() { # name hosts: dump logs on failure
+  local i
+  for ((i = 0; i < $2; i++)); do sed "s/^/  [$1 rank $i] /" "$WORK/$1.log.$i" >&2; done
+}
+
+check_job() { # name hosts rails [env...] -- args
+  local name=$1 hosts=$2
+  if run_job "$@"; then pass "$name"; else fail "$name"; show "$name" "$hosts"; fi
+}
+
+expect_error() { # name rank pattern: rank's exit code non-zero and its log contains pattern
+  local name=$1 rank=$2 pattern=$3
+  if [ "$(cat "$WORK/$name.rc.$rank")" != 0 ] && grep -q -- "$pattern" "$WORK/$name.log.$rank"; then
+    pass "$name (rank $rank: $pattern)"
+  else
+    fail "$name: rank $rank wanted non-zero exit and '$pattern'"
+    sed "s/^/  [$name rank $rank] /" "$WORK/$name.log.$rank" >&2
+  fi
+}
+
+"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+"$TESTBED" up --name "$BED" --hosts 4 --rails 3 >/dev/null
+
+# ---- correctness across world sizes and rail counts (unshaped) -------------------------------
+Q=(--quiet --check --warmup 1 --iters 2)
+check_job ar_2x1 2 1 -- --op allreduce "${Q[@]}" --min-bytes 1 --max-bytes 4M --factor 7
+check_job ar_2x3_int64_max 2 3 NEZHA_COLD_THRESHOLD=0 NEZHA_MIN_SLICE_BYTES=0 -- \
+  --op allreduce --dtype int64 --reduce max "${Q[@]}" --min-bytes 8 --max-bytes 2M --factor 9
+check_job ar_3x2_bf16 3 2 NEZHA_COLD_THRESHOLD=16K -- --op allreduce --dtype bfloat16 "${Q[@]}" \
+  --min-bytes 2 --max-bytes 8M --factor 11
+check_job rs_3x2 3 2 NEZHA_COLD_THRESHOLD=16K -- --op reduce_scatter --dtype float16 "${Q[@]}" \
+  --min-bytes 6 --max-bytes 6M --factor 13
+check_job ag_4x3 4 3 NEZHA_COLD_THRESHOLD=16K -- --op allgather --dtype int32 "${Q[@]}" \
+  --min-bytes 16 --max-bytes 8M --factor 13
+check_job bc_4x2 4 2 NEZHA_COLD_THRESHOLD=16K -- --op broadcast --root 3 --dtype float64 "${Q[@]}" \
+  --min-bytes 8 --max-bytes 8M --factor 13
+check_job ar_4x3_80M 4 3 NEZHA_COLD_THRESHOLD=64K -- --op allreduce --dtype float32 --quiet --check \
+  --warmup 0 --iters 1 --min-bytes 80M --max-bytes 80M
+check_job ar_3x3_prod_static 3 3 NEZHA_POLICY=static -- --op allreduce --reduce prod "${Q[@]}" \
+  --min-bytes 4 --max-bytes 4M --factor 31
+check_job ar_2x2_single 2 2 NEZHA_POLICY=single -- --op allreduce --reduce min "${Q[@]}" \
+  --min-bytes 4 --max-bytes 1M --factor 31
+
+# ---- online tuning on heterogeneous rails: 800 vs 300 Mbit/s -----------------------------------
+# 50 hot operations of 16 MiB; the agreed split must move close to the bandwidth ratio 0.73/0.27
+# (the probe's 1 MiB allreduce is a rough first guess). Ratios, not times, are asserted.
+"$TESTBED" shape --name "$BED" --rail 0 --rate 800 >/dev/null
+"$TESTBED" shape --name "$BED" --rail 1 --rate 300 >/dev/null
+if run_job tune_4x2 4 2 NEZHA_COLD_THRESHOLD=1M -- --op allreduce --quiet --check --warmup 30 \
+  --iters 20 --min-bytes 16M --max-bytes 16M --json "$WORK/tune.json"; then
+  split=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["split"]["r0"])' "$WORK/tune.json")
+  if /usr/bin/python3 -c 'import sys; s=float(sys.argv[1]); sys.exit(0 if 0.60 <= s <= 0.86 else 1)' "$split"; then
+    pass "tune_4x2 (split r0=$split after 50 ops, bandwidth ratio 0.73)"
+  else
+    fail "tune_4x2: split r0=$split after 50 ops, want 0.60..0.86"
+  fi
+else
+  fail tune_4x2
+  show tune_4x2 4
+fi
+"$TESTBED" shape --name "$BED" --rail 0 --rate 0 >/dev/null
+"$TESTBED" shape --name "$BED" --rail 1 --rate 0 >/dev/null
+
+# ---- bad input: clear errors, no hangs ---------------------------------------------------------
+# Rank 1 holds a different token: refused by rank 0's rendezvous, which reports it missing.
+PORT=$((PORT + 1))
+rdv="$(addr 0 0):$PORT"
+"$TESTBED" exec --name "$BED" --host 0 -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK=0 NEZHA_WORLD_SIZE=2 \
+  NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" NEZHA_RENDEZVOUS_TIMEOUT_MS=3000 "$BENCH" --quiet \
+  >"$WORK/wrongtoken.log.0" 2>&1 &
+p0=$!
+rc1=0
+"$TESTBED" exec --name "$BED" --host 1 -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK=1 NEZHA_WORLD_SIZE=2 \
+  NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN=wrong NEZHA_RENDEZVOUS_TIMEOUT_MS=3000 "$BENCH" --quiet \
+  >"$WORK/wrongtoken.log.1" 2>&1 || rc1=$?
+echo "$rc1" >"$WORK/wrongtoken.rc.1"
+rc0=0
+wait $p0 || rc0=$?
+echo "$rc0" >"$WORK/wrongtoken.rc.0"
+expect_error wrongtoken 1 "NEZHA_JOB_TOKEN"
+expect_error wrongtoken 0 "missing ranks: 1"
+
+run_job noiface 2 1 NEZHA_RAILS=r0=r9:tcp -- --quiet || true
+expect_error noiface 0 'interface "r9" does not exist'
+
+run_job rankrange 2 1 NEZHA_RANK=5 -- --quiet || true
+expect_error rankrange 0 "NEZHA_RANK=5 must be < NEZHA_WORLD_SIZE=2"
+
+run_job badrails 2 1 NEZHA_RAILS=r0=r0 -- --quiet || true
+expect_error badrails 1 "has no ':transport'"
+
+# Ranks disagreeing on the rail list: rank 1 brings two rails, rank 0 one.
+PORT=$((PORT + 1))
+rdv="$(addr 0 0):$PORT"
+for i in 0 1; do
+  rails="r0=r0:tcp"
+  [ "$i" = 1 ] && rails="r0=r0:tcp,r1=r1:tcp"
+  "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$rails" NEZHA_RANK="$i" \
+    NEZHA_WORLD_SIZE=2 NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" \
+    NEZHA_RENDEZVOUS_TIMEOUT_MS=5000 "$BENCH" --quiet >"$WORK/disagree.log.$i" 2>&1 &
+  eval "pd$i=\$!"
+done
+for i in 0 1; do
+  rc=0
+  eval "wait \$pd$i" || rc=$?
+  echo "$rc" >"$WORK/disagree.rc.$i"
+done
+expect_error disagree 0 "rank 1 has rails \[r0:tcp,r1:tcp\] but rank 0 has \[r0:tcp\]"
+expect_error disagree 1 "rank 1 has rails"
+
+# Rendezvous unreachable: nobody listens there; bounded by the timeout.
+rc=0
+"$TESTBED" exec --name "$BED" --host 1 -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK=1 NEZHA_WORLD_SIZE=2 \
+  NEZHA_RENDEZVOUS="$(addr 0 0):1" NEZHA_JOB_TOKEN="$TOKEN" NEZHA_RENDEZVOUS_TIMEOUT_MS=1000 \
+  "$BENCH" --quiet >"$WORK/unreach.log.1" 2>&1 || rc=$?
+echo "$rc" >"$WORK/unreach.rc.1"
+expect_error unreach 1 "cannot connect to $(addr 0 0):1"
+
+# An interface that exists but has no IPv4 address (lo of a fresh namespace).
+ip netns add "$NA_NS"
+rc=0
+ip netns exec "$NA_NS" env NEZHA_RAILS=r0=lo:tcp NEZHA_RANK=0 NEZHA_WORLD_SIZE=1 "$BENCH" --quiet \
+  >"$WORK/noaddr.log.0" 2>&1 || rc=$?
+echo "$rc" >"$WORK/noaddr.rc.0"
+expect_error noaddr 0 'interface "lo" has no IPv4 address'
+
+# ---- a rail cut mid-run surfaces as a RailError naming the rail (no hang) ------------------------
+run_job cut 2 2 NEZHA_COLD_THRESHOLD=0 NEZHA_IO_TIMEOUT_MS=2000 -- --quiet --warmup 0 \
+  --iters 400 --min-bytes 4M --max-bytes 4M &
+cutjob=$!
+sleep 3
+"$TESTBED" cut --name "$BED" --host 1 --rail 1 >/dev/null
+wait $cutjob || true
+"$TESTBED" restore --name "$BED" --host 1 --rail 1 >/dev/null
+expect_error cut 0 "rail r1 (r1)"
+
+log "$passes passed, $failures failed"
+[ "$failures" = 0 ]
