@@ -3,13 +3,16 @@ package v1alpha1_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
@@ -195,5 +198,34 @@ func TestRailNodeStatusValidation(t *testing.T) {
 	err := k8s.Status().Update(context.Background(), rn)
 	if err == nil || !strings.Contains(err.Error(), `status.rails[0].operState: Unsupported value: "sideways"`) {
 		t.Fatalf("want operState rejected, got %v", err)
+	}
+}
+
+// TestSamplesAreAccepted creates every manifest in config/samples: the examples users copy must
+// pass the schema.
+func TestSamplesAreAccepted(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "samples-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			if obj.GetKind() == "MultiRailJob" {
+				obj.SetNamespace(ns.Name)
+			}
+			expectCreate(t, obj, "")
+		})
 	}
 }
