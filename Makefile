@@ -50,6 +50,9 @@ manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases) and RBAC (config
 	$(CONTROLLER_GEN) object paths=./operator/api/...
 	$(CONTROLLER_GEN) crd rbac:roleName=nezha-operator paths=./operator/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	# The chart installs exactly what was generated: same CRDs, same operator RBAC rules.
+	cp config/crd/bases/*.yaml charts/nezha/crds/
+	sed -n '/^rules:/,$$p' config/rbac/role.yaml > charts/nezha/files/operator-rules.yaml
 
 ##@ Test
 
@@ -58,8 +61,8 @@ test: setup test-go test-runtime test-python ## Run every test suite (needs root
 	@echo "make test: all suites passed"
 
 .PHONY: test-go
-test-go: ## Go tests: operator and rail agent against a real kube-apiserver (envtest), CNI plugin in netns.
-	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test $(GO_TEST_FLAGS) ./operator/... ./cni/... ./hack/...
+test-go: ## Go tests: operator, rail agent and chart against a real kube-apiserver (envtest), CNI plugin in netns.
+	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test $(GO_TEST_FLAGS) ./operator/... ./cni/... ./hack/... ./charts/...
 
 .PHONY: test-runtime
 test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, then test-bed integration.

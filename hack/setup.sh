@@ -33,8 +33,11 @@ install_apt() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The containerd package starts its own daemon; Nezha's local cluster runs its own instance.
-  if systemctl is-active --quiet containerd 2>/dev/null; then systemctl stop containerd || true; fi
+  # On hosts with systemd the containerd package starts its own daemon; Nezha's local cluster
+  # runs a private instance, so stop the packaged one rather than share it.
+  if command -v systemctl >/dev/null && systemctl is-active --quiet containerd 2>/dev/null; then
+    systemctl stop containerd || true
+  fi
 }
 
 go_tool() { # name module version
@@ -52,6 +55,7 @@ go_tool() { # name module version
 
 install_apt
 go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
+go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
 if [ "${1:-}" = cluster ]; then
   "$here/build-kube.sh" node >/dev/null
