@@ -7,6 +7,7 @@
 #   hack/local-cluster.sh load-image TARFILE import a docker-archive tarball (hack/imagebuilder)
 #   hack/local-cluster.sh kubeconfig         print the admin kubeconfig path
 #   hack/local-cluster.sh env                print export lines: eval "$(hack/local-cluster.sh env)"
+#   hack/local-cluster.sh build              only build/cache the binaries and the pause image (no root)
 #
 # What runs (all as root, each a plain process with its PID in $NEZHA_CLUSTER_DIR/pids):
 #   etcd, kube-apiserver (127.0.0.1:$NEZHA_CLUSTER_API_PORT, static admin token), controller-manager,
@@ -43,7 +44,7 @@ kc() { "$KUBECTL" --kubeconfig "$C_KUBECONFIG" "$@"; }
 ctr_k8s() { ctr --address "$C_CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -252,7 +253,7 @@ cmd=${1:-}
 [ -n "$cmd" ] || usage
 shift
 case "$cmd" in
-  up | down | status | kubeconfig | env)
+  up | down | status | kubeconfig | env | build)
     [ $# -eq 0 ] || die "$cmd: unexpected argument '$1'"
     ;;
 esac
@@ -268,6 +269,11 @@ case "$cmd" in
     ;;
   kubeconfig) echo "$C_KUBECONFIG" ;;
   env) cmd_env ;;
+  build)
+    cluster_validate_env
+    cluster_build_all
+    log "build: binaries in $NEZHA_KUBE_BIN and $CLUSTER_BIN, images in $CLUSTER_IMAGES ($(elapsed))"
+    ;;
   -h | --help | help) usage ;;
-  *) die "unknown command '$cmd' (want up, down, status, load-image, kubeconfig or env)" ;;
+  *) die "unknown command '$cmd' (want up, down, status, load-image, kubeconfig, env or build)" ;;
 esac

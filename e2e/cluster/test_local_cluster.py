@@ -10,8 +10,8 @@ import json
 import subprocess
 import time
 
-import host_state
-from conftest import STATE_DIR, local_cluster
+import cluster_host_state as host_state
+from cluster_helpers import STATE_DIR, local_cluster
 
 BUSYBOX = "nezha.local/busybox:1"
 APPLETS = ["sh", "sleep", "ip", "nslookup", "ping", "cat", "hostname"]
@@ -72,7 +72,7 @@ def pod(name):
     }
 
 
-def test_pod_with_two_rails_and_headless_dns(cluster):
+def test_pod_with_two_rails_and_headless_dns(cluster, cluster_run):
     for k, subnet in enumerate(RAIL_SUBNETS):
         cluster.apply(nad(f"nzt-rail{k}", cluster.rails[k], subnet))
     cluster.apply({"apiVersion": "v1", "kind": "Service",
@@ -121,6 +121,9 @@ def test_pod_with_two_rails_and_headless_dns(cluster):
     proc = subprocess.run([cluster.kubectl_bin, "--kubeconfig", cluster.kubeconfig, "exec", "nzt-a", "--",
                            "nslookup", "nothing.invalid"], capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and "NXDOMAIN" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    # What the host looks like with the cluster and two pods running: the last test checks that
+    # the snapshot really sees the cluster's footprint, so "unchanged after down" means something.
+    cluster_run["during"] = host_state.snapshot(STATE_DIR)
 
 
 def test_down_restores_the_host(cluster_run, host_before):
@@ -130,6 +133,11 @@ def test_down_restores_the_host(cluster_run, host_before):
     cluster_run["up"] = False
     print(f"local-cluster.sh down took {time.monotonic() - started:.1f}s")
     after = host_state.snapshot(STATE_DIR)
+    during = cluster_run.get("during")
+    if during is not None:
+        seen = {d.split(":")[0] for d in host_state.differences(host_before, during)}
+        # The kubelet rewrote kernel.panic & co., the pods had cni-* netns, mounts and cgroups.
+        assert {"processes", "links", "cni_netns", "mounts", "sysctls", "cgroups", "paths", "state_dir"} <= seen, seen
     diffs = host_state.differences(host_before, after)
     assert not diffs, "the host differs after down:\n" + "\n".join(diffs)
     # down is idempotent.

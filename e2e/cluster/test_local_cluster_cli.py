@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import LOCAL_CLUSTER
+from cluster_helpers import LOCAL_CLUSTER
 
 NOWHERE = "/tmp/nzt-no-cluster-here"
 
