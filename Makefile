@@ -11,7 +11,6 @@ NEZHA_CACHE     ?= $(HOME)/.cache/nezha
 KUBE_VERSION    := $(shell source hack/versions.sh && echo $$KUBE_VERSION)
 KUBE_BIN        := $(NEZHA_CACHE)/kube-$(KUBE_VERSION)/bin
 TOOLS_BIN       := $(NEZHA_CACHE)/tools/bin
-CONTROLLER_GEN  := $(TOOLS_BIN)/controller-gen
 PYTHON          := /usr/bin/python3
 RUNTIME_BUILD   := build/runtime
 CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
@@ -46,10 +45,8 @@ build-runtime: ## Build libnezha, nezha-bench and nezha-tune with CMake (warning
 	cmake --build $(RUNTIME_BUILD) -j2
 
 .PHONY: manifests
-manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases) and RBAC (config/rbac) from the Go types.
-	$(CONTROLLER_GEN) object paths=./operator/api/...
-	$(CONTROLLER_GEN) crd rbac:roleName=nezha-operator paths=./operator/... \
-	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rbac) and the chart's copies.
+	operator/hack/manifests.sh
 	# The chart installs exactly what was generated: same CRDs, same operator RBAC rules.
 	cp config/crd/bases/*.yaml charts/nezha/crds/
 	sed -n '/^rules:/,$$p' config/rbac/role.yaml > charts/nezha/files/operator-rules.yaml
