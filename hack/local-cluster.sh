@@ -13,7 +13,9 @@
 #   etcd, kube-apiserver (127.0.0.1:$NEZHA_CLUSTER_API_PORT, static admin token), controller-manager,
 #   scheduler, a private containerd (own config/root/state/socket; never the system one), the
 #   kubelet, and CoreDNS serving cluster.local on the pod gateway 10.244.0.1 (headless Services
-#   resolve from pods; there is no kube-proxy, so ClusterIPs do not route). Multus is the CNI:
+#   resolve from pods; there is no kube-proxy, so ClusterIPs do not route, except the
+#   `kubernetes` Service 10.96.0.1:443, forwarded to the apiserver by hack/lib/apiserver-proxy.py
+#   so in-cluster clients such as the operator work unchanged). Multus is the CNI:
 #   eth0 from bridge + host-local on the pre-created bridge nzcbr0 (10.244.0.0/24), extra
 #   interfaces from NetworkAttachmentDefinitions (CRD installed); host veths nzr0, nzr1, ... are
 #   there to be macvlan masters ("rails"). Images: imported only (imagePullPolicy: Never).
@@ -76,6 +78,12 @@ start_apiserver() {
     --kubelet-preferred-address-types InternalIP
   cluster_wait 60 kc get --raw /readyz ||
     { cluster_check_alive kube-apiserver; fail "kube-apiserver not ready after 60s (log: $C_LOGS/kube-apiserver.log)"; }
+  # In-cluster clients dial the `kubernetes` Service (10.96.0.1:443); without kube-proxy this
+  # forwarder is what answers there.
+  cluster_start apiserver-proxy /usr/bin/python3 "$REPO/hack/lib/apiserver-proxy.py" \
+    "$CLUSTER_API_SERVICE_IP" 443 127.0.0.1 "$NEZHA_CLUSTER_API_PORT"
+  cluster_wait 10 curl -fsS --cacert "$C_PKI/ca.crt" "https://$CLUSTER_API_SERVICE_IP/version" ||
+    { cluster_check_alive apiserver-proxy; fail "apiserver-proxy not answering on $CLUSTER_API_SERVICE_IP:443 after 10s"; }
 }
 
 start_containerd() {
@@ -188,7 +196,7 @@ teardown() {
   shims=$(cluster_shim_pids)
   # shellcheck disable=SC2086 # a list of pids
   [ -z "$shims" ] || kill -KILL $shims 2>/dev/null || true
-  cluster_stop kube-apiserver
+  cluster_stop kube-apiserver apiserver-proxy
   cluster_stop etcd
   cluster_kill_cgroup_procs
   cluster_remove_cni_netns

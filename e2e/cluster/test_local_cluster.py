@@ -14,7 +14,7 @@ import cluster_host_state as host_state
 from cluster_helpers import STATE_DIR, local_cluster
 
 BUSYBOX = "nezha.local/busybox:1"
-APPLETS = ["sh", "sleep", "ip", "nslookup", "ping", "cat", "hostname"]
+APPLETS = ["sh", "sleep", "ip", "nslookup", "ping", "cat", "hostname", "wget", "ssl_client"]
 # Rail K of the test pods: macvlan on host veth nzrK, its own subnet (like the test bed's rails).
 RAIL_SUBNETS = ["10.100.0.0/24", "10.101.0.0/24"]
 
@@ -121,6 +121,13 @@ def test_pod_with_two_rails_and_headless_dns(cluster, cluster_run):
     proc = subprocess.run([cluster.kubectl_bin, "--kubeconfig", cluster.kubeconfig, "exec", "nzt-a", "--",
                            "nslookup", "nothing.invalid"], capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and "NXDOMAIN" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    # In-cluster API access the way client-go does it: the `kubernetes` Service name, port 443,
+    # the pod's service-account token (forwarded to the loopback-bound apiserver).
+    script = ('wget -q -O - --header "Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)" '
+              'https://kubernetes.default.svc.cluster.local/api')
+    out = cluster.kubectl("exec", "nzt-a", "--", "sh", "-c", script)
+    assert '"kind": "APIVersions"' in out, out
+
     # What the host looks like with the cluster and two pods running: the last test checks that
     # the snapshot really sees the cluster's footprint, so "unchanged after down" means something.
     cluster_run["during"] = host_state.snapshot(STATE_DIR)

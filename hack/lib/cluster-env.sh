@@ -26,6 +26,8 @@ CLUSTER_STOP_GRACE=10
 CLUSTER_POD_CIDR=10.244.0.0/24
 CLUSTER_POD_GATEWAY=10.244.0.1
 CLUSTER_SERVICE_CIDR=10.96.0.0/16
+# The `kubernetes` Service IP: a local address on the pod bridge, served by apiserver-proxy.py.
+CLUSTER_API_SERVICE_IP=10.96.0.1
 CLUSTER_NODE_IP=10.250.0.1
 CLUSTER_DOMAIN=cluster.local
 # Root-namespace interfaces the cluster owns (names share the nzc prefix).
@@ -70,7 +72,7 @@ CLUSTER_KUBELET_SYSCTLS=(
 )
 
 # Components, in start order (status lists them in this order).
-CLUSTER_COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler coredns kubelet)
+CLUSTER_COMPONENTS=(etcd kube-apiserver apiserver-proxy containerd kube-controller-manager kube-scheduler coredns kubelet)
 
 cluster_validate_env() {
   uint_in_range NEZHA_CLUSTER_RAILS "$NEZHA_CLUSTER_RAILS" 0 8

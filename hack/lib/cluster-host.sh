@@ -35,7 +35,7 @@ cluster_cni_netns() {
 
 # ---- network ----------------------------------------------------------------------------------
 # cluster_net_up: the node-IP veth, the pod bridge with the gateway address (where CoreDNS
-# listens), and the rail veths that macvlan NADs use as masters. Nothing else in the root
+# listens) and the `kubernetes` Service IP (where apiserver-proxy.py listens), and the rail veths that macvlan NADs use as masters. Nothing else in the root
 # namespace changes: no routes beyond these interfaces' own, no forwarding, no iptables.
 cluster_net_up() {
   ip link add "$CLUSTER_NODE_VETH" type veth peer name "$CLUSTER_NODE_VETH_PEER"
@@ -44,6 +44,7 @@ cluster_net_up() {
   ip link set "$CLUSTER_NODE_VETH" up
   ip link add "$CLUSTER_POD_BRIDGE" type bridge stp_state 0 forward_delay 0
   ip addr add "$CLUSTER_POD_GATEWAY/${CLUSTER_POD_CIDR#*/}" dev "$CLUSTER_POD_BRIDGE"
+  ip addr add "$CLUSTER_API_SERVICE_IP/32" dev "$CLUSTER_POD_BRIDGE"
   ip link set "$CLUSTER_POD_BRIDGE" up
   local k
   for ((k = 0; k < NEZHA_CLUSTER_RAILS; k++)); do
