@@ -37,7 +37,10 @@ type observation struct {
 func podRank(pod *corev1.Pod) (int32, bool) {
 	if v, ok := pod.Labels[nezhav1.RankLabel]; ok {
 		n, err := strconv.ParseInt(v, 10, 32)
-		return int32(n), err == nil && n >= 0
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		return int32(n), true
 	}
 	idx, err := strconv.ParseInt(pod.Labels[kubeflowv1.ReplicaIndexLabel], 10, 32)
 	if err != nil || idx < 0 {
