@@ -25,7 +25,7 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 	}
 	pairs := map[string]string{
 		filepath.Join(obj, "zz_generated.deepcopy.go"): filepath.Join(root, "operator", "api", "v1alpha1", "zz_generated.deepcopy.go"),
-		filepath.Join(rbac, "role.yaml"):                filepath.Join(root, "config", "rbac", "role.yaml"),
+		filepath.Join(rbac, "role.yaml"):               filepath.Join(root, "config", "rbac", "role.yaml"),
 	}
 	generated, err := os.ReadDir(crd)
 	if err != nil {
