@@ -62,8 +62,7 @@ start_etcd() {
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "nezha=http://127.0.0.1:$peer" \
     --unsafe-no-fsync --log-level warn
-  cluster_wait 30 curl -fsS "http://127.0.0.1:$NEZHA_CLUSTER_ETCD_PORT/health" ||
-    { cluster_check_alive etcd; fail "etcd not healthy after 30s (log: $C_LOGS/etcd.log)"; }
+  cluster_await etcd 30 "etcd healthy" curl -fsS "http://127.0.0.1:$NEZHA_CLUSTER_ETCD_PORT/health"
 }
 
 start_apiserver() {
@@ -76,20 +75,18 @@ start_apiserver() {
     --service-account-key-file "$C_PKI/sa.pub" --service-account-signing-key-file "$C_PKI/sa.key" \
     --service-cluster-ip-range "$CLUSTER_SERVICE_CIDR" --allow-privileged=true --profiling=false \
     --kubelet-preferred-address-types InternalIP
-  cluster_wait 60 kc get --raw /readyz ||
-    { cluster_check_alive kube-apiserver; fail "kube-apiserver not ready after 60s (log: $C_LOGS/kube-apiserver.log)"; }
+  cluster_await kube-apiserver 60 "kube-apiserver ready" kc get --raw /readyz
   # In-cluster clients dial the `kubernetes` Service (10.96.0.1:443); without kube-proxy this
   # forwarder is what answers there.
   cluster_start apiserver-proxy /usr/bin/python3 "$REPO/hack/lib/apiserver-proxy.py" \
     "$CLUSTER_API_SERVICE_IP" 443 127.0.0.1 "$NEZHA_CLUSTER_API_PORT"
-  cluster_wait 10 curl -fsS --cacert "$C_PKI/ca.crt" "https://$CLUSTER_API_SERVICE_IP/version" ||
-    { cluster_check_alive apiserver-proxy; fail "apiserver-proxy not answering on $CLUSTER_API_SERVICE_IP:443 after 10s"; }
+  cluster_await apiserver-proxy 10 "apiserver reachable at $CLUSTER_API_SERVICE_IP:443" \
+    curl -fsS --cacert "$C_PKI/ca.crt" "https://$CLUSTER_API_SERVICE_IP/version"
 }
 
 start_containerd() {
   cluster_start containerd "$(command -v containerd)" --config "$NEZHA_CLUSTER_DIR/containerd/config.toml"
-  cluster_wait 30 ctr --address "$C_CONTAINERD_SOCK" version ||
-    { cluster_check_alive containerd; fail "containerd not answering after 30s (log: $C_LOGS/containerd.log)"; }
+  cluster_await containerd 30 "containerd answering" ctr --address "$C_CONTAINERD_SOCK" version
   import_image "$CLUSTER_IMAGES/pause.tar"
 }
 
@@ -117,9 +114,12 @@ node_ready() {
 
 up_failed() {
   [ "$1" -eq 0 ] && return 0
-  log "up failed after $(elapsed); logs are in $C_LOGS (copied to ${NEZHA_CLUSTER_DIR}-failed-logs); tearing down"
-  rm -rf "${NEZHA_CLUSTER_DIR}-failed-logs"
-  cp -r "$C_LOGS" "${NEZHA_CLUSTER_DIR}-failed-logs" 2>/dev/null || true
+  # Keep the logs for debugging in the cache (the state dir goes away with the teardown).
+  local kept="$NEZHA_CACHE/cluster/failed-up-logs"
+  rm -rf "$kept"
+  mkdir -p "$(dirname "$kept")"
+  cp -r "$C_LOGS" "$kept" 2>/dev/null || true
+  log "up failed after $(elapsed); tearing down (component logs kept in $kept)"
   teardown
 }
 

@@ -83,10 +83,24 @@ cluster_wait() {
   return 1
 }
 
-# cluster_check_alive NAME: fail with the log tail if a component died during start.
+# cluster_check_alive NAME: false, with the log tail on stderr, if the component is not running.
 cluster_check_alive() {
   cluster_pid "$1" >/dev/null && return 0
-  log "$1 exited; last lines of $C_LOGS/$1.log:"
+  log "$1 is not running; last lines of $C_LOGS/$1.log:"
   tail -n 20 "$C_LOGS/$1.log" >&2 || true
   return 1
+}
+
+# cluster_await NAME TIMEOUT_SECONDS WHAT COMMAND...: poll COMMAND until it succeeds; fail at
+# once (with the log tail) if component NAME dies meanwhile, rather than waiting out the timeout.
+cluster_await() {
+  local name=$1 timeout=$2 what=$3 i
+  shift 3
+  for ((i = 0; i < timeout * 5; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    cluster_check_alive "$name" || fail "up: $name exited before $what"
+    sleep 0.2
+  done
+  cluster_check_alive "$name" || true
+  fail "up: $what: not after ${timeout}s (log: $C_LOGS/$name.log)"
 }
