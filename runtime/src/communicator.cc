@@ -45,12 +45,28 @@ struct Communicator::Impl {
       workers[s.rail]->submit([&, s] { fn(*channels[s.rail], scratch[s.rail], s); }, &handles[i]);
     }
     std::exception_ptr first;
+    int firstRail = -1;
+    std::string others;  // failures of further rails, appended to the first one's message
     for (size_t i = 0; i < plan.slices.size(); ++i) {
       try {
         handles[i].wait();
         secs[plan.slices[i].rail] = handles[i].seconds();
+      } catch (const RailError& e) {
+        if (!first) {
+          first = std::current_exception();
+          firstRail = e.rail();
+        } else {
+          others += strCat("; also ", e.what());
+        }
       } catch (...) {
         if (!first) first = std::current_exception();
+      }
+    }
+    if (first && !others.empty() && firstRail >= 0) {
+      try {
+        std::rethrow_exception(first);
+      } catch (const RailError& e) {
+        throw RailError(firstRail, e.what() + others);
       }
     }
     if (first) std::rethrow_exception(first);
