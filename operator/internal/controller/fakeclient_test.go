@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/scheme"
+	tu "github.com/nezha-project/nezha/operator/internal/testutil"
+)
+
+// These tests use the fake client where a real API server adds nothing: injected write
+// failures, and an operator started without the PyTorchJob CRD.
+
+func newFakeReconciler(funcs interceptor.Funcs, objs ...client.Object) (*MultiRailJobReconciler, *record.FakeRecorder) {
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
+		WithStatusSubresource(&nezhav1.MultiRailJob{}).WithInterceptorFuncs(funcs).Build()
+	rec := record.NewFakeRecorder(100)
+	return &MultiRailJobReconciler{Client: c, APIReader: c, Recorder: rec, Clock: clocktesting.NewFakePassiveClock(t0.Time)}, rec
+}
+
+func request(ns, name string) ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+}
+
+// TestNoEventsWhenStatusWriteFails: Events describe state the API shows, so a failed status
+// write emits none (the retry will).
+func TestNoEventsWhenStatusWriteFails(t *testing.T) {
+	job := tu.MakeJob("j", "ns", "missing-rail").Obj()
+	r, rec := newFakeReconciler(interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return apierrors.NewConflict(schema.GroupResource{Group: "nezha.io", Resource: "multirailjobs"}, obj.GetName(), nil)
+		},
+	}, job)
+	if _, err := r.Reconcile(context.Background(), request("ns", "j")); err == nil || !apierrors.IsConflict(errorsCause(err)) {
+		t.Fatalf("want the conflict back for a retry, got %v", err)
+	}
+	if n := len(rec.Events); n != 0 {
+		t.Errorf("%d events emitted before the status was written: %v", n, <-rec.Events)
+	}
+}
+
+func errorsCause(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+// TestPyTorchJobWithoutCRD: without the Kubeflow CRD a pytorchJob job gets a condition and an
+// Event instead of a crash or a retry loop.
+func TestPyTorchJobWithoutCRD(t *testing.T) {
+	rc := tu.MakeRailClass("r0").Obj()
+	job := tu.MakeJob("p", "ns", "r0").PyTorchJob(1).Obj()
+	r, rec := newFakeReconciler(interceptor.Funcs{}, rc, job)
+	res, err := r.Reconcile(context.Background(), request("ns", "p"))
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("reconcile: %v %+v", err, res)
+	}
+	got := &nezhav1.MultiRailJob{}
+	if err := r.Get(context.Background(), client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, nezhav1.ConditionWorkersCreated)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonPyTorchJobCRDMissing {
+		t.Fatalf("condition %+v", c)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "Warning PyTorchJobCRDMissing") {
+		t.Errorf("event %q", e)
+	}
+}
+
+// TestJobsGaugeFollowsPhaseAndDeletion: nezha_operator_jobs{phase} counts each job once and
+// forgets deleted jobs.
+func TestJobsGaugeFollowsPhaseAndDeletion(t *testing.T) {
+	job := tu.MakeJob("g", "gauge-ns", "absent").Obj()
+	r, _ := newFakeReconciler(interceptor.Funcs{}, job)
+	before := promtestutil.ToFloat64(jobsByPhase.WithLabelValues(string(nezhav1.PhasePending)))
+	for i := 0; i < 2; i++ { // reconciling twice must not count twice
+		if _, err := r.Reconcile(context.Background(), request("gauge-ns", "g")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := promtestutil.ToFloat64(jobsByPhase.WithLabelValues(string(nezhav1.PhasePending))); got != before+1 {
+		t.Errorf("pending jobs %v, want %v", got, before+1)
+	}
+	if err := r.Delete(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), request("gauge-ns", "g")); err != nil {
+		t.Fatal(err)
+	}
+	if got := promtestutil.ToFloat64(jobsByPhase.WithLabelValues(string(nezhav1.PhasePending))); got != before {
+		t.Errorf("pending jobs after delete %v, want %v", got, before)
+	}
+	if promtestutil.CollectAndCount(reconcileDuration) == 0 {
+		t.Error("reconcile duration not observed")
+	}
+}
