@@ -1,13 +1,14 @@
-"""A failed `up` tears down what it started and leaves the host as it found it."""
+"""Failure paths: a failed `up` and a `down` after crashes leave the host as `up` found it."""
 
 import os
+import signal
 import socket
 import subprocess
 
 import pytest
 
 import cluster_host_state as host_state
-from cluster_helpers import LOCAL_CLUSTER, STATE_DIR
+from cluster_helpers import LOCAL_CLUSTER, STATE_DIR, Cluster, local_cluster
 
 
 def test_failed_up_cleans_up_and_names_the_component(require_root):
@@ -31,3 +32,25 @@ def test_failed_up_cleans_up_and_names_the_component(require_root):
     assert "address already in use" in proc.stderr, proc.stderr  # the log tail was shown
     diffs = host_state.differences(before, host_state.snapshot(STATE_DIR))
     assert not diffs, "the host differs after a failed up:\n" + "\n".join(diffs)
+
+
+def test_down_after_kubelet_and_containerd_crashed(require_root):
+    """The slow path of `down`: no kubelet to drain pods, no containerd to stop containers.
+    Whatever is left (shims, pause processes, cni-* netns, mounts, cgroups) must still go."""
+    if os.path.exists(STATE_DIR):
+        pytest.fail(f"{STATE_DIR} exists: a local cluster is already up")
+    before = host_state.snapshot(STATE_DIR)
+    try:
+        local_cluster("up")
+        cluster = Cluster()
+        cluster.kubectl("run", "nzt-crash", "--image", "nezha.local/pause:1", "--image-pull-policy", "Never",
+                        "--restart", "Never")
+        cluster.wait_ready("nzt-crash")
+        for component in ("kubelet", "containerd"):
+            with open(os.path.join(STATE_DIR, "pids", f"{component}.pid")) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+        assert local_cluster("status", check=False).returncode != 0
+    finally:
+        local_cluster("down")
+    diffs = host_state.differences(before, host_state.snapshot(STATE_DIR))
+    assert not diffs, "the host differs after down:\n" + "\n".join(diffs)

@@ -66,7 +66,8 @@ cluster_shim_pids() {
   for f in /proc/[0-9]*/cmdline; do
     pid=${f#/proc/}
     pid=${pid%/cmdline}
-    if tr '\0' ' ' <"$f" 2>/dev/null | grep -q "^[^ ]*containerd-shim[^ ]* .*-address $C_CONTAINERD_SOCK "; then
+    # Processes come and go while we scan: a vanished /proc entry is not an error.
+    if { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -q "^[^ ]*containerd-shim[^ ]* .*-address $C_CONTAINERD_SOCK "; then
       echo "$pid"
     fi
   done
