@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
@@ -24,11 +23,15 @@ type imageConfig struct {
 	Arch       string
 }
 
-// buildImage makes a one-layer image from an uncompressed layer tar. The config's creation time
-// and the layer's history are pinned to epoch so the digest depends only on the inputs.
-func buildImage(layerTar []byte, cfg imageConfig) (v1.Image, error) {
+// buildImage makes a one-layer image from the planned entries. The config's creation time and
+// the layer's history are pinned to epoch so the digest depends only on the inputs.
+// go-containerregistry opens the layer several times (digest, diff ID, writing); each open
+// streams a fresh, identical tar.
+func buildImage(entries []entry, cfg imageConfig) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeTar(pw, entries)) }()
+		return pr, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -33,6 +32,7 @@ type entry struct {
 	kind   entryKind
 	mode   fs.FileMode // permission bits only
 	src    string      // kindFile: host file to copy
+	size   int64       // kindFile: size at plan time
 	target string      // kindSymlink: link target, stored verbatim
 }
 
@@ -139,11 +139,18 @@ func (l *layerSpec) addDir(root string) error {
 	})
 }
 
-// tarball writes the layer as an uncompressed tar: sorted paths, every parent directory present,
-// root-owned, all timestamps at epoch.
-func (l *layerSpec) tarball() ([]byte, error) {
+// plan returns every entry of the layer in tar order: sorted paths with every parent directory
+// present. Conflicts and unreadable files are found here, before anything is written.
+func (l *layerSpec) plan() ([]entry, error) {
 	all := map[string]entry{}
 	for p, e := range l.entries {
+		if e.kind == kindFile {
+			st, err := os.Stat(e.src)
+			if err != nil {
+				return nil, err
+			}
+			e.size = st.Size()
+		}
 		all[p] = e
 		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
 			if existing, ok := all[dir]; ok {
@@ -167,37 +174,46 @@ func (l *layerSpec) tarball() ([]byte, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	entries := make([]entry, 0, len(paths))
 	for _, p := range paths {
-		e := all[p]
-		hdr := &tar.Header{Name: p, Mode: int64(e.mode), ModTime: epoch, Format: tar.FormatUSTAR}
+		entries = append(entries, all[p])
+	}
+	return entries, nil
+}
+
+// writeTar streams the planned entries as an uncompressed tar: root-owned, every timestamp at
+// epoch. Files are read while writing (never held in memory), so large images are fine; a file
+// that changed size since plan() makes the tar writer fail rather than produce a bad layer.
+func writeTar(w io.Writer, entries []entry) error {
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.path, Mode: int64(e.mode), ModTime: epoch, Format: tar.FormatUSTAR}
 		switch e.kind {
 		case kindDir:
-			hdr.Typeflag, hdr.Name = tar.TypeDir, p+"/"
+			hdr.Typeflag, hdr.Name = tar.TypeDir, e.path+"/"
 		case kindSymlink:
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, e.target
 		case kindFile:
-			data, err := os.ReadFile(e.src)
-			if err != nil {
-				return nil, err
-			}
-			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(data))
-			if err := tw.WriteHeader(hdr); err != nil {
-				return nil, fmt.Errorf("/%s: %w", p, err)
-			}
-			if _, err := io.Copy(tw, bytes.NewReader(data)); err != nil {
-				return nil, err
-			}
-			continue
+			hdr.Typeflag, hdr.Size = tar.TypeReg, e.size
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("/%s: %w", p, err)
+			return fmt.Errorf("/%s: %w", e.path, err)
+		}
+		if e.kind == kindFile {
+			if err := copyFile(tw, e.src); err != nil {
+				return fmt.Errorf("/%s: %w", e.path, err)
+			}
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
+	return tw.Close()
+}
+
+func copyFile(w io.Writer, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
 	}
-	return buf.Bytes(), nil
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
 }

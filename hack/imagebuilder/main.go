@@ -151,11 +151,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	layerTar, err := l.tarball()
+	entries, err := l.plan()
 	if err != nil {
 		return err
 	}
-	img, err := buildImage(layerTar, o.cfg)
+	img, err := buildImage(entries, o.cfg)
 	if err != nil {
 		return err
 	}

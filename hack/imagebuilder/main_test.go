@@ -303,3 +303,26 @@ func TestManifestIsDockerArchive(t *testing.T) {
 		t.Errorf("no manifest.json in %v", names)
 	}
 }
+
+// Files are streamed into the layer, not held in memory: a file larger than any pipe or copy
+// buffer must come back byte for byte.
+func TestLargeFileRoundTrips(t *testing.T) {
+	tmp := t.TempDir()
+	big := make([]byte, 3<<20+12345)
+	for i := range big {
+		big[i] = byte(i*7 + i>>11)
+	}
+	src := filepath.Join(tmp, "big.bin")
+	if err := os.WriteFile(src, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "big.tar")
+	if err := run([]string{"--tag", "nezha.local/big:1", "--output", out, "--file", src + ":/data/big.bin"},
+		io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, entries := readImage(t, out, "nezha.local/big:1")
+	if got := entries["data/big.bin"].Content; got != string(big) {
+		t.Errorf("big file: got %d bytes, want %d identical bytes", len(got), len(big))
+	}
+}
