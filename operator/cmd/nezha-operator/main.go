@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nezha-project/nezha/operator/internal/controller"
+	"github.com/nezha-project/nezha/operator/internal/prober"
 	"github.com/nezha-project/nezha/operator/internal/scheme"
 )
 
@@ -31,6 +33,8 @@ func run() error {
 		probeAddr    = flag.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 		leaderElect  = flag.Bool("leader-elect", false, "elect a leader so only one replica reconciles")
 		runtimeImage = flag.String("runtime-image", "", "image holding /opt/nezha, copied into workers that ask for runtime injection")
+		probeRuntime = flag.Bool("probe-runtime", false, "fold each running worker's runtime /status (port 9402) into rail health")
+		probeTimeout = flag.Duration("probe-timeout", time.Second, "timeout of one runtime /status probe")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -66,6 +70,9 @@ func run() error {
 		Clock:             clock.RealClock{},
 		RuntimeImage:      *runtimeImage,
 		PyTorchJobEnabled: pytorch,
+	}
+	if *probeRuntime {
+		r.Prober = prober.NewHTTP(*probeTimeout)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -254,26 +255,43 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 	return pods.Items, nil
 }
 
+// probeParallelism bounds concurrent runtime probes per reconcile, so a big job's probes finish
+// in a few timeouts rather than one per worker.
+const probeParallelism = 16
+
 // probeRuntimes asks each running worker's runtime for failed rails. Probe errors are logged, not
 // fatal: a runtime that is still starting has no /status yet.
 func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) map[int32][]string {
 	if r.Prober == nil {
 		return nil
 	}
-	out := map[int32][]string{}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, probeParallelism)
+		out = map[int32][]string{}
+	)
 	for rank, pod := range obs.pods {
 		if pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		failed, err := r.Prober.FailedRails(ctx, pod)
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
-			continue
-		}
-		if len(failed) > 0 {
-			out[rank] = failed
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			failed, err := r.Prober.FailedRails(ctx, pod)
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
+				return
+			}
+			if len(failed) > 0 {
+				mu.Lock()
+				out[rank] = failed
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

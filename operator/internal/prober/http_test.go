@@ -1,0 +1,76 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// serve starts a fake runtime control endpoint on loopback and returns a pod pointing at it.
+func serve(t *testing.T, status int, body string) (*HTTP, *corev1.Pod) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	p := NewHTTP(2 * time.Second)
+	p.Port, _ = strconv.Atoi(port)
+	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}
+}
+
+func TestFailedRails(t *testing.T) {
+	cases := []struct {
+		name    string
+		status  int
+		body    string
+		want    []string
+		wantErr string
+	}{
+		{"all healthy", 200, `{"rank":0,"rails":[{"name":"a","state":"healthy"},{"name":"b","state":"healthy"}]}`, nil, ""},
+		{"failed and probing", 200, `{"rank":1,"rails":[{"name":"a","state":"failed"},{"name":"b","state":"probing"},{"name":"c","state":"healthy"}]}`, []string{"a", "b"}, ""},
+		{"unknown state", 200, `{"rails":[{"name":"a","state":"meh"}]}`, nil, `rails[0].state: unknown value "meh"`},
+		{"empty name", 200, `{"rails":[{"name":"","state":"failed"}]}`, nil, "rails[0].name is empty"},
+		{"not JSON", 200, `<html>`, nil, "runtime /status"},
+		{"server error", 503, ``, nil, "503"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, pod := serve(t, tc.status, tc.body)
+			got, err := p.FailedRails(context.Background(), pod)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestNoPodIP(t *testing.T) {
+	_, err := NewHTTP(time.Second).FailedRails(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w"}})
+	if err == nil || !strings.Contains(err.Error(), "no IP") {
+		t.Errorf("error %v", err)
+	}
+}
