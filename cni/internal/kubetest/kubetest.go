@@ -46,6 +46,9 @@ func Start() (*Env, error) {
 	return &Env{env: e, Config: cfg}, nil
 }
 
+// KubeConfig is a kubeconfig file's content for the API server (admin credentials).
+func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
+
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
 
