@@ -42,7 +42,7 @@ func request(ns, name string) ctrl.Request {
 func TestNoEventsWhenStatusWriteFails(t *testing.T) {
 	job := tu.MakeJob("j", "ns", "missing-rail").Obj()
 	r, rec := newFakeReconciler(interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			return apierrors.NewConflict(schema.GroupResource{Group: "nezha.io", Resource: "multirailjobs"}, obj.GetName(), nil)
 		},
 	}, job)

@@ -102,8 +102,12 @@ func (r *MultiRailJobReconciler) writeStatus(ctx context.Context, job *nezhav1.M
 	if equality.Semantic.DeepEqual(&job.Status, st.status) {
 		return nil
 	}
+	// A patch (not an update) sends only the status: an update would echo the whole spec back,
+	// and the API server warns about fields like template.metadata.creationTimestamp. The
+	// optimistic lock keeps the conflict semantics of an update (stale cache → retry).
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	job.Status = *st.status
-	if err := r.Status().Update(ctx, job); err != nil {
+	if err := r.Status().Patch(ctx, job, patch); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil

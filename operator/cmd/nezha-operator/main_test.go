@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/testenv"
+	tu "github.com/nezha-project/nezha/operator/internal/testutil"
+)
+
+// TestOperatorBinaryWithGeneratedRBAC builds and runs the real nezha-operator binary against a
+// real API server, authenticated as a user that holds only the generated ClusterRole
+// (config/rbac/role.yaml): a missing RBAC marker shows up here as a job that never gets its pods.
+func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
+	env, err := testenv.New(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	ctx := context.Background()
+	admin, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The operator's identity: bound to the generated role and nothing else.
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, admin, role)
+	mustCreate(t, admin, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "nezha-operator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "nezha-operator"}},
+	})
+	user, err := env.AddUser(envtest.User{Name: "nezha-operator"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RBAC is enforced for this identity (else this test would prove nothing): no Secret listing.
+	userClient, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := userClient.List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the operator identity may list Secrets (err %v): least privilege broken or RBAC off", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := filepath.Join(dir, "nezha-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
+		"--runtime-image=nezha/runtime:smoke", "--zap-log-level=info")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		if t.Failed() {
+			t.Logf("operator logs:\n%s", logs.String())
+		}
+	}()
+
+	waitFor(t, "readyz", func() error { return httpOK("http://" + probeAddr + "/readyz") })
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "smoke"}}
+	mustCreate(t, admin, ns)
+	mustCreate(t, admin, tu.MakeRailClass("smoke-r0").Obj())
+	mustCreate(t, admin, tu.MakeJob("smoke", "smoke", "smoke-r0").Replicas(2).InjectRuntime().Obj())
+	waitFor(t, "worker pods", func() error {
+		var pods corev1.PodList
+		if err := admin.List(ctx, &pods, client.InNamespace("smoke")); err != nil {
+			return err
+		}
+		if len(pods.Items) != 2 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		if img := pods.Items[0].Spec.InitContainers[0].Image; img != "nezha/runtime:smoke" {
+			return fmt.Errorf("init image %q", img)
+		}
+		return nil
+	})
+	waitFor(t, "status written", func() error {
+		job := &nezhav1.MultiRailJob{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "smoke", Name: "smoke"}, job); err != nil {
+			return err
+		}
+		if job.Status.Phase != nezhav1.PhasePending || job.Status.WorkersReady != "0/2" {
+			return fmt.Errorf("status %+v", job.Status)
+		}
+		return nil
+	})
+	waitFor(t, "metrics", func() error {
+		body, err := httpGet("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		for _, m := range []string{`nezha_operator_jobs{phase="Pending"} 1`, "nezha_operator_reconcile_duration_seconds_count",
+			"nezha_operator_worker_pods_created_total 2"} {
+			if !strings.Contains(body, m) {
+				return fmt.Errorf("metrics lack %q", m)
+			}
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), `"msg":"PyTorchJob support","enabled":true`) {
+		t.Errorf("operator did not detect the PyTorchJob CRD:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "forbidden") || strings.Contains(logs.String(), "unknown field") {
+		t.Errorf("RBAC denied something or the API server warned:\n%s", logs.String())
+	}
+}
+
+func mustCreate(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %s: %v", obj.GetName(), err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return string(b), err
+}
+
+func httpOK(url string) error { _, err := httpGet(url); return err }
+
+// waitFor polls check; the bound only keeps a broken run from hanging.
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
