@@ -173,4 +173,3 @@ func get(t *testing.T, url string) string {
 	}
 	return string(b)
 }
-
