@@ -87,6 +87,51 @@ def plot(doc: dict, path: str) -> None:
     plt.close(fig)
 
 
+CHAOS_STYLE = {
+    "nezha-adaptive": dict(color="#d62728", marker="o"),
+    "gloo-cut-rail": dict(color="#1f77b4", marker="v"),
+    "gloo-best-rail": dict(color="#9467bd", marker="^"),
+    "gloo-mptcp": dict(color="#2ca02c", marker="D"),
+}
+
+
+def plot_chaos(doc: dict, path: str) -> None:
+    """Per-op algbw over time in the chaos run; the cut window shaded, failures marked."""
+    chaos = doc["chaos"]
+    tl = chaos["timeline"]
+    fig, ax = plt.subplots(figsize=(11, 5.2))
+    ax.axvspan(tl["cut_at"], tl["restore_at"], color="orange", alpha=0.12,
+               label=f"r{chaos['cut_rail']} of host {chaos['cut_host']} cut")
+    for name, s in chaos["series"].items():
+        style = CHAOS_STYLE.get(name, {})
+        if "trace" not in s:
+            ax.plot([], [], color="lightgray", label=f"{s['label']} — {s['status']}")
+            continue
+        t0, tr = s["t0_unix"], s["trace"]
+        xs = [end - t0 for end, _ in tr["ops"]]
+        ys = [tr["bytes"] / (us / 1e6) * 8 / 1e9 for _, us in tr["ops"]]  # per-op algbw, Gbit/s
+        ax.plot(xs, ys, label=s["label"], markersize=3, linewidth=1.2, **style)
+        if tr.get("error"):
+            x = tr["error"]["t_unix"] - t0
+            ax.plot([x], [0], marker="X", markersize=12, color=style.get("color", "k"), linestyle="none")
+            ax.annotate("job failed", (x, 0), textcoords="offset points", xytext=(4, 8), fontsize=8,
+                        color=style.get("color", "k"))
+    ax.set_xlim(0, tl["loop_seconds"] + 2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since the ranks started")
+    ax.set_ylabel("per-op algbw (Gbit/s)")
+    ax.set_title(f"chaos: {doc['ranks']}-rank allreduce of {format_bytes(tl['bytes'])} on rails "
+                 f"{'/'.join(map(str, chaos['rates_mbit']))} Mbit/s; slow rail cut on one rank, then restored")
+    ax.grid(True, alpha=0.3)
+    # Below the axes: the traces fill the whole plot area.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3)
+    hw = doc["hardware"]
+    fig.suptitle(f"{hw['cpu_model']}, {hw['cores']} cores, {hw['setup']} ({doc['started']})", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="result JSON written by run_bench.py")
@@ -99,7 +144,7 @@ def main() -> int:
         print(f"plot.py: {a.results}: {e}", file=sys.stderr)
         return 2
     out = a.output or os.path.splitext(a.results)[0] + ".png"
-    plot(doc, out)
+    (plot_chaos if "chaos" in doc else plot)(doc, out)
     print(out)
     return 0
 

@@ -17,6 +17,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import budget, hostinfo, report  # noqa: E402
+from harness.chaos import Timeline  # noqa: E402
+from harness.chaos_run import CHAOS_SERIES, run_chaos  # noqa: E402
 from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: E402
 from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, load_tunables  # noqa: E402
 from harness.goals import evaluate_all  # noqa: E402
@@ -42,13 +44,22 @@ def parse_args(argv):
     ap.add_argument("--no-check", action="store_true", help="do not pass --check to the tools")
     ap.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     ap.add_argument("--note", default=BUSY_NOTE, help="free text stored with the results (default: busy-machine note)")
+    ap.add_argument("--chaos", action="store_true",
+                    help="run only the chaos scenario: loop one size, cut the slow rail of one rank, restore it")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and time estimate, run nothing")
     a = ap.parse_args(argv)
     bands = list(QUICK_BANDS if a.quick else FULL_BANDS)
     try:
         lo = parse_bytes("--min-bytes", a.min_bytes)
         hi = parse_bytes("--max-bytes", a.max_bytes) if a.max_bytes else bands[-1].max_bytes
-        a.series_specs = by_name(a.series) if a.series else list(SERIES)
+        if a.chaos:
+            known = [c.name for c in CHAOS_SERIES]
+            bad = [n for n in a.series or [] if n not in known]
+            if bad:
+                raise ValueError(f"--series: unknown chaos series {bad[0]!r} (want one of {', '.join(known)})")
+            a.series_specs = []
+        else:
+            a.series_specs = by_name(a.series) if a.series else list(SERIES)
     except ValueError as e:
         ap.error(str(e))
     a.bands = clip_bands(bands, lo, hi)
@@ -56,6 +67,9 @@ def parse_args(argv):
         ap.error(f"--min-bytes/--max-bytes: no size of the {'quick' if a.quick else 'full'} sweep lies in "
                  f"{a.min_bytes}..{a.max_bytes}")
     a.scenarios = [s for s in SCENARIOS if not a.scenario or s.name in a.scenario]
+    if a.chaos:
+        # The chaos scenario cuts the slow rail, so it needs rails of different speeds.
+        a.scenarios = [s for s in SCENARIOS if s.name == "heterogeneous"]
     return a
 
 
@@ -81,11 +95,17 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"run_bench.py: {e}", file=sys.stderr)
         return 2
-    est = estimate_seconds(a, tun)
-    plan = (f"{'quick' if a.quick else 'full'} run: scenarios {', '.join(s.name for s in a.scenarios)}; "
+    timeline = Timeline()
+    if a.chaos:
+        est = len([c for c in CHAOS_SERIES if not a.series or c.name in a.series]) * (timeline.loop_seconds + 10)
+        plan = (f"chaos run: {', '.join(c.name for c in CHAOS_SERIES if not a.series or c.name in a.series)}; "
+                f"estimated {est / 60:.1f} min")
+    else:
+        est = estimate_seconds(a, tun)
+        plan = (f"{'quick' if a.quick else 'full'} run: scenarios {', '.join(s.name for s in a.scenarios)}; "
             f"series {', '.join(s.name for s in a.series_specs)}; bands "
-            f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters})' for b in a.bands)}; "
-            f"estimated {est / 60:.1f} min")
+                f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters})' for b in a.bands)}; "
+                f"estimated {est / 60:.1f} min")
     if a.dry_run:
         print(plan)
         return 0
@@ -104,7 +124,8 @@ def main(argv=None) -> int:
     work_dir = tempfile.mkdtemp(prefix=f"{stamp}-", dir=os.path.join(cache, "bench"))
     os.chmod(work_dir, 0o755)
     log(f"tool logs and per-band JSON: {work_dir}")
-    doc = {"schema": "nezha-bench-suite/1", "mode": "quick" if a.quick else "full", "ranks": tun.ranks,
+    mode = "chaos" if a.chaos else "quick" if a.quick else "full"
+    doc = {"schema": "nezha-bench-suite/1", "mode": mode, "ranks": tun.ranks,
            "started": started.isoformat(timespec="seconds"), "hardware": hostinfo.collect(),
            "note": a.note, "bed": tun.bed, "work_dir": work_dir,
            "bands": [b.__dict__ for b in a.bands], "scenarios": []}
@@ -114,7 +135,9 @@ def main(argv=None) -> int:
         with bed:
             ctx = RunContext(tun=tun, bed=bed, bands=a.bands, work_dir=work_dir, check=not a.no_check,
                              iperf=not a.no_iperf)
-            for scen in a.scenarios:
+            if a.chaos:
+                doc["chaos"] = run_chaos(ctx, a.scenarios[0], a.series, timeline)
+            for scen in a.scenarios if not a.chaos else []:
                 doc["scenarios"].append(run_scenario(ctx, scen, a.series_specs))
     except TestbedError as e:
         print(f"run_bench.py: test bed: {e}", file=sys.stderr)
@@ -125,20 +148,29 @@ def main(argv=None) -> int:
     doc["finished"] = finished.isoformat(timespec="seconds")
     doc["duration_s"] = round((finished - started).total_seconds(), 1)
     doc["hardware"]["loadavg_end"] = list(os.getloadavg())
-    doc["goals"] = evaluate_all({s["name"]: s["ratios"] for s in doc["scenarios"]})
+    if not a.chaos:
+        doc["goals"] = evaluate_all({s["name"]: s["ratios"] for s in doc["scenarios"]})
 
     plot_fn = None
     if not a.no_plot:
-        from plot import plot as plot_fn  # matplotlib import is slow; only when needed
-    paths = report.write_outputs(doc, tun.results_dir, stamp, plot_fn)
+        # matplotlib is slow to import; only when needed.
+        from plot import plot as plot_fn, plot_chaos
+
+        if a.chaos:
+            plot_fn = plot_chaos
+    paths = report.write_outputs(doc, tun.results_dir, stamp, plot_fn, prefix="chaos" if a.chaos else "bench")
     print()
     print(report.summary_text(doc), end="")
     print()
+    latest = "latest-chaos" if a.chaos else "latest"
     for kind, p in paths.items():
-        log(f"{kind}: {os.path.relpath(p)} (and latest.{kind})")
+        log(f"{kind}: {os.path.relpath(p)} (and {latest}.{kind})")
     log(f"done in {doc['duration_s'] / 60:.1f} min")
     failed = [f"{sc['name']}/{s['name']}" for sc in doc["scenarios"] for s in sc["series"].values()
               if s.get("status") in ("failed", "partial")]
+    # In the chaos run a series that failed under the cut is a result, not a harness failure;
+    # only a series that produced no trace is.
+    failed += [f"chaos/{n}" for n, s in doc.get("chaos", {}).get("series", {}).items() if s["status"] == "failed"]
     if failed:
         log(f"series with failures: {', '.join(failed)}")
         return 1

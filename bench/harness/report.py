@@ -55,15 +55,43 @@ def summary_text(doc: dict) -> str:
         out += ["", "algbw GB/s:", series_table(rows, SERIES_ORDER, scen["sizes"])]
         out += ["", "rail usage (kernel tx byte counters, all hosts):", rail_usage_table(scen)]
         out += ["", "ratios (algbw of Nezha adaptive / other; > 1 = Nezha faster):", ratio_table(scen["ratios"])]
-    out += ["", "=== goals ===", goals_table(doc["goals"])]
+    if "chaos" in doc:
+        out += ["", chaos_text(doc["chaos"])]
+    if "goals" in doc:
+        out += ["", "=== goals ===", goals_table(doc["goals"])]
     return "\n".join(out) + "\n"
 
 
-def write_outputs(doc: dict, results_dir: str, stamp: str, plot_fn=None) -> dict:
-    """Write bench-<stamp>.{json,txt,png} and latest.* copies. Returns {kind: path}."""
+def _s(v, unit="s", digits=2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}{unit}"
+
+
+def chaos_text(chaos: dict) -> str:
+    tl = chaos["timeline"]
+    head = (f"=== chaos: rails {'/'.join(map(str, chaos['rates_mbit']))} Mbit/s, r{chaos['cut_rail']} of host "
+            f"{chaos['cut_host']} cut at {tl['cut_at']:.0f}s, restored at {tl['restore_at']:.0f}s; loop of "
+            f"{tl['bytes']} B allreduces for {tl['loop_seconds']}s; Gloo timeout {chaos['gloo_timeout_ms']} ms ===")
+    rows, notes = [], []
+    for name, s in chaos["series"].items():
+        m = s.get("metrics")
+        if not m:
+            notes.append(f"{name}: {s['status'].upper()}: {s['reason']}")
+            continue
+        outcome = f"failed {_s(m['failed_after_cut_s'])} after cut" if m["failed"] else "survived"
+        gbps = lambda v: _s(v * 8 if v is not None else None, "", 3)  # noqa: E731 (Gbit/s)
+        rows.append([name, outcome, _s(m["stall_s"]), gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
+                     gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"])])
+    table = format_table(["series", "outcome", "stall", "before Gbit/s", "rail cut Gbit/s", "after restore",
+                          "ops"], rows, align="llrrrrr") if rows else "(no traces)"
+    return "\n".join([head, table, *notes])
+
+
+def write_outputs(doc: dict, results_dir: str, stamp: str, plot_fn=None, prefix: str = "bench") -> dict:
+    """Write <prefix>-<stamp>.{json,txt,png} and latest.* copies (latest-chaos.* for the chaos
+    run, so it never replaces the sweep's latest). Returns {kind: path}."""
     os.makedirs(results_dir, exist_ok=True)
     paths = {}
-    base = os.path.join(results_dir, f"bench-{stamp}")
+    base = os.path.join(results_dir, f"{prefix}-{stamp}")
     with open(base + ".json.tmp", "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")
@@ -76,6 +104,6 @@ def write_outputs(doc: dict, results_dir: str, stamp: str, plot_fn=None) -> dict
         plot_fn(doc, base + ".png")
         paths["png"] = base + ".png"
     for kind, p in list(paths.items()):
-        latest = os.path.join(results_dir, f"latest.{kind}")
+        latest = os.path.join(results_dir, f"latest{'' if prefix == 'bench' else '-' + prefix}.{kind}")
         shutil.copyfile(p, latest)
     return paths

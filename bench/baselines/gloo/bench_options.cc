@@ -12,6 +12,7 @@ const char* Usage() {
          "                  [--iters N] [--check] [--json FILE] [--quiet]\n"
          "                  --rank R --world-size N --iface IFACE --store-dir DIR\n"
          "                  [--rail-name NAME] [--timeout-ms MS]\n"
+         "                  [--loop-seconds S --trace FILE]   (chaos: one size, per-op trace)\n"
          "Ring allreduce from Gloo over one TCP device bound to IFACE; ranks meet in a FileStore\n"
          "under DIR. Env fallbacks: GLOO_BENCH_RANK (or RANK), GLOO_BENCH_WORLD_SIZE (or\n"
          "WORLD_SIZE), GLOO_BENCH_IFACE, GLOO_BENCH_STORE_DIR. Rank 0 prints the table and writes\n"
@@ -149,6 +150,10 @@ std::optional<BenchOptions> ParseOptions(const std::vector<std::string>& args,
       o.railName = value();
     } else if (a == "--store-dir") {
       storeDir = value();
+    } else if (a == "--loop-seconds") {
+      o.loopSeconds = ParseInt(a, value(), 1, 24 * 3600);
+    } else if (a == "--trace") {
+      o.tracePath = value();
     } else if (a == "--timeout-ms") {
       o.timeoutMs = ParseInt(a, value(), 1, 24 * 3600 * 1000);
     } else {
@@ -176,6 +181,10 @@ std::optional<BenchOptions> ParseOptions(const std::vector<std::string>& args,
   o.storeDir = pick(storeDir, "--store-dir", {"GLOO_BENCH_STORE_DIR"}).first;
   if (o.railName.empty()) o.railName = o.iface;
 
+  if ((o.loopSeconds > 0) != !o.tracePath.empty()) {
+    throw UsageError(o.loopSeconds > 0 ? "--trace: required with --loop-seconds"
+                                       : "--loop-seconds: required with --trace");
+  }
   if (o.minBytes == 0) throw UsageError("--min-bytes: must be at least 1");
   if (o.maxBytes < o.minBytes) {
     throw UsageError("--max-bytes: " + std::to_string(o.maxBytes) + " is below --min-bytes " +

@@ -43,6 +43,11 @@ struct BenchOptions {
   std::string railName;  // label in the JSON "rails"/"split"; defaults to iface
   std::string storeDir;  // FileStore directory visible to every rank
   int timeoutMs = 120000;
+
+  // Loop mode (the chaos scenario): repeat one allreduce of --max-bytes for this many seconds,
+  // recording every op's completion time into --trace, instead of the size sweep. 0 = sweep.
+  double loopSeconds = 0;
+  std::string tracePath;
 };
 
 // Env lookup; injectable so tests and callers need not touch the real environment.

@@ -14,6 +14,7 @@
 
 #include "bench_options.h"
 #include "bench_report.h"
+#include "loop.h"
 #include "sweep.h"
 
 namespace {
@@ -41,6 +42,8 @@ int Run(const gloobench::BenchOptions& opts) {
   auto context = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.worldSize);
   context->setTimeout(std::chrono::milliseconds(opts.timeoutMs));
   context->connectFullMesh(store, device);
+
+  if (opts.loopSeconds > 0) return gloobench::RunLoop(context, opts);
 
   const bool printing = opts.rank == 0 && !opts.quiet;
   if (printing) gloobench::PrintTableHeader(std::cout, opts);

@@ -1,0 +1,83 @@
+"""The chaos scenario's analysis (issue 4): one rail of one rank is cut while ranks loop on one
+allreduce size, then restored. From a tool's loop trace (op completion times) this computes how
+long the job stalled, what it delivered while the rail was down, and whether it came back.
+Pure functions; the run itself is in chaos_run.py."""
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Timeline:
+    loop_seconds: int = 30
+    cut_at: float = 10.0  # seconds after the ranks start
+    restore_at: float = 20.0
+    bytes: int = 16 << 20
+    settle: float = 1.0  # ignored after restore before measuring "after" throughput
+
+
+def validate_trace(trace, source: str) -> None:
+    if not isinstance(trace, dict):
+        raise ValueError(f"{source}: want a JSON object")
+    for key in ("bytes", "start_unix", "ops", "error"):
+        if key not in trace:
+            raise ValueError(f"{source}: missing field {key!r}")
+    for i, op in enumerate(trace["ops"]):
+        if not (isinstance(op, list) and len(op) == 2 and all(isinstance(x, (int, float)) for x in op)):
+            raise ValueError(f"{source}: ops[{i}] must be [end_unix, duration_us]")
+
+
+def _rate_gbps(ends: list[float], lo: float, hi: float, nbytes: int) -> Optional[float]:
+    """algbw over completions in (lo, hi]: ops * bytes / window. None for an empty window."""
+    if hi <= lo:
+        return None
+    n = sum(1 for t in ends if lo < t <= hi)
+    return n * nbytes / (hi - lo) / 1e9
+
+
+def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_unix: float) -> dict:
+    """Stall/recovery metrics of one loop trace. Times in the result are seconds after the cut."""
+    nbytes = trace["bytes"]
+    ends = [op[0] for op in trace["ops"]]
+    before = [op for op in trace["ops"] if op[0] <= cut_unix]
+    baseline_s = median(op[1] for op in before) / 1e6 if before else None
+    err = trace.get("error")
+    out = {
+        "ops_total": len(ends),
+        "ops_before_cut": len(before),
+        "baseline_op_s": baseline_s,
+        "algbw_before_gbps": _rate_gbps(ends, trace["start_unix"] + (before[0][1] / 1e6 if before else 0),
+                                        cut_unix, nbytes) if before else None,
+        "failed": err is not None,
+        "failed_after_cut_s": (err["t_unix"] - cut_unix) if err else None,
+        "error": err["message"] if err else None,
+    }
+    window_end = restore_unix if restore_unix is not None else end_unix
+    last_before = max((t for t in ends if t <= cut_unix), default=trace["start_unix"])
+    after_cut = [t for t in ends if t > cut_unix]
+    out["ops_after_cut"] = len(after_cut)
+    if after_cut:
+        # Longest wait for an op to complete once the rail is gone, beyond a normal op's time.
+        prev, worst = last_before, 0.0
+        for t in after_cut:
+            if t > window_end:
+                break
+            worst = max(worst, t - prev)
+            prev = t
+        out["stall_s"] = max(worst - (baseline_s or 0.0), 0.0) if worst else None
+        out["first_op_after_cut_s"] = after_cut[0] - cut_unix
+    else:
+        out["stall_s"] = None  # never completed another op: the stall is unbounded
+        out["first_op_after_cut_s"] = None
+    # Throughput while the rail is down, from the first completion after the cut (the stall is
+    # reported separately) to the restore.
+    start_deg = after_cut[0] if after_cut and after_cut[0] <= window_end else None
+    out["algbw_during_cut_gbps"] = _rate_gbps(ends, start_deg, window_end, nbytes) if start_deg else (
+        0.0 if not err or err["t_unix"] > cut_unix else None)
+    if restore_unix is not None:
+        out["algbw_after_restore_gbps"] = _rate_gbps(ends, restore_unix + Timeline.settle, end_unix, nbytes)
+        out["ops_after_restore"] = sum(1 for t in ends if t > restore_unix)
+    # Recovered: kept completing ops after the cut and never failed.
+    out["survived"] = not out["failed"] and bool(after_cut)
+    return out

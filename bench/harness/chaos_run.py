@@ -1,0 +1,152 @@
+"""Running the chaos scenario on the bed: heterogeneous rails, each series loops on one size while
+a timer cuts the slow rail of one rank and later restores it. Series whose tool has no loop mode
+(nezha-bench until issue 4 adds `--loop-seconds/--trace`) are reported as not run."""
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from .chaos import Timeline, analyze, validate_trace
+from .config import Scenario
+from .launch import run_ranks
+from .runner import RunContext, log
+from .series import SeriesSpec, sweep_args
+from .sizes import Band
+
+# Gloo's default is 30 s; 10 s lets the failure land inside the cut window of a 30 s loop.
+CHAOS_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class ChaosSeries:
+    name: str
+    label: str
+    tool: str  # nezha | gloo
+    iface_rail: str = "best"  # gloo: "best" or "cut" (bound to the rail that is cut)
+    mptcp: bool = False
+    policy: str = ""
+
+
+CHAOS_SERIES = (
+    ChaosSeries("nezha-adaptive", "Nezha adaptive (fails over)", "nezha", policy="adaptive"),
+    ChaosSeries("gloo-cut-rail", "Gloo on the rail that is cut", "gloo", iface_rail="cut"),
+    ChaosSeries("gloo-best-rail", "Gloo on the other rail (control)", "gloo", iface_rail="best"),
+    ChaosSeries("gloo-mptcp", "Gloo over MPTCP (all rails)", "gloo", mptcp=True),
+)
+
+
+def supports_loop(tool: str) -> bool:
+    try:
+        p = subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--loop-seconds" in (p.stdout + p.stderr)
+
+
+def _argv(ctx: RunContext, cs: ChaosSeries, scen: Scenario, cut_rail: int, tl: Timeline, trace: str,
+          store: str):
+    tool = ctx.tun.nezha_bench if cs.tool == "nezha" else ctx.tun.gloo_bench
+    band = Band(tl.bytes, tl.bytes, 0, 1)
+    common = [tool, *sweep_args(band, 0, os.path.join(os.path.dirname(trace), "unused.json"), False),
+              "--loop-seconds", str(tl.loop_seconds), "--trace", trace]
+
+    def argv(rank: int) -> list[str]:
+        if cs.tool == "nezha":
+            return common
+        rail = cut_rail if cs.iface_rail == "cut" else scen.best_rail()
+        a = [*common, "--rank", str(rank), "--world-size", str(ctx.tun.ranks), "--iface", f"r{rail}",
+             "--rail-name", f"mptcp(r{rail}+)" if cs.mptcp else f"r{rail}", "--store-dir", store,
+             "--timeout-ms", str(CHAOS_TIMEOUT_MS)]
+        return ["mptcpize", "run", *a] if cs.mptcp else a
+
+    return tool, argv
+
+
+def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host: int, cut_rail: int,
+                     tl: Timeline) -> dict:
+    out = {"name": cs.name, "label": cs.label, "status": "ok", "reason": ""}
+    work = tempfile.mkdtemp(prefix=f"chaos-{cs.name}-", dir=ctx.work_dir)
+    trace_path = os.path.join(work, "trace.json")
+    tool, argv = _argv(ctx, cs, scen, cut_rail, tl, trace_path, work)
+    if not os.access(tool, os.X_OK):
+        return {**out, "status": "skipped", "reason": f"{tool} not built"}
+    if not supports_loop(tool):
+        return {**out, "status": "skipped", "reason": f"{os.path.basename(tool)} has no --loop-seconds/--trace mode yet"}
+
+    rendezvous = f"{ctx.bed.addr(0, scen.best_rail())}:{ctx.next_port()}"
+    env = {"NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(len(scen.rates_mbit))),
+           "NEZHA_WORLD_SIZE": str(ctx.tun.ranks), "NEZHA_RENDEZVOUS": rendezvous,
+           "NEZHA_JOB_TOKEN": os.urandom(16).hex(), "NEZHA_POLICY": cs.policy} if cs.tool == "nezha" else {}
+    events: dict = {}
+    timers: list[threading.Timer] = []
+
+    def act(what: str) -> None:
+        events[what + "_unix"] = time.time()
+        events[what + "_tx"] = ctx.bed.rail_tx_bytes()
+        (ctx.bed.cut if what == "cut" else ctx.bed.restore)(cut_host, cut_rail)
+
+    def on_started(_t0: float) -> None:
+        events["start_unix"] = time.time()
+        events["start_tx"] = ctx.bed.rail_tx_bytes()
+        timers.extend([threading.Timer(tl.cut_at, act, ("cut",)), threading.Timer(tl.restore_at, act, ("restore",))])
+        for t in timers:
+            t.start()
+
+    try:
+        res = run_ranks(ctx.bed, ctx.tun.ranks, argv, lambda r: {**env, "NEZHA_RANK": str(r)} if env else {},
+                        tl.loop_seconds + 120, work, cs.name, on_started=on_started)
+    finally:
+        for t in timers:
+            t.cancel()
+            if t.is_alive():
+                t.join()
+        # Whatever happened, the rail must be up for the next series.
+        ctx.bed.restore(cut_host, cut_rail)
+    end_unix = time.time()
+    events["end_tx"] = ctx.bed.rail_tx_bytes()
+    out.update(seconds=round(res.seconds, 1), exit_codes=res.returncodes, logs=res.logs, argv_rank0=argv(0))
+    if not res.ok():
+        out["reason"] = res.failure()
+    try:
+        with open(trace_path) as f:
+            trace = json.load(f)
+        validate_trace(trace, trace_path)
+    except (OSError, ValueError) as e:
+        return {**out, "status": "failed", "reason": f"no usable trace from rank 0 ({e}); {out['reason']}"}
+    cut_unix = events.get("cut_unix")
+    if cut_unix is None:
+        return {**out, "status": "failed", "reason": "the ranks ended before the cut", "trace": trace}
+    # The loop's own end: the last completion or the failure, not when we noticed.
+    last = max([op[0] for op in trace["ops"]] + [trace["error"]["t_unix"] if trace["error"] else 0])
+    out["metrics"] = analyze(trace, cut_unix, events.get("restore_unix"), min(last, end_unix))
+    out["events"] = {k: (v - events["start_unix"]) if k.endswith("_unix") else v for k, v in events.items()}
+    out["t0_unix"] = events["start_unix"]  # events are seconds after this
+    out["trace"] = trace
+    m = out["metrics"]
+    log(f"  {cs.name:15s} ops {m['ops_total']:4d}  stall {fmt_s(m['stall_s'])}  "
+        f"{'FAILED ' + fmt_s(m['failed_after_cut_s']) + ' after cut' if m['failed'] else 'survived'}")
+    return out
+
+
+def fmt_s(v) -> str:
+    return "n/a" if v is None else f"{v:.2f}s"
+
+
+def run_chaos(ctx: RunContext, scen: Scenario, names: list[str] | None, tl: Timeline) -> dict:
+    for k, rate in enumerate(scen.rates_mbit):
+        ctx.bed.shape(k, rate)
+    cut_rail = min(range(len(scen.rates_mbit)), key=lambda k: (scen.rates_mbit[k], k))
+    cut_host = 1  # not rank 0: rank 0's trace then shows how a remote failure reaches everyone
+    log(f"chaos: rails {'/'.join(map(str, scen.rates_mbit))} Mbit/s, cut r{cut_rail} of host {cut_host} at "
+        f"{tl.cut_at:.0f}s, restore at {tl.restore_at:.0f}s, loop {tl.loop_seconds}s of {tl.bytes} B allreduce")
+    out = {"scenario": scen.name, "rates_mbit": list(scen.rates_mbit), "cut_host": cut_host, "cut_rail": cut_rail,
+           "timeline": tl.__dict__, "gloo_timeout_ms": CHAOS_TIMEOUT_MS, "series": {}}
+    for cs in CHAOS_SERIES:
+        if names and cs.name not in names:
+            continue
+        out["series"][cs.name] = run_chaos_series(ctx, scen, cs, cut_host, cut_rail, tl)
+    return out
