@@ -38,6 +38,12 @@ ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunn
     run(static_cast<int>(r), [&](Channel& ch, Scratch& scratch) {
       std::vector<double> lat;
       double tiny = 0;
+      // Untimed rounds first: the first messages on fresh connections (and ranks still
+      // arriving from setup) would otherwise count as latency.
+      for (int i = 0; i < kLatencyRounds; ++i) {
+        allreduceRecursiveDoubling(ch, reinterpret_cast<char*>(&tiny), 1, DataType::kFloat64,
+                                   ReduceOp::kMax, scratch);
+      }
       for (int i = 0; i < kLatencyRounds; ++i) {
         auto t = std::chrono::steady_clock::now();
         allreduceRecursiveDoubling(ch, reinterpret_cast<char*>(&tiny), 1, DataType::kFloat64,

@@ -40,20 +40,34 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
     return p;
   };
   if (op == OpKind::kBarrier) return whole(coldRail_);
+  // Cold start (paper Eq. 4): the one rail with the least latency + bytes/bandwidth.
+  auto coldFor = [&] {
+    int best = 0;
+    double bestTime = 1e300;
+    for (size_t i = 0; i < nrails_; ++i) {
+      double t = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
+      if (t < bestTime) {
+        bestTime = t;
+        best = static_cast<int>(i);
+      }
+    }
+    return best;
+  };
   const size_t minUnits =
       unitBytes == 0 ? 1 : (o_.minSliceBytes + unitBytes - 1) / std::max<size_t>(unitBytes, 1);
   switch (o_.policy) {
     case Policy::kSingle:
       return whole(bestRail_);
     case Policy::kStatic:
-      p.hot = nrails_ > 1;
       p.slices = splitCount(units, toWeights(baseRatios_), minUnits);
+      p.hot = p.slices.size() > 1;
       return p;
     case Policy::kAdaptive: {
-      if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldRail_);
-      TableEntry& e = table_.entry(p.key, baseRatios_);
-      p.hot = true;
-      p.slices = splitCount(units, toWeights(e.ratios), minUnits);
+      if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldFor());
+      // Entries are created by record(), so sizes that never really split leave no trace.
+      const TableEntry* e = table_.find(p.key);
+      p.slices = splitCount(units, toWeights(e ? e->ratios : baseRatios_), minUnits);
+      p.hot = p.slices.size() > 1;
       return p;
     }
   }

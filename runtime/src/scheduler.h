@@ -52,6 +52,10 @@ class Scheduler {
   int coldRail() const { return coldRail_; }
   int bestRail() const { return bestRail_; }
   size_t coldThreshold() const { return coldThreshold_; }
+  void setColdThreshold(size_t bytes) {
+    coldThreshold_ = bytes;
+    table_.coldThreshold = bytes;
+  }
   const std::vector<double>& baseRatios() const { return baseRatios_; }
   const Table& table() const { return table_; }
   Table& table() { return table_; }

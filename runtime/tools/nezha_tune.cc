@@ -1,1 +1,129 @@
-int main() { return 0; }
+// nezha-tune: builds a data-length table offline (MCR-DL tuning-table spirit). For each size of
+// the sweep it runs the collective hot (split) long enough for the online tuner to converge,
+// then times hot against cold (whole operation on the lowest-latency rail); the cold threshold
+// is the smallest size from which hot wins at every larger size. Rank 0 writes the table JSON,
+// which jobs load with NEZHA_TABLE. One process per rank, configured by NEZHA_* like any job.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "bench_args.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: nezha-tune [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
+    "                  [--reduce sum|...] [--min-bytes 4K] [--max-bytes 64M] [--factor 2]\n"
+    "                  [--warmup 50] [--iters 10] --out TABLE.json [--quiet]\n"
+    "--warmup: hot operations per size before timing (the tuner converges within 50);\n"
+    "--iters: timed operations per size and mode. Needs NEZHA_POLICY=adaptive.\n";
+
+using nezha::OpKind;
+namespace tools = nezha::tools;
+
+// Mean seconds per operation (max over ranks); `report` gets the last timed operation's split.
+double timeOps(nezha::Communicator& c, const tools::BenchArgs& a, std::vector<char>& in,
+               std::vector<char>& out, size_t count, int iters, nezha::OpReport* report) {
+  auto op = [&] {
+    switch (a.op) {
+      case OpKind::kAllreduce:
+        return c.allreduce(in.data(), out.data(), count, a.dtype, a.reduce);
+      case OpKind::kBroadcast:
+        return c.broadcast(out.data(), count, a.dtype, 0);
+      case OpKind::kAllgather:
+        return c.allgather(in.data(), out.data(), count, a.dtype);
+      case OpKind::kReduceScatter:
+        return c.reduceScatter(in.data(), out.data(), count, a.dtype, a.reduce);
+      case OpKind::kBarrier:
+        return c.barrier();
+    }
+  };
+  c.barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) op();
+  double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (report != nullptr) *report = c.lastReport();
+  // The slowest rank's time decides, and every rank must decide the same.
+  c.allreduce(&local, &local, 1, nezha::DataType::kFloat64, nezha::ReduceOp::kMax);
+  return local / iters;
+}
+
+int run(int argc, char** argv) {
+  tools::BenchArgs a;
+  a.minBytes = 4 << 10;
+  a.maxBytes = 64 << 20;
+  a.warmup = 50;
+  a.iters = 10;
+  if (!tools::parseBenchArgs(argc - 1, argv + 1, a, kUsage)) return 0;
+  if (a.json.empty()) throw nezha::ConfigError("--out TABLE.json is required");
+  nezha::Options opts = nezha::Options::fromEnv();
+  if (opts.policy != nezha::Policy::kAdaptive) {
+    throw nezha::ConfigError("nezha-tune needs NEZHA_POLICY=adaptive (it tunes split ratios)");
+  }
+  nezha::Communicator c(opts);
+  const int world = c.worldSize();
+  const size_t es = nezha::dataTypeSize(a.dtype);
+  const size_t never = size_t(1) << 50;
+  auto sizes = tools::sizeSweep(a.minBytes, a.maxBytes, a.factor);
+  std::vector<bool> hotWins;
+  if (c.rank() == 0 && !a.quiet) {
+    std::printf("%12s %12s %12s %8s  %s\n", "size(B)", "hot(us)", "cold(us)", "winner", "split");
+  }
+  for (size_t bytesWanted : sizes) {
+    size_t count = tools::countFor(a.op, bytesWanted, es, world);
+    size_t bytes = tools::bytesFor(a.op, count, es, world);
+    size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
+    size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
+    std::vector<char> in(inCount * es), out(outCount * es);
+    tools::fillInput(a.op, a.dtype, a.reduce, c.rank(), 0, in.data(), inCount);
+
+    c.setColdThreshold(0);
+    nezha::OpReport report;
+    timeOps(c, a, in, out, count, a.warmup, nullptr);  // lets the table entry converge
+    double hot = timeOps(c, a, in, out, count, a.iters, &report);
+    c.setColdThreshold(never);
+    double cold = timeOps(c, a, in, out, count, a.iters, nullptr);
+    // A "hot" run whose split left a single rail (slices below NEZHA_MIN_SLICE_BYTES) is a
+    // cold run in disguise; only a real split can win.
+    hotWins.push_back(report.hot && hot < cold);
+    if (c.rank() == 0 && !a.quiet) {
+      std::string split;
+      for (const auto& [name, r] : report.split) {
+        char buf[48];
+        std::snprintf(buf, sizeof(buf), "%s%s=%.3f", split.empty() ? "" : ",", name.c_str(), r);
+        split += buf;
+      }
+      std::printf("%12zu %12.1f %12.1f %8s  %s\n", bytes, hot * 1e6, cold * 1e6,
+                  hotWins.back() ? "hot" : "cold", split.c_str());
+      std::fflush(stdout);
+    }
+  }
+  // Smallest size from which hot wins at every larger size; nothing hot -> never split.
+  size_t threshold = never;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (!hotWins[i]) break;
+    threshold = tools::bytesFor(a.op, tools::countFor(a.op, sizes[i], es, world), es, world);
+  }
+  c.setColdThreshold(threshold);
+  if (c.rank() == 0) {
+    c.saveTable(a.json);
+    if (!a.quiet)
+      std::printf("# cold threshold %zu bytes; table written to %s\n", threshold, a.json.c_str());
+  }
+  c.barrier();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const nezha::ConfigError& e) {
+    std::fprintf(stderr, "nezha-tune: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nezha-tune: %s\n", e.what());
+    return 3;
+  }
+}

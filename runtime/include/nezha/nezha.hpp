@@ -149,6 +149,10 @@ class Communicator {
                      ReduceOp op);
   void barrier();
 
+  // Changes the cold/hot threshold from the next operation on. Like a collective, every rank
+  // must make the same call at the same point (nezha-tune uses it to time cold vs hot).
+  void setColdThreshold(size_t bytes);
+
   const OpReport& lastReport() const;
   // Data-length table as JSON (identical on every rank).
   std::string tableJson() const;
