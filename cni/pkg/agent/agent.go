@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,9 @@ type Agent struct {
 
 	// startCache, when set, starts the RailClass informer cache and waits for it (NewFromConfig).
 	startCache func(ctx context.Context) error
+
+	dirtyMu    sync.Mutex
+	dirtySince time.Time // first change not yet written; zero when clean; dirtyMu held
 }
 
 // New prepares an agent. writer writes RailNodes; classes reads RailClasses (an informer cache);
@@ -78,8 +82,10 @@ func (a *Agent) Metrics() *railmetrics.Metrics { return a.metrics }
 // Status is the agent's current view of its rails.
 func (a *Agent) Status() nezhav1.RailNodeStatus { return a.tracker.Status() }
 
-// Run works until ctx ends. The first link listing and RailNode write happen as soon as the
-// netlink subscription is up.
+// Run works until ctx ends. Two goroutines split the work so that a slow or unreachable API
+// server never delays link observation: the observe loop (here) follows links and RailClasses and
+// updates the tracker; the publish loop writes the tracker's latest state when asked, retrying
+// with backoff until it succeeds.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.watcher.Close()
 	defer func() { _ = a.speed.Close() }()
@@ -91,62 +97,29 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	events := make(chan linkwatch.Event, 256)
 	go a.watcher.Run(ctx, events)
+	publishReq := make(chan struct{}, 1)
+	publishDone := make(chan struct{})
+	go func() {
+		defer close(publishDone)
+		a.publishLoop(ctx, publishReq)
+	}()
+	defer func() { <-publishDone }()
+	requestPublish := func() {
+		select {
+		case publishReq <- struct{}{}:
+		default: // one request is pending already; it will write the latest state
+		}
+	}
 
 	resync := a.clock.NewTicker(a.opts.ResyncPeriod)
 	defer resync.Stop()
-
-	var (
-		retry       clock.Timer // pending retry of a failed write, nil when none
-		backoff     = firstRetryBackoff
-		dirtySince  time.Time // first change not yet written; zero when clean
-		retryC      <-chan time.Time
-		writeFailed bool
-	)
 	changed := func() {
-		if dirtySince.IsZero() {
-			dirtySince = a.clock.Now()
-		}
+		a.markDirty()
 		a.coalescer.Notify()
 	}
-	publishNow := func() {
-		if retry != nil {
-			retry.Stop()
-			retry, retryC = nil, nil
-		}
-		st := a.tracker.Status()
-		err := a.publisher.Publish(ctx, st)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			a.metrics.Publishes.WithLabelValues("error").Inc()
-			if !writeFailed {
-				a.log.Error(err, "RailNode write failed; keeping the latest state and retrying with backoff", "node", a.opts.NodeName)
-			}
-			writeFailed = true
-			retry = a.clock.NewTimer(backoff)
-			retryC = retry.C()
-			backoff = min(2*backoff, a.opts.MaxRetryBackoff)
-			return
-		}
-		a.metrics.Publishes.WithLabelValues("success").Inc()
-		if !dirtySince.IsZero() {
-			a.metrics.PublishDelay.Observe(a.clock.Since(dirtySince).Seconds())
-			dirtySince = time.Time{}
-		}
-		if writeFailed {
-			a.log.Info("RailNode write succeeded again", "node", a.opts.NodeName)
-		}
-		writeFailed, backoff = false, firstRetryBackoff
-		a.log.V(1).Info("published RailNode", "node", a.opts.NodeName, "rails", st.RailCount, "healthy", st.HealthyRailCount)
-	}
-
 	for {
 		select {
 		case <-ctx.Done():
-			if retry != nil {
-				retry.Stop()
-			}
 			return nil
 		case ev := <-events:
 			// A resync (the first event, or after a lost subscription) is always written: it
@@ -159,13 +132,75 @@ func (a *Agent) Run(ctx context.Context) error {
 				changed()
 			}
 		case <-a.coalescer.Ready():
-			publishNow()
-		case <-retryC:
-			retry, retryC = nil, nil
-			publishNow()
+			requestPublish()
 		case <-resync.C():
 			a.refresh(ctx)
-			publishNow() // heartbeat: observedTime and error counters, changed or not
+			requestPublish() // heartbeat: observedTime and error counters, changed or not
+		}
+	}
+}
+
+// markDirty remembers when the first unpublished change happened (for the publish delay metric).
+func (a *Agent) markDirty() {
+	a.dirtyMu.Lock()
+	defer a.dirtyMu.Unlock()
+	if a.dirtySince.IsZero() {
+		a.dirtySince = a.clock.Now()
+	}
+}
+
+// publishLoop writes the RailNode for every request, each time with the latest state. A failed
+// write is retried with exponential backoff; requests arriving meanwhile are served by the retry.
+func (a *Agent) publishLoop(ctx context.Context, req <-chan struct{}) {
+	backoff := firstRetryBackoff
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-req:
+		}
+		for {
+			a.dirtyMu.Lock()
+			since := a.dirtySince
+			a.dirtySince = time.Time{}
+			a.dirtyMu.Unlock()
+			st := a.tracker.Status()
+			err := a.publisher.Publish(ctx, st)
+			if err == nil {
+				a.metrics.Publishes.WithLabelValues("success").Inc()
+				if !since.IsZero() {
+					a.metrics.PublishDelay.Observe(a.clock.Since(since).Seconds())
+				}
+				if failing {
+					a.log.Info("RailNode write succeeded again", "node", a.opts.NodeName)
+				}
+				failing, backoff = false, firstRetryBackoff
+				a.log.V(1).Info("published RailNode", "node", a.opts.NodeName, "rails", st.RailCount, "healthy", st.HealthyRailCount)
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			// Not written: the change is still unpublished.
+			a.dirtyMu.Lock()
+			if a.dirtySince.IsZero() || (!since.IsZero() && since.Before(a.dirtySince)) {
+				a.dirtySince = since
+			}
+			a.dirtyMu.Unlock()
+			a.metrics.Publishes.WithLabelValues("error").Inc()
+			if !failing {
+				a.log.Error(err, "RailNode write failed; keeping the latest state and retrying with backoff", "node", a.opts.NodeName)
+			}
+			failing = true
+			t := a.clock.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			backoff = min(2*backoff, a.opts.MaxRetryBackoff)
 		}
 	}
 }

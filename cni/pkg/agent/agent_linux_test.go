@@ -377,6 +377,12 @@ func TestAPIServerOutage(t *testing.T) {
 	if !rail(rn, "outage").Healthy() {
 		t.Fatal("the RailNode changed although the agent was cut off: the outage was not real")
 	}
+	// Backoff, not a hammering loop: 200 ms doubling to the 1 s cap is about 4 attempts in 2 s.
+	failed := testutil.ToFloat64(a.Metrics().Publishes.WithLabelValues("error"))
+	t.Logf("%v failed writes during the outage", failed)
+	if failed < 1 || failed > 10 {
+		t.Errorf("%v failed writes during a ~2 s outage, want a few (backoff)", failed)
+	}
 
 	if err := proxy.Up(); err != nil {
 		t.Fatal(err)
