@@ -23,7 +23,7 @@ from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: 
 from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, load_tunables  # noqa: E402
 from harness.goals import evaluate_all  # noqa: E402
 from harness.runner import RunContext, log, run_scenario  # noqa: E402
-from harness.series import SERIES, by_name  # noqa: E402
+from harness.series import SERIES, by_name, warmup_for  # noqa: E402
 from harness.sizes import clip_bands, parse_bytes  # noqa: E402
 from harness.testbed import Testbed, TestbedError  # noqa: E402
 
@@ -83,8 +83,7 @@ def estimate_seconds(a, tun) -> float:
         for spec in a.series_specs:
             speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp else single
             for band in a.bands:
-                warmup = max(band.warmup, tun.adaptive_warmup) if spec.policy == "adaptive" else band.warmup
-                total += budget.band_seconds(band, speed, warmup)
+                total += budget.band_seconds(band, speed, warmup_for(spec, band, tun.adaptive_warmup))
     return total
 
 

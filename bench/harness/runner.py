@@ -14,7 +14,7 @@ from .config import Scenario, Tunables
 from .launch import run_ranks
 from .merge import constant_series, merge_band_docs
 from .ratios import compute_ratios
-from .series import SeriesSpec, make_launch
+from .series import SeriesSpec, make_launch, warmup_for
 from .sizes import Band
 from .testbed import Testbed, diff_tx
 
@@ -54,7 +54,7 @@ def run_series(ctx: RunContext, scenario: Scenario, spec: SeriesSpec) -> dict:
     docs, failures = [], []
     best_rate = scenario.rates_mbit[scenario.best_rail()]
     for band in ctx.bands:
-        warmup = max(band.warmup, ctx.tun.adaptive_warmup) if spec.policy == "adaptive" else band.warmup
+        warmup = warmup_for(spec, band, ctx.tun.adaptive_warmup)
         tag = f"{scenario.name}.{spec.name}.{band.label()}"
         json_path = os.path.join(ctx.work_dir, tag + ".json")
         store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)

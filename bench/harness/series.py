@@ -40,6 +40,18 @@ def by_name(names: list[str]) -> list[SeriesSpec]:
     return [s for s in SERIES if s.name in names]
 
 
+# Up to this size every series gets the adaptive policy's warmup too: it is cheap there, and small
+# ops are sensitive to warm caches and TCP windows, so equal warmup keeps the latency comparison
+# fair. Above it only the adaptive policy needs the extra ops (to learn its split).
+EQUAL_WARMUP_MAX_BYTES = 4 << 20
+
+
+def warmup_for(spec: SeriesSpec, band: Band, adaptive_warmup: int) -> int:
+    if spec.policy == "adaptive" or band.max_bytes <= EQUAL_WARMUP_MAX_BYTES:
+        return max(band.warmup, adaptive_warmup)
+    return band.warmup
+
+
 def sweep_args(band: Band, warmup: int, json_path: str, check: bool) -> list[str]:
     args = ["--op", "allreduce", "--dtype", "float32", "--min-bytes", str(band.min_bytes),
             "--max-bytes", str(band.max_bytes), "--factor", "2", "--warmup", str(warmup),

@@ -1,0 +1,51 @@
+import pytest
+
+from harness.config import Scenario
+from harness.series import SERIES, by_name, make_launch, warmup_for
+from harness.sizes import Band
+
+SPECS = {s.name: s for s in SERIES}
+HET = Scenario("heterogeneous", (800, 300))
+
+
+def test_warmup_equal_for_small_bands_adaptive_only_for_big():
+    small, big = Band(1024, 4 << 20, 2, 10), Band(8 << 20, 32 << 20, 1, 3)
+    assert warmup_for(SPECS["gloo-best-rail"], small, 10) == 10
+    assert warmup_for(SPECS["gloo-best-rail"], big, 10) == 1
+    assert warmup_for(SPECS["nezha-adaptive"], big, 10) == 10
+    assert warmup_for(SPECS["nezha-adaptive"], Band(1024, 1024, 20, 1), 10) == 20
+
+
+def test_by_name_rejects_unknown():
+    with pytest.raises(ValueError, match="--series: unknown series 'x'"):
+        by_name(["x"])
+    assert [s.name for s in by_name(["gloo-mptcp", "nezha-single"])] == ["nezha-single", "gloo-mptcp"]
+
+
+def launch(name, scen=HET):
+    return make_launch(SPECS[name], scen, 4, "/t/tool", Band(1024, 2048, 1, 2), 1, "/w/x.json", True,
+                       "/w/store", "10.100.0.10:29501")
+
+
+def test_nezha_launch_env_carries_all_rails_and_policy():
+    lc = launch("nezha-static")
+    assert lc.argv(2) == ["/t/tool", "--op", "allreduce", "--dtype", "float32", "--min-bytes", "1024",
+                          "--max-bytes", "2048", "--factor", "2", "--warmup", "1", "--iters", "2",
+                          "--json", "/w/x.json", "--check"]
+    env = lc.env(2)
+    assert env["NEZHA_RAILS"] == "r0=r0:tcp,r1=r1:tcp"
+    assert (env["NEZHA_RANK"], env["NEZHA_WORLD_SIZE"], env["NEZHA_POLICY"]) == ("2", "4", "static")
+    assert env["NEZHA_RENDEZVOUS"] == "10.100.0.10:29501" and len(env["NEZHA_JOB_TOKEN"]) == 32
+
+
+def test_gloo_launch_binds_best_rail():
+    lc = launch("gloo-best-rail", Scenario("x", (300, 800)))
+    argv = lc.argv(3)
+    assert argv[argv.index("--iface") + 1] == "r1" and argv[argv.index("--rank") + 1] == "3"
+    assert lc.env(3) == {}
+
+
+def test_mptcp_launch_wraps_with_mptcpize():
+    argv = launch("gloo-mptcp").argv(0)
+    assert argv[:3] == ["mptcpize", "run", "/t/tool"]
+    assert argv[argv.index("--rail-name") + 1] == "mptcp(r0+)"
