@@ -104,7 +104,7 @@ start_controllers() {
 
 start_kubelet() {
   cluster_start kubelet "$NEZHA_KUBE_BIN/kubelet" --config "$NEZHA_CLUSTER_DIR/kubelet/config.yaml" \
-    --kubeconfig "$C_KUBECONFIG" --root-dir "$NEZHA_CLUSTER_DIR/kubelet" \
+    --kubeconfig "$C_KUBECONFIG" --root-dir "$NEZHA_CLUSTER_DIR/kubelet" --cert-dir "$NEZHA_CLUSTER_DIR/kubelet/pki" \
     --hostname-override "$NEZHA_CLUSTER_NODE" --node-ip "$CLUSTER_NODE_IP"
 }
 
@@ -188,6 +188,8 @@ teardown() {
   # Without a state dir there is nothing of ours to stop, and nothing recorded to restore: never
   # guess (another cluster with a different NEZHA_CLUSTER_DIR may own those interfaces).
   [ -d "$NEZHA_CLUSTER_DIR" ] || return 0
+  local shared
+  shared=$(cluster_shared_files)
   drain_pods
   cluster_stop kubelet coredns kube-scheduler kube-controller-manager
   kill_containers
@@ -204,6 +206,8 @@ teardown() {
   cluster_net_down
   cluster_restore_sysctls
   cluster_remove_cgroups
+  # shellcheck disable=SC2086 # a list of paths without spaces
+  [ -z "$shared" ] || rm -f $shared
   cluster_remove_hardcoded_paths
   rm -rf "$NEZHA_CLUSTER_DIR"
 }

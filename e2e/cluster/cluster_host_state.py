@@ -72,6 +72,8 @@ def snapshot(state_dir):
         "iptables": iptables,
         "cgroups": set(glob.glob("/sys/fs/cgroup/*/kubepods*") + glob.glob("/sys/fs/cgroup/kubepods*")),
         "paths": {p for p in HARDCODED_PATHS if os.path.exists(p)},
+        "path_contents": {os.path.join(root, name) for p in HARDCODED_PATHS
+                          for root, dirs, files in os.walk(p) for name in dirs + files},
         "state_dir": os.path.exists(state_dir),
     }
 

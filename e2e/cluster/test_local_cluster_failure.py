@@ -34,9 +34,31 @@ def test_failed_up_cleans_up_and_names_the_component(require_root):
     assert not diffs, "the host differs after a failed up:\n" + "\n".join(diffs)
 
 
-def test_down_after_kubelet_and_containerd_crashed(require_root):
+# Hard-coded directories another Kubernetes or CNI user on the host could own. The crash test
+# creates the missing ones first, so `down` must remove only the cluster's files inside them.
+SHARED_DIRS = ["/var/lib/cni/results", "/var/log/containers", "/run/containerd/s",
+               "/var/lib/kubelet/device-plugins"]
+
+
+@pytest.fixture
+def preexisting_shared_dirs():
+    created = []
+    for d in SHARED_DIRS:
+        parts = d.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            p = "/" + "/".join(parts[:i])
+            if not os.path.exists(p):
+                os.mkdir(p)
+                created.append(p)
+    yield
+    for p in reversed(created):
+        os.rmdir(p)  # fails, and so fails the test, if something was left inside
+
+
+def test_down_after_kubelet_and_containerd_crashed(require_root, preexisting_shared_dirs):
     """The slow path of `down`: no kubelet to drain pods, no containerd to stop containers.
-    Whatever is left (shims, pause processes, cni-* netns, mounts, cgroups) must still go."""
+    Whatever is left (shims, pause processes, cni-* netns, mounts, cgroups, CNI caches, log
+    links, shim sockets) must still go, while directories that existed before stay."""
     if os.path.exists(STATE_DIR):
         pytest.fail(f"{STATE_DIR} exists: a local cluster is already up")
     before = host_state.snapshot(STATE_DIR)

@@ -53,6 +53,8 @@ C_API_URL="https://127.0.0.1:$NEZHA_CLUSTER_API_PORT"
 # Paths that Kubernetes, containerd, runc or CNI hard-code regardless of our configuration.
 # `up` records which of them existed; `down` removes the ones that did not (deepest first).
 CLUSTER_HARDCODED_PATHS=(
+  /var/lib/kubelet/device-plugins/kubelet.sock
+  /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   /var/lib/kubelet/device-plugins
   /var/lib/kubelet
   /var/log/containers

@@ -121,6 +121,28 @@ cluster_restore_sysctls() {
   done <"$C_SNAPSHOT/sysctl"
 }
 
+# cluster_shared_files: this cluster's files inside hard-coded directories that may be shared
+# (they stay when they existed before `up`): CNI result caches of our sandboxes, the kubelet's
+# log symlinks into our state dir, our shims' sockets. Must run before the state dir goes, and
+# before shims are killed (their task dirs name the sockets).
+cluster_shared_files() {
+  local sandbox id f
+  for sandbox in "$NEZHA_CLUSTER_DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [ -d "$sandbox" ] || continue
+    id=$(basename "$sandbox")
+    for f in /var/lib/cni/results/*-"$id"-*; do [ ! -e "$f" ] || echo "$f"; done
+  done
+  for f in /var/log/containers/*; do
+    [ -L "$f" ] && [[ $(readlink "$f") == "$NEZHA_CLUSTER_DIR"/* ]] && echo "$f"
+  done
+  local address
+  for f in "$NEZHA_CLUSTER_DIR"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
+    [ -f "$f" ] || continue
+    address=$(cat "$f") # "unix:///run/containerd/s/<hash>", no trailing newline
+    [[ $address != unix://* ]] || echo "${address#unix://}"
+  done
+}
+
 # cluster_remove_hardcoded_paths: the paths tools hard-code, only where `up` found none.
 cluster_remove_hardcoded_paths() {
   [ -f "$C_SNAPSHOT/paths" ] || return 0
