@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,3 +116,36 @@ func TestJobsGaugeFollowsPhaseAndDeletion(t *testing.T) {
 		t.Error("reconcile duration not observed")
 	}
 }
+
+// TestPodCreateRejected: a pod the API server refuses (here: a quota) becomes a condition naming
+// the pod and an error for a rate-limited retry; the pods that were accepted stay.
+func TestPodCreateRejected(t *testing.T) {
+	rc := tu.MakeRailClass("r0").Obj()
+	job := tu.MakeJob("q", "ns", "r0").Replicas(3).Obj()
+	r, _ := newFakeReconciler(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetName() == "q-1" {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "q-1", errQuota)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}, rc, job)
+	_, err := r.Reconcile(context.Background(), request("ns", "q"))
+	if err == nil || !strings.Contains(err.Error(), "create worker pod q-1") {
+		t.Fatalf("error %v", err)
+	}
+	got := &nezhav1.MultiRailJob{}
+	if err := r.Get(context.Background(), client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, nezhav1.ConditionWorkersCreated)
+	if c == nil || c.Reason != ReasonCreatingWorkers || !strings.Contains(c.Message, "exceeded quota") {
+		t.Errorf("condition %+v", c)
+	}
+	var pods corev1.PodList
+	if err := r.List(context.Background(), &pods); err != nil || len(pods.Items) != 2 {
+		t.Errorf("want the 2 accepted pods, got %d (%v)", len(pods.Items), err)
+	}
+}
+
+var errQuota = errors.New("exceeded quota: pods")
