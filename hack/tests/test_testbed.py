@@ -3,7 +3,9 @@
 Run as root: /usr/bin/python3 -m pytest -q hack/tests
 Throughput checks compare iperf3 against the configured TBF rate (>= 90%; iperf3 sees ~95%
 because of L2 overhead), so they hold on a busy machine as long as the rails, not the CPU, are
-the bottleneck (rates stay well under the ~4 Gbit/s one core can push).
+the bottleneck (rates stay well under the ~4 Gbit/s one core can push). Other suites share the
+2 cores, so a throughput check that falls short is measured once more and that run counts:
+a shaping bug fails both runs, a CPU blip on a busy machine does not.
 """
 
 import os
@@ -29,6 +31,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network n
 
 RATES = (800, 300)  # Mbit/s, rail 0 and rail 1 (the issue's acceptance numbers)
 MIN_FRACTION = 0.90
+RUNS = 2  # at most; the second only if the first fell short
+
+
+def best_of(measure, good_enough):
+    """Runs MEASURE up to RUNS times; returns the first result GOOD_ENOUGH accepts, else the last."""
+    results = []
+    for _ in range(RUNS):
+        results.append(measure())
+        if good_enough(results[-1]):
+            return results[-1]
+    return results[-1]
 
 
 @pytest.fixture
@@ -84,8 +97,9 @@ def test_up_creates_namespaces_addresses_and_qdiscs(bed):
 def test_each_rail_alone_reaches_its_rate(bed, rail):
     port = 5301 + rail
     with iperf3_server(bed, 1, port):
-        flow = iperf3_client(bed, 0, addr(bed, 1, rail), port, src=addr(bed, 0, rail))
-        mbits = iperf3_mbits(flow)
+        mbits = best_of(
+            lambda: iperf3_mbits(iperf3_client(bed, 0, addr(bed, 1, rail), port, src=addr(bed, 0, rail))),
+            lambda m: m >= MIN_FRACTION * RATES[rail])
     print(f"rail {rail} alone: {mbits:.0f} Mbit/s (TBF {RATES[rail]})")
     assert mbits >= MIN_FRACTION * RATES[rail], f"rail {rail}: {mbits:.0f} Mbit/s of {RATES[rail]}"
     # TBF really limits: the flow cannot exceed its rail's rate by more than measurement noise.
@@ -93,11 +107,12 @@ def test_each_rail_alone_reaches_its_rate(bed, rail):
 
 
 def test_both_rails_together_each_reach_their_rate(bed):
+    def both():
+        flows = [iperf3_client(bed, 0, addr(bed, 2, k), 5311 + k, src=addr(bed, 0, k)) for k in range(2)]
+        return [iperf3_mbits(f) for f in flows]
+
     with iperf3_server(bed, 2, 5311), iperf3_server(bed, 2, 5312):
-        flows = [
-            iperf3_client(bed, 0, addr(bed, 2, k), 5311 + k, src=addr(bed, 0, k)) for k in range(2)
-        ]
-        mbits = [iperf3_mbits(f) for f in flows]
+        mbits = best_of(both, lambda m: all(m[k] >= MIN_FRACTION * RATES[k] for k in range(2)))
     print(f"both rails at once: {mbits[0]:.0f} + {mbits[1]:.0f} Mbit/s (TBF {RATES[0]} + {RATES[1]})")
     for k in range(2):
         assert mbits[k] >= MIN_FRACTION * RATES[k], f"rail {k} with both busy: {mbits}"
@@ -167,7 +182,8 @@ def test_mptcp_spreads_one_connection_over_both_rails(testbed_factory):
     name = testbed_factory("nzt8", "--hosts", 2, "--rails", 2, "--rate", "800,300", "--mptcp")
     port = 5341
     with iperf3_server(name, 1, port, mptcp=True):
-        mbits = iperf3_mbits(iperf3_client(name, 0, addr(name, 1, 0), port, mptcp=True))
+        mbits = best_of(lambda: iperf3_mbits(iperf3_client(name, 0, addr(name, 1, 0), port, mptcp=True)),
+                        lambda m: m > 1.1 * RATES[0])
     print(f"one MPTCP connection over 800+300 rails: {mbits:.0f} Mbit/s")
     # Rail 0 alone caps at 800 Mbit/s; more than that means rail 1 carried a subflow.
     assert mbits > 1.1 * RATES[0], f"MPTCP connection got {mbits:.0f} Mbit/s, not more than rail 0"
