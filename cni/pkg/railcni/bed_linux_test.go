@@ -103,6 +103,7 @@ type railConf struct {
 	version    string
 	rail       int    // 0 or 1: master rK, network "rail<K>", interface nz<K>
 	address    string // CIDR
+	address6   string // optional second (IPv6) CIDR for dual-stack
 	gateway    string // optional
 	withPlugin bool   // chain nezha-rail after macvlan
 	extra      map[string]any
@@ -116,9 +117,13 @@ func (b *bed) list(c railConf) *libcni.NetworkConfigList {
 	if c.gateway != "" {
 		addr["gateway"] = c.gateway
 	}
+	addrs := []any{addr}
+	if c.address6 != "" {
+		addrs = append(addrs, map[string]any{"address": c.address6})
+	}
 	plugins := []map[string]any{{
 		"type": "macvlan", "master": fmt.Sprintf("r%d", c.rail), "mode": "bridge",
-		"ipam": map[string]any{"type": "static", "addresses": []any{addr}},
+		"ipam": map[string]any{"type": "static", "addresses": addrs},
 	}}
 	if c.withPlugin {
 		p := map[string]any{"type": "nezha-rail", "dataDir": b.dataDir}
@@ -211,6 +216,25 @@ func tableOf(t *testing.T, pod nstest.NS, src string) int {
 	return table
 }
 
+// tableOf6 is tableOf for IPv6 rules.
+func tableOf6(t *testing.T, pod nstest.NS, src string) int {
+	t.Helper()
+	table := 0
+	pod.MustDo(t, func() error {
+		rules, err := netlinksafe.RuleList(netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			if r.Src != nil && r.Src.IP.Equal(net.ParseIP(src)) {
+				table = r.Table
+			}
+		}
+		return nil
+	})
+	return table
+}
+
 // routesIn lists the routes of table in pod as "dst dev gw" strings.
 func routesIn(t *testing.T, pod nstest.NS, table int) []string {
 	t.Helper()
@@ -226,7 +250,7 @@ func routesIn(t *testing.T, pod nstest.NS, table int) []string {
 				name = l.Attrs().Name
 			}
 			dst := "default"
-			if r.Dst != nil && r.Dst.String() != "0.0.0.0/0" {
+			if r.Dst != nil && r.Dst.String() != "0.0.0.0/0" && r.Dst.String() != "::/0" {
 				dst = r.Dst.String()
 			}
 			s := dst + " dev " + name

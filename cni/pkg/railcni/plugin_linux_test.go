@@ -418,3 +418,41 @@ func TestGCRemovesStaleAttachment(t *testing.T) {
 	}
 	assertNoState(t, b.dataDir)
 }
+
+// TestDualStackRail gives a rail an IPv4 and an IPv6 address: each gets its own source rule into
+// the rail's table, and the table routes both subnets through the rail.
+func TestDualStackRail(t *testing.T) {
+	b := newBed(t)
+	pod := nstest.New(t, "p")
+	// DAD stays on, as in a real pod: the IPv6 address is still tentative during ADD.
+	c := conf("1.0.0", 1, podARail1, true)
+	c.address6 = "fd00:100::11/64"
+	b.mustAdd(pod, c)
+	table := int(railcni.DerivedTable("nz1"))
+	if got := tableOf6(t, pod, "fd00:100::11"); got != table {
+		t.Errorf("IPv6 rule from fd00:100::11: table %d, want %d", got, table)
+	}
+	if got := tableOf(t, pod, podARail1); got != table {
+		t.Errorf("IPv4 rule from %s: table %d, want %d", podARail1, got, table)
+	}
+	got := routesIn(t, pod, table)
+	for _, want := range []string{railSubnet + " dev nz1", "fd00:100::/64 dev nz1"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("table %d routes %q lack %q", table, got, want)
+		}
+	}
+	if err := b.check(pod, c); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	pod.MustIP(t, "-6", "rule", "del", "from", "fd00:100::11", "lookup", fmt.Sprint(table))
+	if err := b.check(pod, c); err == nil || !strings.Contains(err.Error(), "fd00:100::11/128") {
+		t.Errorf("CHECK after deleting the IPv6 rule: %v", err)
+	}
+	if err := b.del(pod, c); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if got := tableOf(t, pod, podARail1); got != 0 {
+		t.Errorf("after DEL: IPv4 rule still points at table %d", got)
+	}
+	assertNoState(t, b.dataDir)
+}

@@ -98,10 +98,14 @@ func (p *routingPlan) desiredRoutes() []netlink.Route {
 	idx := p.link.Attrs().Index
 	var out []netlink.Route
 	for _, a := range p.addrs {
-		out = append(out, netlink.Route{
-			LinkIndex: idx, Dst: subnetOf(a.Address), Src: a.Address.IP,
-			Scope: netlink.SCOPE_LINK, Table: p.table,
-		})
+		subnet := netlink.Route{LinkIndex: idx, Dst: subnetOf(a.Address), Scope: netlink.SCOPE_LINK, Table: p.table}
+		if a.Address.IP.To4() != nil {
+			// The preferred source makes unbound sockets that land in this table speak from the
+			// rail address. IPv6 refuses a preferred source that is still tentative (DAD runs
+			// during ADD); its source selection picks the on-link address anyway.
+			subnet.Src = a.Address.IP
+		}
+		out = append(out, subnet)
 		if a.Gateway != nil {
 			out = append(out, netlink.Route{
 				LinkIndex: idx, Dst: defaultPrefix(a.Address.IP), Gw: a.Gateway,
@@ -297,5 +301,8 @@ func describeRoute(r *netlink.Route, ifname string) string {
 	if r.Gw != nil {
 		return fmt.Sprintf("%s via %s dev %s", r.Dst, r.Gw, ifname)
 	}
-	return fmt.Sprintf("%s dev %s src %s", r.Dst, ifname, r.Src)
+	if r.Src != nil {
+		return fmt.Sprintf("%s dev %s src %s", r.Dst, ifname, r.Src)
+	}
+	return fmt.Sprintf("%s dev %s", r.Dst, ifname)
 }
