@@ -301,6 +301,14 @@ func TestWorkerPodKeepsUserRestartPolicyAndTemplate(t *testing.T) {
 	if len(job.Spec.Workers.Template.Spec.Containers[0].Env) != 0 {
 		t.Error("building a pod mutated the job's template")
 	}
+	// The template hash is stable for the same inputs and changes with the rails.
+	again, _ := builder.WorkerPod(job, rails, 0, builder.WorkerOptions{})
+	rails[0].NetworkName = "j-a-v2"
+	changed, _ := builder.WorkerPod(job, rails, 0, builder.WorkerOptions{})
+	h := pod.Annotations[nezhav1.TemplateHashAnnotation]
+	if len(h) != 16 || h != again.Annotations[nezhav1.TemplateHashAnnotation] || h == changed.Annotations[nezhav1.TemplateHashAnnotation] {
+		t.Errorf("template hashes %q %q %q", h, again.Annotations[nezhav1.TemplateHashAnnotation], changed.Annotations[nezhav1.TemplateHashAnnotation])
+	}
 }
 
 func TestPyTorchJobBuilder(t *testing.T) {

@@ -1,6 +1,9 @@
 package builder
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -55,6 +58,8 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 		return nil, fmt.Errorf("spec.workers.template: %w", err)
 	}
 
+	t.Annotations[nezhav1.TemplateHashAnnotation] = templateHash(t)
+
 	meta := objectMeta(job, PodName(job.Name, rank))
 	meta.Labels = t.Labels
 	meta.Annotations = t.Annotations
@@ -67,4 +72,19 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
 	return pod, nil
+}
+
+// templateHash fingerprints what the operator built from the job and its RailClasses (spec and
+// annotations, rank-specific values included), so pods built from an older RailClass can be told
+// apart from current ones.
+func templateHash(t *corev1.PodTemplateSpec) string {
+	raw, err := json.Marshal(struct {
+		Spec        corev1.PodSpec
+		Annotations map[string]string
+	}{t.Spec, t.Annotations})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])[:16]
 }
