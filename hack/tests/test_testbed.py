@@ -8,6 +8,7 @@ the bottleneck (rates stay well under the ~4 Gbit/s one core can push). Other su
 a shaping bug fails both runs, a CPU blip on a busy machine does not.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -178,15 +179,25 @@ def test_same_subnet_needs_policy_routing_per_rail(testbed_factory):
         assert can_connect(name, 0, a[1], b[1], port, timeout=3)
 
 
+def rx_bytes(name, host, iface):
+    out = subprocess.run(in_host(name, host, "ip", "-j", "-s", "link", "show", "dev", iface),
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)[0]["stats64"]["rx"]["bytes"]
+
+
 def test_mptcp_spreads_one_connection_over_both_rails(testbed_factory):
     name = testbed_factory("nzt8", "--hosts", 2, "--rails", 2, "--rate", "800,300", "--mptcp")
     port = 5341
+    before = [rx_bytes(name, 1, f"r{k}") for k in range(2)]
     with iperf3_server(name, 1, port, mptcp=True):
-        mbits = best_of(lambda: iperf3_mbits(iperf3_client(name, 0, addr(name, 1, 0), port, mptcp=True)),
-                        lambda m: m > 1.1 * RATES[0])
-    print(f"one MPTCP connection over 800+300 rails: {mbits:.0f} Mbit/s")
-    # Rail 0 alone caps at 800 Mbit/s; more than that means rail 1 carried a subflow.
-    assert mbits > 1.1 * RATES[0], f"MPTCP connection got {mbits:.0f} Mbit/s, not more than rail 0"
+        # One connection, addressed to rail 0 only.
+        mbits = iperf3_mbits(iperf3_client(name, 0, addr(name, 1, 0), port, mptcp=True))
+    received = [rx_bytes(name, 1, f"r{k}") - before[k] for k in range(2)]
+    share = received[1] / sum(received)
+    print(f"one MPTCP connection over 800+300 rails: {mbits:.0f} Mbit/s, {share:.0%} of bytes on rail 1")
+    # Rail 1 carried a real share of the data (its fair share is 300/1100 = 27%). Asserted on
+    # byte counters, not on throughput, so a busy CPU cannot fail it.
+    assert share > 0.10, f"rail 1 carried {received[1]} of {sum(received)} bytes"
 
 
 def test_two_testbeds_coexist_and_are_isolated(bed, testbed_factory):
