@@ -102,10 +102,11 @@ type MultiRailJobSpec struct {
 // WorkerSpec is a set of identical worker pods, one per rank.
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.workers.template.spec.restartPolicy must be Never or OnFailure"
 type WorkerSpec struct {
-	// replicas is the number of workers (the world size).
+	// replicas is the number of workers (the world size). At most 2048: status keeps one entry
+	// per worker and must stay well inside etcd's object size limit.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:Maximum=2048
 	Replicas int32 `json:"replicas"`
 
 	// template of every worker pod. The operator adds the rail networks, SR-IOV resources and
@@ -242,6 +243,7 @@ type MultiRailJobStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=rank
+	// +kubebuilder:validation:MaxItems=4096
 	WorkerStatuses []WorkerStatus `json:"workerStatuses,omitempty"`
 
 	// failoverHistory records rail losses and recoveries, newest last, at most 32 entries.
