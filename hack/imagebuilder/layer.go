@@ -96,9 +96,21 @@ func (l *layerSpec) addSymlink(linkPath, target string) error {
 	return l.add(entry{path: p, kind: kindSymlink, mode: 0o777, target: target})
 }
 
-// addDir copies the tree under root to the image root: regular files, directories and symlinks.
-// Anything else (devices, sockets, fifos) has no business in our images and is an error.
-func (l *layerSpec) addDir(root string) error {
+// addDir copies the tree under root to dest in the image ("/" for the image root): regular
+// files, directories and symlinks. Anything else (devices, sockets, fifos) has no business in
+// our images and is an error.
+func (l *layerSpec) addDir(root, dest string) error {
+	prefix := ""
+	if strings.Trim(dest, "/") != "" {
+		p, err := imagePath(dest)
+		if err != nil {
+			return fmt.Errorf("--dir %s: %w", root, err)
+		}
+		if err := l.add(entry{path: p, kind: kindDir, mode: 0o755}); err != nil {
+			return fmt.Errorf("--dir %s: %w", root, err)
+		}
+		prefix = p + "/"
+	}
 	st, err := os.Stat(root)
 	if err != nil {
 		return fmt.Errorf("--dir: %w", err)
@@ -117,7 +129,7 @@ func (l *layerSpec) addDir(root string) error {
 		if rel == "." {
 			return nil
 		}
-		rel = filepath.ToSlash(rel)
+		rel = prefix + filepath.ToSlash(rel)
 		info, err := d.Info()
 		if err != nil {
 			return fmt.Errorf("--dir %s: %w", root, err)

@@ -43,7 +43,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.output, "output", "", "docker-archive tarball to write (required)")
 	fs.StringVar(&o.tag, "tag", "", "image reference REGISTRY/REPOSITORY:TAG, e.g. nezha.local/pause:1 (required)")
-	fs.Var(&o.dirs, "dir", "directory whose tree becomes the image root (repeatable)")
+	fs.Var(&o.dirs, "dir", "SRC[:DST] host directory whose tree is copied to DST, default the image root (repeatable)")
 	fs.Var(&o.files, "file", "SRC[:DST] host file to copy to DST, default /basename(SRC) (repeatable)")
 	fs.Var(&o.symlinks, "symlink", "LINK=TARGET symlink to create in the image (repeatable)")
 	fs.StringVar(&o.entrypoint, "entrypoint", "", `entrypoint as a JSON array, e.g. '["/pause"]'`)
@@ -114,7 +114,11 @@ func jsonArgv(flagName, v string) ([]string, error) {
 func (o *options) layer() (*layerSpec, error) {
 	l := newLayerSpec()
 	for _, d := range o.dirs {
-		if err := l.addDir(d); err != nil {
+		src, dst, _ := strings.Cut(d, ":")
+		if src == "" {
+			return nil, fmt.Errorf("--dir %q: empty source", d)
+		}
+		if err := l.addDir(src, dst); err != nil {
 			return nil, err
 		}
 	}

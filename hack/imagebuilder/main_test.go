@@ -19,6 +19,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
+// TestMain pins the umask: directory modes in the expected layers assume 0755 directories.
+func TestMain(m *testing.M) {
+	syscall.Umask(0o022)
+	os.Exit(m.Run())
+}
+
 // writeTree creates files under dir; a value starting with "->" makes a symlink.
 func writeTree(t *testing.T, dir string, files map[string]string, modes map[string]os.FileMode) {
 	t.Helper()
@@ -324,5 +330,32 @@ func TestLargeFileRoundTrips(t *testing.T) {
 	_, entries := readImage(t, out, "nezha.local/big:1")
 	if got := entries["data/big.bin"].Content; got != string(big) {
 		t.Errorf("big file: got %d bytes, want %d identical bytes", len(got), len(big))
+	}
+}
+
+func TestDirWithDestination(t *testing.T) {
+	tmp := t.TempDir()
+	pkg := filepath.Join(tmp, "pkg")
+	writeTree(t, pkg, map[string]string{"nezha/__init__.py": "", "nezha/rails.py": "RAILS = 2\n"}, nil)
+	out := filepath.Join(tmp, "py.tar")
+	if err := run([]string{"--tag", "nezha.local/py:1", "--output", out, "--dir", pkg + ":/opt/python/",
+		"--env", "PYTHONPATH=/opt/python"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, entries := readImage(t, out, "nezha.local/py:1")
+	want := map[string]layerEntry{
+		"opt/":                         {Type: tar.TypeDir, Mode: 0o755},
+		"opt/python/":                  {Type: tar.TypeDir, Mode: 0o755},
+		"opt/python/nezha/":            {Type: tar.TypeDir, Mode: 0o755},
+		"opt/python/nezha/__init__.py": {Type: tar.TypeReg, Mode: 0o644},
+		"opt/python/nezha/rails.py":    {Type: tar.TypeReg, Mode: 0o644, Content: "RAILS = 2\n"},
+	}
+	if diff := cmp.Diff(want, entries); diff != "" {
+		t.Errorf("layer contents (-want +got):\n%s", diff)
+	}
+
+	err := run([]string{"--tag", "nezha.local/py:1", "--output", out, "--dir", ":/opt"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--dir") {
+		t.Errorf("empty --dir source: got %v, want an error naming --dir", err)
 	}
 }
