@@ -104,9 +104,11 @@ type MultiRailJobSpec struct {
 type WorkerSpec struct {
 	// replicas is the number of workers (the world size). At most 2048: status keeps one entry
 	// per worker and must stay well inside etcd's object size limit.
+	// Immutable: every worker's NEZHA_WORLD_SIZE is fixed when it is created.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=2048
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workers.replicas is immutable"
 	Replicas int32 `json:"replicas"`
 
 	// template of every worker pod. The operator adds the rail networks, SR-IOV resources and

@@ -148,7 +148,7 @@ func TestMultiRailJobValidation(t *testing.T) {
 	}
 }
 
-func TestMultiRailJobRailsImmutable(t *testing.T) {
+func TestMultiRailJobRailsAndReplicasImmutable(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "immutable-"}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -161,6 +161,18 @@ func TestMultiRailJobRailsImmutable(t *testing.T) {
 	err := k8s.Update(context.Background(), job)
 	if err == nil || !strings.Contains(err.Error(), "spec.rails is immutable") {
 		t.Fatalf("want spec.rails is immutable, got %v", err)
+	}
+	job.Spec.Rails = []string{"r0", "r1"}
+	job.Spec.Workers.Replicas = 3
+	err = k8s.Update(context.Background(), job)
+	if err == nil || !strings.Contains(err.Error(), "spec.workers.replicas is immutable") {
+		t.Fatalf("want spec.workers.replicas is immutable, got %v", err)
+	}
+	// Other spec fields stay editable.
+	job.Spec.Workers.Replicas = 1
+	job.Spec.Runtime.Policy = nezhav1.PolicySingle
+	if err := k8s.Update(context.Background(), job); err != nil {
+		t.Fatalf("policy change rejected: %v", err)
 	}
 }
 

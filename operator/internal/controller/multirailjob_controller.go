@@ -152,8 +152,11 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	var ptj *kubeflowv1.PyTorchJob
 	switch {
 	case !rr.ready:
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonWaitingForNetworks,
-			"waiting for NetworksReady", "")
+		// Workers that already run (a RailClass deleted later) keep running; only new ones wait.
+		if len(obs.pods) == 0 {
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonWaitingForNetworks,
+				"waiting for NetworksReady", "")
+		}
 	case job.Spec.Workers != nil:
 		if err := r.ensureService(ctx, job); err != nil {
 			return result, err
