@@ -21,6 +21,11 @@ struct IoOp {
   // Called (on the rail's thread) as received data lands: [offset, offset+len) of buf is now
   // final. Lets reductions overlap the transfer. Optional.
   std::function<void(size_t offset, size_t len)> onRecv;
+  // Send only: forward data as it arrives. The send may transmit only bytes that `after` (a
+  // receive in the same exchange with the same len and align) has already delivered, i.e.
+  // received and passed through its onRecv. Lets a ring or chain run all its steps in one
+  // exchange with no step barrier. Not owned; must point into the same ops vector.
+  const IoOp* after = nullptr;
 
   static IoOp send(int peer, const void* buf, size_t len, size_t align = 1) {
     IoOp op;
@@ -40,6 +45,11 @@ struct IoOp {
     op.len = len;
     op.align = align;
     op.onRecv = std::move(onRecv);
+    return op;
+  }
+  static IoOp forward(int peer, const void* buf, size_t len, size_t align, const IoOp* after) {
+    IoOp op = send(peer, buf, len, align);
+    op.after = after;
     return op;
   }
 };

@@ -141,7 +141,7 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   m.o = options;
   validateOptions(m.o);
   m.algo.ringThreshold = m.o.ringThreshold;
-  m.algo.segmentBytes = m.o.segmentBytes;
+  m.algo.chainThreshold = m.o.chainThreshold;
   std::vector<std::string> names;
   for (const auto& spec : m.o.rails) {
     RailInfo info;

@@ -105,7 +105,6 @@ void validateOptions(const Options& o) {
   }
   if (o.tuneInterval < 1) throw ConfigError("tune interval must be >= 1");
   if (!(o.tuneGain > 0 && o.tuneGain <= 1)) throw ConfigError("tune gain must be in (0, 1]");
-  if (o.segmentBytes < 1024) throw ConfigError("segment bytes must be >= 1024");
 }
 
 Options Options::fromEnv() {
@@ -143,7 +142,7 @@ Options Options::fromEnv() {
   o.tuneGain = paramDouble("NEZHA_TUNE_GAIN", 0.01, 1.0);
   o.tablePath = paramString("NEZHA_TABLE");
   o.ringThreshold = paramBytes("NEZHA_RING_THRESHOLD");
-  o.segmentBytes = paramBytes("NEZHA_SEGMENT_BYTES");
+  o.chainThreshold = paramBytes("NEZHA_CHAIN_THRESHOLD");
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER");
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES");
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;

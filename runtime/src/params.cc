@@ -25,7 +25,7 @@ const std::vector<Param>& allParams() {
       {"NEZHA_TUNE_GAIN", "0.6", "step of the online split update (0..1]"},
       {"NEZHA_TABLE", "", "data-length table JSON to start from (rank 0 reads and shares it)"},
       {"NEZHA_RING_THRESHOLD", "64K", "allreduce slices below this use recursive doubling"},
-      {"NEZHA_SEGMENT_BYTES", "256K", "broadcast pipeline segment size"},
+      {"NEZHA_CHAIN_THRESHOLD", "256K", "broadcasts above this use the pipelined chain"},
       {"NEZHA_SOCKET_BUFFER", "4M", "socket send/receive buffer per stream (0 = autotune)"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation"},
       {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},

@@ -79,7 +79,7 @@ std::string configFingerprint(const Options& o) {
                 ";cold=", o.coldThreshold ? std::to_string(*o.coldThreshold) : std::string("auto"),
                 ";streams=", o.streamsPerPeer, ";probe=", o.probeBytes,
                 ";tune_interval=", o.tuneInterval, ";tune_gain=", o.tuneGain,
-                ";ring=", o.ringThreshold, ";segment=", o.segmentBytes,
+                ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
                 ";min_slice=", o.minSliceBytes);
 }
 

@@ -98,7 +98,8 @@ struct Part {
   size_t offset;  // within op->buf
   size_t len;
   size_t done = 0;
-  size_t reported = 0;  // bytes already passed to onRecv
+  size_t reported = 0;         // bytes delivered (passed to onRecv when there is one)
+  const Part* gate = nullptr;  // sends: may not pass gate->reported
 };
 // Parts queued on one (peer, stream, direction); served strictly in order.
 struct Queue {
@@ -108,15 +109,25 @@ struct Queue {
   std::vector<Part> parts;
   size_t cursor = 0;
   bool pending() const { return cursor < parts.size(); }
+  // A send whose head part waits for its gate cannot progress by itself.
+  bool gated() const {
+    if (!send || !pending()) return false;
+    const Part& p = parts[cursor];
+    return p.gate != nullptr && p.done >= p.gate->reported;
+  }
 };
 }  // namespace
 
 void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
-  // queues[(peer * nstreams + stream) * 2 + dir]
-  std::vector<Queue> queues(static_cast<size_t>(size_) * nstreams_ * 2);
+  const size_t nq = static_cast<size_t>(size_) * nstreams_ * 2;
+  std::vector<Queue> queues(nq);
   size_t pendingQueues = 0;
-  for (IoOp& op : ops) {
+  // Where each op's per-stream parts live: (queue, index) or (-1, -1) for an empty part.
+  std::vector<std::vector<std::pair<long, long>>> where(ops.size());
+  for (size_t oi = 0; oi < ops.size(); ++oi) {
+    IoOp& op = ops[oi];
+    where[oi].assign(nstreams_, {-1, -1});
     if (op.len == 0) continue;
     NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
     NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0, "length ", op.len, " not aligned to ",
@@ -126,25 +137,42 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
       size_t begin = units * s / nstreams_ * op.align;
       size_t end = units * (s + 1) / nstreams_ * op.align;
       if (end == begin) continue;
-      Queue& q = queues[(static_cast<size_t>(op.peer) * nstreams_ + s) * 2 +
-                        (op.kind == IoOp::kSend ? 1 : 0)];
+      size_t qi = (static_cast<size_t>(op.peer) * nstreams_ + s) * 2 + (op.kind == IoOp::kSend);
+      Queue& q = queues[qi];
       if (!q.pending()) ++pendingQueues;
       q.fd = fdOf(op.peer, s);
       q.peer = op.peer;
       q.send = op.kind == IoOp::kSend;
+      where[oi][s] = {static_cast<long>(qi), static_cast<long>(q.parts.size())};
       q.parts.push_back(Part{&op, begin, end - begin});
     }
   }
+  // Resolve forwarding gates now that the part vectors no longer move.
+  for (size_t oi = 0; oi < ops.size(); ++oi) {
+    const IoOp& op = ops[oi];
+    if (op.after == nullptr || op.len == 0) continue;
+    size_t gi = static_cast<size_t>(op.after - ops.data());
+    NEZHA_ENFORCE(gi < ops.size() && op.kind == IoOp::kSend && op.after->kind == IoOp::kRecv &&
+                      op.after->len == op.len && op.after->align == op.align,
+                  "forward gate must be a receive of the same shape in this exchange");
+    for (int s = 0; s < nstreams_; ++s) {
+      auto [qi, pi] = where[oi][s];
+      if (qi < 0) continue;
+      auto [gq, gp] = where[gi][s];
+      queues[qi].parts[pi].gate = &queues[gq].parts[gp];
+    }
+  }
 
-  // Moves as many bytes as the socket takes without blocking. Returns true on progress.
+  // Moves as many bytes as the socket takes without blocking.
   auto pump = [&](Queue& q) {
-    bool progress = false;
     while (q.pending()) {
       Part& part = q.parts[q.cursor];
       char* base = static_cast<char*>(part.op->buf) + part.offset;
       ssize_t n;
       if (q.send) {
-        n = ::send(q.fd, base + part.done, part.len - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        size_t limit = part.gate ? part.gate->reported : part.len;
+        if (part.done >= limit) break;  // waiting for the data it forwards
+        n = ::send(q.fd, base + part.done, limit - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
       } else {
         n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
         if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
@@ -154,23 +182,21 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
         fail(strCat(q.send ? "send to" : "receive from", " rank ", q.peer, ": ",
                     std::strerror(errno)));
       }
-      progress = true;
       part.done += static_cast<size_t>(n);
-      if (!q.send && part.op->onRecv) {
+      if (!q.send) {
         size_t whole = part.done / part.op->align * part.op->align;
         if (whole > part.reported) {
-          part.op->onRecv(part.offset + part.reported, whole - part.reported);
+          if (part.op->onRecv) part.op->onRecv(part.offset + part.reported, whole - part.reported);
           part.reported = whole;
         }
       }
       if (part.done == part.len) {
         ++q.cursor;
         if (!q.pending()) --pendingQueues;
-      } else if (q.send) {
+      } else if (q.send && part.gate == nullptr) {
         break;  // socket buffer full
       }
     }
-    return progress;
   };
 
   std::vector<struct pollfd> pfds;
@@ -182,11 +208,17 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
     if (pendingQueues == 0) break;
     pfds.clear();
     owners.clear();
+    bool gatedOnly = true;
     for (Queue& q : queues) {
       if (!q.pending()) continue;
+      if (q.gated()) continue;  // wakes up through the receive it forwards
+      gatedOnly = false;
       pfds.push_back({q.fd, static_cast<short>(q.send ? POLLOUT : POLLIN), 0});
       owners.push_back(&q);
     }
+    // A gated send's receive is always pending while it waits, so this means ops were
+    // matched wrongly by the algorithm.
+    NEZHA_ENFORCE(!gatedOnly, "exchange deadlock: only forwarding sends remain");
     int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(ioTimeout_.count()));
     if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
     if (n == 0) {

@@ -155,7 +155,7 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
     o.coldThreshold = p.hot ? 0 : (size_t(1) << 40);
     o.minSliceBytes = 0;    // let even tiny ops use every rail
     o.ringThreshold = 256;  // exercise both recursive doubling and ring
-    o.segmentBytes = 1024;  // and the pipelined broadcast
+    o.chainThreshold = 1024;  // and the pipelined broadcast
     o.tuneInterval = 4;     // agreement rounds happen during the test
   });
   auto comms = makeJob(opts);

@@ -97,7 +97,7 @@ struct Options {
   int tuneInterval = 5;                        // agree timing stats every N operations
   std::string tablePath;                       // optional data-length table to start from
   size_t ringThreshold = 64 << 10;             // allreduce slices below this use recursive doubling
-  size_t segmentBytes = 256 << 10;             // broadcast pipeline segment
+  size_t chainThreshold = 256 << 10;           // broadcasts above this: pipelined chain
   size_t socketBuffer = 4 << 20;    // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
   size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
   double tuneGain = 0.6;            // step of the online ratio update (0..1]

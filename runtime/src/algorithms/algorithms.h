@@ -2,9 +2,9 @@
 // operation; these functions neither know nor care about other rails.
 //
 // Vocabulary: a *chunk* is the 1/n part of a rail's slice that one rank owns during a ring; a
-// *segment* is a fixed-size piece a pipeline forwards before the whole message arrived; a
 // *block* is one rank's contribution in allgather/reduce_scatter layouts (block i lives at
-// base + i*stride).
+// base + i*stride); to *forward* is to send bytes on as soon as they were received (and
+// reduced), which is how rings and chains pipeline without fixed-size segments.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +29,8 @@ class Scratch {
 };
 
 struct AlgoOptions {
-  size_t ringThreshold = 64 << 10;  // allreduce below this (bytes): recursive doubling
-  size_t segmentBytes = 256 << 10;  // broadcast pipeline segment
+  size_t ringThreshold = 64 << 10;    // allreduce below this (bytes): recursive doubling
+  size_t chainThreshold = 256 << 10;  // broadcasts above this use the pipelined chain
 };
 
 enum class AllreduceAlgorithm { kRing, kRecursiveDoubling };
@@ -49,7 +49,7 @@ void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType d
 
 void broadcast(Channel& ch, char* buf, size_t bytes, int root, const AlgoOptions& o);
 void broadcastBinomialTree(Channel& ch, char* buf, size_t bytes, int root);
-void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root, size_t segment);
+void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root);
 
 // Blocks of `bytes` at base + i*stride; this rank's block is already in place.
 void allgatherRing(Channel& ch, char* base, size_t stride, size_t bytes);

@@ -2,9 +2,9 @@
 //
 // Ring (bandwidth-optimal, for large slices): the slice is cut into n chunks. Reduce-scatter:
 // in n-1 steps every rank sends one chunk to its successor while receiving another from its
-// predecessor and folding it in (as bytes arrive, so reduction overlaps the transfer); after it
-// rank r owns the fully reduced chunk r+1. Allgather: n-1 more steps circulate the reduced
-// chunks. Each rank sends 2(n-1)/n of the slice.
+// predecessor and folding it in as bytes arrive; after it rank r owns the fully reduced chunk
+// r+1. Allgather: n-1 more steps circulate the reduced chunks. Each rank sends 2(n-1)/n of the
+// slice. The steps are not separated by barriers: data is forwarded as soon as it is reduced.
 //
 // Recursive doubling (latency-optimal, for small slices): log2(p) rounds of whole-buffer
 // exchanges with partner rank^mask. For n not a power of two, the first 2*(n-p) ranks pair up
@@ -41,29 +41,37 @@ void allreduceRing(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp o
   const int n = ch.size(), r = ch.rank();
   const size_t es = dataTypeSize(dt);
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  auto chunkBegin = [&](int c) { return count * static_cast<size_t>(c) / n; };
-  auto chunkLen = [&](int c) { return chunkBegin(c + 1) - chunkBegin(c); };
-  char* tmp = scratch.get(0, (count / n + 1) * es);
+  auto begin = [&](int c) { return count * static_cast<size_t>(c) / n; };
+  auto len = [&](int c) { return begin(c + 1) - begin(c); };
+  // Each chunk is received at most once during reduce-scatter, so it gets its own landing
+  // area at its own offset and no step waits for another to free a buffer.
+  char* tmp = scratch.get(0, count * es);
 
+  // All 2(n-1) steps go into one exchange. Every send after the first forwards the chunk
+  // received in the previous step (same chunk, same length) and is gated on it, so bytes move
+  // on as soon as they are reduced and the socket buffers never drain between steps.
+  std::vector<IoOp> ops;
+  ops.reserve(4 * static_cast<size_t>(n - 1));  // gates point into ops: no reallocation
+  const IoOp* lastRecv = nullptr;
   for (int s = 0; s < n - 1; ++s) {
     int sendC = (r - s + n) % n;
     int recvC = (r - s - 1 + 2 * n) % n;
-    char* dst = buf + chunkBegin(recvC) * es;
-    std::vector<IoOp> ops;
-    ops.push_back(IoOp::send(next, buf + chunkBegin(sendC) * es, chunkLen(sendC) * es, es));
-    ops.push_back(IoOp::recv(prev, tmp, chunkLen(recvC) * es, es, [&](size_t off, size_t len) {
-      reduceInto(dst + off, tmp + off, len / es, dt, op);
+    ops.push_back(IoOp::forward(next, buf + begin(sendC) * es, len(sendC) * es, es, lastRecv));
+    char* dst = buf + begin(recvC) * es;
+    char* land = tmp + begin(recvC) * es;
+    ops.push_back(IoOp::recv(prev, land, len(recvC) * es, es, [=](size_t off, size_t bytes) {
+      reduceInto(dst + off, land + off, bytes / es, dt, op);
     }));
-    ch.exchange(ops);
+    lastRecv = &ops.back();
   }
   for (int s = 0; s < n - 1; ++s) {
     int sendC = (r + 1 - s + n) % n;
     int recvC = (r - s + n) % n;
-    std::vector<IoOp> ops;
-    ops.push_back(IoOp::send(next, buf + chunkBegin(sendC) * es, chunkLen(sendC) * es, es));
-    ops.push_back(IoOp::recv(prev, buf + chunkBegin(recvC) * es, chunkLen(recvC) * es, es));
-    ch.exchange(ops);
+    ops.push_back(IoOp::forward(next, buf + begin(sendC) * es, len(sendC) * es, es, lastRecv));
+    ops.push_back(IoOp::recv(prev, buf + begin(recvC) * es, len(recvC) * es, es));
+    lastRecv = &ops.back();
   }
+  ch.exchange(ops);
 }
 
 // buf = lower-ranked operand (op) higher-ranked operand, so both partners combine the same way

@@ -3,15 +3,15 @@
 // Binomial tree (small messages): log2(n) rounds; in round k every rank that already has the
 // data sends it to the rank 2^k further away (ranks counted from the root).
 //
-// Pipelined chain (large messages): ranks form a line starting at the root; the message is cut
-// into segments and each rank forwards segment k-1 to its successor while receiving segment k,
-// so all links are busy at once and the time approaches bytes/bandwidth.
+// Pipelined chain (large messages): ranks form a line starting at the root; each rank forwards
+// bytes to its successor as soon as they arrive from its predecessor (a forwarding send gated
+// on the receive), so all links are busy at once and the time approaches bytes/bandwidth.
 #include "algorithms.h"
 
 namespace nezha {
 
 BroadcastAlgorithm chooseBroadcast(size_t bytes, int ranks, const AlgoOptions& o) {
-  if (ranks <= 2 || bytes <= o.segmentBytes) return BroadcastAlgorithm::kBinomialTree;
+  if (ranks <= 2 || bytes <= o.chainThreshold) return BroadcastAlgorithm::kBinomialTree;
   return BroadcastAlgorithm::kPipelinedChain;
 }
 
@@ -21,7 +21,7 @@ void broadcast(Channel& ch, char* buf, size_t bytes, int root, const AlgoOptions
     case BroadcastAlgorithm::kBinomialTree:
       return broadcastBinomialTree(ch, buf, bytes, root);
     case BroadcastAlgorithm::kPipelinedChain:
-      return broadcastPipelinedChain(ch, buf, bytes, root, o.segmentBytes);
+      return broadcastPipelinedChain(ch, buf, bytes, root);
   }
 }
 
@@ -45,27 +45,19 @@ void broadcastBinomialTree(Channel& ch, char* buf, size_t bytes, int root) {
   ch.exchange(sends);
 }
 
-void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root, size_t segment) {
+void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root) {
   const int n = ch.size();
   const int vrank = (ch.rank() - root + n) % n;
   const int prev = (ch.rank() + n - 1) % n, next = (ch.rank() + 1) % n;
-  const bool hasNext = vrank < n - 1;
-  const size_t nseg = (bytes + segment - 1) / segment;
-  auto seg = [&](size_t k) { return buf + k * segment; };
-  auto segLen = [&](size_t k) { return std::min(segment, bytes - k * segment); };
+  std::vector<IoOp> ops;
+  ops.reserve(2);  // the forward's gate points into ops
   if (vrank == 0) {
-    for (size_t k = 0; k < nseg; ++k) {
-      std::vector<IoOp> ops{IoOp::send(next, seg(k), segLen(k))};
-      ch.exchange(ops);
-    }
-    return;
+    ops.push_back(IoOp::send(next, buf, bytes));
+  } else {
+    ops.push_back(IoOp::recv(prev, buf, bytes));
+    if (vrank < n - 1) ops.push_back(IoOp::forward(next, buf, bytes, 1, &ops[0]));
   }
-  for (size_t k = 0; k <= nseg; ++k) {
-    std::vector<IoOp> ops;
-    if (k < nseg) ops.push_back(IoOp::recv(prev, seg(k), segLen(k)));
-    if (hasNext && k >= 1) ops.push_back(IoOp::send(next, seg(k - 1), segLen(k - 1)));
-    ch.exchange(ops);
-  }
+  ch.exchange(ops);
 }
 
 }  // namespace nezha

@@ -2,7 +2,7 @@
 // successor, receive the predecessor's partial sum of block r-s-2 and fold our own input into
 // it. After n-1 steps the block that arrives last is block r itself, now reduced over all
 // ranks, and it is written straight to the output. The input is never modified: partial sums
-// live in two alternating scratch blocks.
+// live in scratch blocks, one per step, and are forwarded as soon as they are reduced.
 #include <cstring>
 
 #include "algorithms.h"
@@ -20,24 +20,33 @@ void reduceScatterRing(Channel& ch, const char* in, size_t inStride, char* out, 
   }
   if (count == 0) return;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  char* tmp = scratch.get(0, bytes);
-  char* partial[2] = {scratch.get(1, bytes), scratch.get(2, bytes)};
+  // One landing block per step: all steps run in one exchange, so no block is reused while a
+  // slower stream may still be writing into it.
+  char* partials = scratch.get(1, bytes * static_cast<size_t>(n - 1));
+  std::vector<IoOp> ops;
+  ops.reserve(2 * static_cast<size_t>(n - 1));  // gates point into ops: no reallocation
+  const IoOp* lastRecv = nullptr;
   const char* sendFrom = in + static_cast<size_t>((r - 1 + n) % n) * inStride;
   for (int s = 0; s < n - 1; ++s) {
     int recvB = (r - s - 2 + 2 * n) % n;
     const char* mine = in + static_cast<size_t>(recvB) * inStride;
-    char* dst = s == n - 2 ? out : partial[s % 2];
-    std::vector<IoOp> ops;
-    ops.push_back(IoOp::send(next, sendFrom, bytes, es));
-    // dst = (our input) op (their partial), built as the partial arrives. memmove: on the last
-    // step dst may be our own input block (in-place reduce_scatter), then it is a no-op.
-    ops.push_back(IoOp::recv(prev, tmp, bytes, es, [&](size_t off, size_t len) {
-      if (dst + off != mine + off) std::memmove(dst + off, mine + off, len);
-      reduceInto(dst + off, tmp + off, len / es, dt, op);
+    char* land = partials + static_cast<size_t>(s) * bytes;
+    bool last = s == n - 2;
+    ops.push_back(IoOp::forward(next, sendFrom, bytes, es, lastRecv));
+    // land = (their partial) op (our input). The last block is ours: write it to out instead
+    // (memmove: out may be our own input block for in-place reduce_scatter).
+    ops.push_back(IoOp::recv(prev, land, bytes, es, [=](size_t off, size_t len) {
+      if (last) {
+        reduceInto(land + off, mine + off, len / es, dt, op);
+        std::memmove(out + off, land + off, len);
+      } else {
+        reduceInto(land + off, mine + off, len / es, dt, op);
+      }
     }));
-    ch.exchange(ops);
-    sendFrom = dst;
+    lastRecv = &ops.back();
+    sendFrom = land;
   }
+  ch.exchange(ops);
 }
 
 }  // namespace nezha
