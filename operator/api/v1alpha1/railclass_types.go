@@ -22,7 +22,7 @@ const (
 // jobs name them in spec.rails.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=rc;railclass,categories=nezha
+// +kubebuilder:resource:scope=Cluster,shortName=rclass,categories=nezha
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
 // +kubebuilder:printcolumn:name="SR-IOV",type=string,JSONPath=`.spec.sriovResourceName`,priority=1
 // +kubebuilder:printcolumn:name="Mbit/s",type=integer,JSONPath=`.spec.expectedBandwidthMbps`
