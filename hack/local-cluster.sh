@@ -3,7 +3,7 @@
 #
 #   hack/local-cluster.sh up                 build (cached) and start; waits for the node Ready
 #   hack/local-cluster.sh down               stop everything and return the host to how `up` found it
-#   hack/local-cluster.sh status             components, PIDs, node state
+#   hack/local-cluster.sh status             components, PIDs, node state (rc 1 degraded, 3 down)
 #   hack/local-cluster.sh load-image TARFILE import a docker-archive tarball (hack/imagebuilder)
 #   hack/local-cluster.sh kubeconfig         print the admin kubeconfig path
 #   hack/local-cluster.sh env                print export lines: eval "$(hack/local-cluster.sh env)"
@@ -137,8 +137,10 @@ cmd_up() {
   cluster_build_all
   log "binaries ready ($(elapsed)); starting"
 
-  mkdir -p "$NEZHA_CLUSTER_DIR"
-  chmod 700 "$NEZHA_CLUSTER_DIR"
+  # mkdir without -p is atomic: of two racing `up`s only one gets the state dir, and the loser
+  # exits before its failure trap could tear down the winner's cluster.
+  mkdir -p "$(dirname "$NEZHA_CLUSTER_DIR")"
+  mkdir -m 700 "$NEZHA_CLUSTER_DIR" 2>/dev/null || fail "up: another up is using $NEZHA_CLUSTER_DIR"
   trap 'up_failed $?' EXIT
   cluster_snapshot_host
   cluster_net_up

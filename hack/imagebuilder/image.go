@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -61,11 +63,28 @@ func buildImage(entries []entry, cfg imageConfig) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// writeArchive writes img as a docker-archive tarball (what `ctr images import` reads) tagged tag.
+// writeArchive writes img as a docker-archive tarball (what `ctr images import` reads) tagged
+// tag, atomically: through a temporary file in the target's directory, renamed at the end.
 func writeArchive(path, tag string, img v1.Image) error {
 	ref, err := name.NewTag(tag, name.StrictValidation)
 	if err != nil {
 		return fmt.Errorf("--tag %q: %w (want REPOSITORY:TAG, e.g. nezha.local/pause:1)", tag, err)
 	}
-	return tarball.WriteToFile(path, ref, img)
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := tarball.Write(ref, img, tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; an image archive is not a secret.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

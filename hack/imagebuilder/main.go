@@ -163,14 +163,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Write next to the target and rename, so a failed build never leaves a truncated archive
-	// that a later `ctr images import` would half-load.
-	tmp := o.output + ".tmp"
-	if err := writeArchive(tmp, o.tag, img); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, o.output); err != nil {
+	// Write to a fresh temporary file next to the target and rename it into place: a failed
+	// build never leaves a truncated archive that `ctr images import` would half-load, and two
+	// builds of the same image racing each other never interleave their writes.
+	if err := writeArchive(o.output, o.tag, img); err != nil {
 		return err
 	}
 	digest, err := img.Digest()

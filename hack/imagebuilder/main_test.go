@@ -127,8 +127,11 @@ func TestBuildAndReadBack(t *testing.T) {
 	if !strings.HasPrefix(stdout.String(), out+" nezha.local/test:1 sha256:") {
 		t.Errorf("stdout %q: want archive, tag and digest", stdout.String())
 	}
-	if _, err := os.Stat(out + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf("temporary archive left behind: %v", err)
+	if left, _ := filepath.Glob(out + ".tmp*"); len(left) > 0 {
+		t.Errorf("temporary archives left behind: %v", left)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("archive mode: %v %v, want 0644", st.Mode(), err)
 	}
 
 	img, entries := readImage(t, out, "nezha.local/test:1")
@@ -224,12 +227,12 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 	}
 	f := filepath.Join(tmp, "f")
 	out := filepath.Join(tmp, "out.tar")
-	base := []string{"--tag", "nezha.local/x:1", "--output", out}
+	base := []string{"--tag", "nezha.local/bad:1", "--output", out}
 	cases := map[string]struct {
 		args []string
 		want string
 	}{
-		"no output":         {[]string{"--tag", "nezha.local/x:1", "--file", f}, "--output is required"},
+		"no output":         {[]string{"--tag", "nezha.local/bad:1", "--file", f}, "--output is required"},
 		"no tag":            {[]string{"--output", out, "--file", f}, "--tag is required"},
 		"nothing to pack":   {base, "nothing to pack"},
 		"bad tag":           {[]string{"--tag", "Not A Tag", "--output", out, "--file", f}, "--tag"},
@@ -357,5 +360,43 @@ func TestDirWithDestination(t *testing.T) {
 	err := run([]string{"--tag", "nezha.local/py:1", "--output", out, "--dir", ":/opt"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--dir") {
 		t.Errorf("empty --dir source: got %v, want an error naming --dir", err)
+	}
+}
+
+// Two builds of the same image into the same file at once (two `local-cluster.sh up`s, two
+// `make` runs) must leave one complete, readable archive.
+func TestConcurrentBuildsOfOneArchive(t *testing.T) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "root")
+	big := strings.Repeat("nezha", 400000)
+	writeTree(t, root, map[string]string{"a": big, "b/c": big}, nil)
+	out := filepath.Join(tmp, "same.tar")
+	errs := make(chan error, 4)
+	for i := 0; i < cap(errs); i++ {
+		go func() {
+			errs <- run([]string{"--tag", "nezha.local/same:1", "--output", out, "--dir", root}, io.Discard, io.Discard)
+		}()
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, entries := readImage(t, out, "nezha.local/same:1")
+	if entries["a"].Content != big || entries["b/c"].Content != big {
+		t.Errorf("archive content damaged by concurrent builds")
+	}
+	if left, _ := filepath.Glob(out + ".tmp*"); len(left) > 0 {
+		t.Errorf("temporary archives left behind: %v", left)
+	}
+}
+
+func TestOutputInMissingDirectoryNamesTheFlag(t *testing.T) {
+	tmp := t.TempDir()
+	writeTree(t, tmp, map[string]string{"f": "x"}, nil)
+	err := run([]string{"--tag", "nezha.local/bad:1", "--output", filepath.Join(tmp, "no/such/dir/x.tar"),
+		"--file", filepath.Join(tmp, "f")}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Errorf("got %v, want an error naming --output", err)
 	}
 }
