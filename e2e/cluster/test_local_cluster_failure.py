@@ -76,3 +76,25 @@ def test_down_after_kubelet_and_containerd_crashed(require_root, preexisting_sha
         local_cluster("down")
     diffs = host_state.differences(before, host_state.snapshot(STATE_DIR))
     assert not diffs, "the host differs after down:\n" + "\n".join(diffs)
+
+
+def test_racing_ups_leave_one_working_cluster(require_root):
+    """Two `up`s at once (two suites, two terminals): one wins, the other fails without touching
+    the winner's cluster, and `down` still restores the host."""
+    if os.path.exists(STATE_DIR):
+        pytest.fail(f"{STATE_DIR} exists: a local cluster is already up")
+    before = host_state.snapshot(STATE_DIR)
+    try:
+        procs = [subprocess.Popen([LOCAL_CLUSTER, "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+        codes = sorted(rc for rc, _ in results)
+        assert codes[0] == 0 and codes[1] != 0, results
+        loser = [err for rc, err in results if rc != 0][0]
+        assert "another up is using" in loser or "a cluster is running" in loser, loser
+        assert "tearing down" not in loser, loser
+        assert local_cluster("status").returncode == 0
+    finally:
+        local_cluster("down")
+    diffs = host_state.differences(before, host_state.snapshot(STATE_DIR))
+    assert not diffs, "the host differs after down:\n" + "\n".join(diffs)
