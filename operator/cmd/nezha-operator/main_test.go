@@ -133,6 +133,27 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		}
 		return nil
 	})
+	// What users see: kubectl get mrj with the printer columns.
+	adminUser, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := adminUser.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := kubectl.Run("get", "mrj", "-n", "smoke")
+	if err != nil {
+		errOut, _ := io.ReadAll(stderr)
+		t.Fatalf("kubectl get mrj: %v: %s", err, errOut)
+	}
+	out, _ := io.ReadAll(stdout)
+	fields := strings.Fields(string(out))
+	if len(fields) < 10 || strings.Join(fields[:5], " ") != "NAME PHASE READY RAILS AGE" ||
+		strings.Join(fields[5:9], " ") != "smoke Pending 0/2 1/1" {
+		t.Errorf("kubectl get mrj:\n%s", out)
+	}
+
 	waitFor(t, "metrics", func() error {
 		body, err := httpGet("http://" + metricsAddr + "/metrics")
 		if err != nil {
