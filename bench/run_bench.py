@@ -46,6 +46,8 @@ def parse_args(argv):
     ap.add_argument("--note", default=BUSY_NOTE, help="free text stored with the results (default: busy-machine note)")
     ap.add_argument("--chaos", action="store_true",
                     help="run only the chaos scenario: loop one size, cut the slow rail of one rank, restore it")
+    ap.add_argument("--report", metavar="JSON",
+                    help="re-judge the goals of an earlier result JSON, rewrite its .txt and print it; runs nothing")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and time estimate, run nothing")
     a = ap.parse_args(argv)
     bands = list(QUICK_BANDS if a.quick else FULL_BANDS)
@@ -87,8 +89,34 @@ def estimate_seconds(a, tun) -> float:
     return total
 
 
+def rereport(path: str) -> int:
+    """Recompute goals and the text summary of a stored result (after a change in judging or
+    formatting), without running anything."""
+    import json
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        if "chaos" not in doc:
+            doc["goals"] = evaluate_all({s["name"]: s["ratios"] for s in doc["scenarios"]})
+        text = report.summary_text(doc)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"run_bench.py: --report: {path}: {e}", file=sys.stderr)
+        return 2
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    with open(os.path.splitext(path)[0] + ".txt", "w") as f:
+        f.write(text)
+    print(text, end="")
+    return 0
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.report:
+        return rereport(a.report)
     try:
         tun = load_tunables()
     except ValueError as e:

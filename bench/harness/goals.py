@@ -2,6 +2,7 @@
 size in scope (every size must meet it), so one good size cannot hide a bad one."""
 
 from dataclasses import dataclass
+from statistics import median
 from typing import Optional
 
 from .sizes import format_bytes
@@ -61,7 +62,7 @@ def evaluate(goal: Goal, ratios_by_scenario: dict[str, dict[str, list[dict]]]) -
               "kind": goal.kind, "sizes_measured": len(values), "sizes_missing": missing,
               "scenarios_missing": scenarios_missing}
     if not values:
-        return {**result, "status": NOT_RUN, "worst": None, "worst_at": None, "best": None}
+        return {**result, "status": NOT_RUN, "worst": None, "worst_at": None, "best": None, "median": None}
     if goal.kind == "latency":
         worst, best = max(values), min(values)
         ok = worst[0] <= goal.target
@@ -72,7 +73,7 @@ def evaluate(goal: Goal, ratios_by_scenario: dict[str, dict[str, list[dict]]]) -
     # might be a miss. It is INCOMPLETE unless what was measured already misses.
     status = MISS if not ok else PASS if missing == 0 and not scenarios_missing else INCOMPLETE
     return {**result, "status": status, "worst": worst[0], "worst_at": f"{worst[1]} {format_bytes(worst[2])}",
-            "best": best[0]}
+            "best": best[0], "median": median(v for v, _, _ in values)}
 
 
 def evaluate_all(ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> list[dict]:

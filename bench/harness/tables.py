@@ -71,7 +71,9 @@ def goals_table(results: list[dict]) -> str:
             measured = "no data"
         else:
             unit = "x time" if g["kind"] == "latency" else "x"
-            measured = f"worst {g['worst']:.2f}{unit} at {g['worst_at']} (best {g['best']:.2f})"
+            # The median says whether a miss is one noisy size or the rule.
+            measured = (f"worst {g['worst']:.2f}{unit} at {g['worst_at']} "
+                        f"(median {g['median']:.2f}, best {g['best']:.2f})")
         holes = []
         if g.get("sizes_missing"):
             holes.append(f"{g['sizes_missing']} sizes n/a")

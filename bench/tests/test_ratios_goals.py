@@ -43,6 +43,7 @@ def test_goal_judged_on_worst_size_in_scope():
     assert got["status"] == MISS
     assert got["worst"] == pytest.approx(1.85) and got["worst_at"] == "homogeneous 8M"
     assert got["best"] == pytest.approx(1.95)
+    assert got["median"] == pytest.approx(1.9)
 
 
 def test_goal_passes_when_every_size_meets_it():

@@ -39,7 +39,7 @@ def test_goals_table_row():
     res = evaluate(g, {"homogeneous": {"nezha/best-single": [{"bytes": 4 << 20, "ratio": 1.5}]}})
     line = goals_table([res]).splitlines()[2]
     assert ">= 1.9x best single rail" in line and "homogeneous, >= 4M" in line
-    assert "worst 1.50x at homogeneous 4M" in line and line.endswith("MISS")
+    assert "worst 1.50x at homogeneous 4M (median 1.50, best 1.50)" in line and line.endswith("MISS")
 
 
 def test_format_table_explicit_alignment():
