@@ -66,6 +66,19 @@ def _s(v, unit="s", digits=2) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}{unit}"
 
 
+def _phase_share(events: dict, rail: int) -> str:
+    """The cut rail's share of all bytes sent, before / during / after the cut (kernel counters)."""
+    marks = ["start_tx", "cut_tx", "restore_tx", "end_tx"]
+    if not all(m in events for m in marks):
+        return "n/a"
+    shares = []
+    for a, b in zip(marks, marks[1:]):
+        per_rail = [sum(h1[k] - h0[k] for h0, h1 in zip(events[a], events[b])) for k in range(len(events[a][0]))]
+        total = sum(per_rail)
+        shares.append(f"{per_rail[rail] / total:.0%}" if total else "-")
+    return "/".join(shares)
+
+
 def chaos_text(chaos: dict) -> str:
     tl = chaos["timeline"]
     head = (f"=== chaos: rails {'/'.join(map(str, chaos['rates_mbit']))} Mbit/s, r{chaos['cut_rail']} of host "
@@ -80,9 +93,11 @@ def chaos_text(chaos: dict) -> str:
         outcome = f"failed {_s(m['failed_after_cut_s'])} after cut" if m["failed"] else "survived"
         gbps = lambda v: _s(v * 8 if v is not None else None, "", 3)  # noqa: E731 (Gbit/s)
         rows.append([name, outcome, _s(m["stall_s"]), gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
-                     gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"])])
+                     gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"]),
+                     _phase_share(s.get("events", {}), chaos["cut_rail"])])
+    cut = f"r{chaos['cut_rail']} share"
     table = format_table(["series", "outcome", "stall", "before Gbit/s", "rail cut Gbit/s", "after restore",
-                          "ops"], rows, align="llrrrrr") if rows else "(no traces)"
+                          "ops", f"{cut} before/cut/after"], rows, align="llrrrrrr") if rows else "(no traces)"
     return "\n".join([head, table, *notes])
 
 

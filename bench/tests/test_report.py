@@ -75,3 +75,22 @@ def test_plot_writes_png(tmp_path):
     out = tmp_path / "x.png"
     plot.plot(make_doc(), str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chaos_text_reports_outcome_stall_and_rail_share_per_phase():
+    tx = lambda r0, r1: [[r0, r1], [0, 0]]  # noqa: E731 (two hosts, the second idle)
+    events = {"start_tx": tx(0, 0), "cut_tx": tx(70, 30), "restore_tx": tx(170, 30), "end_tx": tx(240, 60)}
+    metrics = {"failed": False, "failed_after_cut_s": None, "stall_s": 1.234, "algbw_before_gbps": 0.05,
+               "algbw_during_cut_gbps": 0.04, "algbw_after_restore_gbps": 0.05, "ops_total": 42}
+    chaos = {"rates_mbit": [800, 300], "cut_rail": 1, "cut_host": 1, "gloo_timeout_ms": 10000,
+             "timeline": {"cut_at": 10, "restore_at": 20, "bytes": 1 << 24, "loop_seconds": 30},
+             "series": {"gloo-mptcp": {"status": "ok", "metrics": metrics, "events": events},
+                        "nezha-adaptive": {"status": "skipped", "reason": "no loop mode"}}}
+    doc = {**make_doc(), "scenarios": [], "chaos": chaos}
+    doc.pop("goals")
+    text = summary_text(doc)
+    row = next(line for line in text.splitlines() if line.startswith("gloo-mptcp"))
+    assert row.split()[1:3] == ["survived", "1.23s"]
+    assert row.split()[-1] == "30%/0%/30%"
+    assert "nezha-adaptive: SKIPPED: no loop mode" in text
+    assert "=== goals ===" not in text
