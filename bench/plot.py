@@ -104,6 +104,17 @@ def plot_chaos(doc: dict, path: str) -> None:
                label=f"r{chaos['cut_rail']} of host {chaos['cut_host']} cut")
     for name, s in chaos["series"].items():
         style = CHAOS_STYLE.get(name, {})
+        m = s.get("metrics") or {}
+        if "trace" not in s and m.get("mode") == "sweep-fallback" and "t0_unix" in s:
+            # No per-op trace: mark only the outcome (failure time, or survival) on the time axis.
+            label = f"{s['label']} — no per-op trace, " + ("failed" if m["failed"] else "survived")
+            if m["failed"] and m.get("failed_after_cut_s") is not None:
+                x = tl["cut_at"] + m["failed_after_cut_s"]
+                ax.plot([x], [0], marker="X", markersize=12, color=style.get("color", "k"), linestyle="none",
+                        label=label)
+            else:
+                ax.plot([], [], color=style.get("color", "k"), label=label)
+            continue
         if "trace" not in s:
             ax.plot([], [], color="lightgray", label=f"{s['label']} — {s['status']}")
             continue

@@ -81,3 +81,25 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
     # Recovered: kept completing ops after the cut and never failed.
     out["survived"] = not out["failed"] and bool(after_cut)
     return out
+
+
+def analyze_fallback(ok: bool, cut_happened: bool, cut_unix: Optional[float], end_unix: float,
+                     mean_op_us: Optional[float], iters: int, nbytes: int, error: Optional[str]) -> dict:
+    """Outcome of a run without a per-op trace (the tool's sweep mode over the cut): whether it
+    survived, its mean algbw across the whole run, or when it failed relative to the cut."""
+    failed = not ok
+    return {
+        "mode": "sweep-fallback",
+        "iters": iters,
+        "cut_happened": cut_happened,
+        "failed": failed,
+        "survived": ok and cut_happened,
+        "failed_after_cut_s": (end_unix - cut_unix) if failed and cut_unix is not None else None,
+        "error": error,
+        "stall_s": None,  # unknown without a trace
+        "algbw_whole_run_gbps": nbytes / (mean_op_us * 1e3) if ok and mean_op_us else None,
+        "algbw_before_gbps": None,
+        "algbw_during_cut_gbps": None,
+        "algbw_after_restore_gbps": None,
+        "ops_total": iters if ok else None,
+    }

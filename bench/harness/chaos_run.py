@@ -10,7 +10,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .chaos import Timeline, analyze, validate_trace
+from .ceiling import ceiling_algbw_gbps
+from .chaos import Timeline, analyze, analyze_fallback, validate_trace
 from .config import Scenario
 from .launch import run_ranks
 from .runner import RunContext, log
@@ -32,7 +33,7 @@ class ChaosSeries:
 
 
 CHAOS_SERIES = (
-    ChaosSeries("nezha-adaptive", "Nezha adaptive (fails over)", "nezha", policy="adaptive"),
+    ChaosSeries("nezha-adaptive", "Nezha adaptive", "nezha", policy="adaptive"),
     ChaosSeries("gloo-cut-rail", "Gloo on the rail that is cut", "gloo", iface_rail="cut"),
     ChaosSeries("gloo-best-rail", "Gloo on the other rail (control)", "gloo", iface_rail="best"),
     ChaosSeries("gloo-mptcp", "Gloo over MPTCP (all rails)", "gloo", mptcp=True),
@@ -66,21 +67,23 @@ def _argv(ctx: RunContext, cs: ChaosSeries, scen: Scenario, cut_rail: int, tl: T
     return tool, argv
 
 
-def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host: int, cut_rail: int,
-                     tl: Timeline) -> dict:
-    out = {"name": cs.name, "label": cs.label, "status": "ok", "reason": ""}
-    work = tempfile.mkdtemp(prefix=f"chaos-{cs.name}-", dir=ctx.work_dir)
-    trace_path = os.path.join(work, "trace.json")
-    tool, argv = _argv(ctx, cs, scen, cut_rail, tl, trace_path, work)
-    if not os.access(tool, os.X_OK):
-        return {**out, "status": "skipped", "reason": f"{tool} not built"}
-    if not supports_loop(tool):
-        return {**out, "status": "skipped", "reason": f"{os.path.basename(tool)} has no --loop-seconds/--trace mode yet"}
+# nezha-bench's rail I/O timeout during the chaos run: the same 10 s Gloo gets, so both fail (or
+# recover) on the same clock.
+NEZHA_CHAOS_IO_TIMEOUT_MS = CHAOS_TIMEOUT_MS
 
-    rendezvous = f"{ctx.bed.addr(0, scen.best_rail())}:{ctx.next_port()}"
-    env = {"NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(len(scen.rates_mbit))),
-           "NEZHA_WORLD_SIZE": str(ctx.tun.ranks), "NEZHA_RENDEZVOUS": rendezvous,
-           "NEZHA_JOB_TOKEN": os.urandom(16).hex(), "NEZHA_POLICY": cs.policy} if cs.tool == "nezha" else {}
+
+def _nezha_env(scen: Scenario, ctx: RunContext, cs: ChaosSeries) -> dict:
+    return {"NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(len(scen.rates_mbit))),
+            "NEZHA_WORLD_SIZE": str(ctx.tun.ranks),
+            "NEZHA_RENDEZVOUS": f"{ctx.bed.addr(0, scen.best_rail())}:{ctx.next_port()}",
+            "NEZHA_JOB_TOKEN": os.urandom(16).hex(), "NEZHA_POLICY": cs.policy,
+            "NEZHA_IO_TIMEOUT_MS": str(NEZHA_CHAOS_IO_TIMEOUT_MS)}
+
+
+def _run_with_cut(ctx: RunContext, argv, env: dict, cut_host: int, cut_rail: int, tl: Timeline, work: str,
+                  tag: str):
+    """Launch the ranks; cut the rail at tl.cut_at and restore it at tl.restore_at (seconds after
+    the ranks start). Returns (LaunchResult, events with unix times and rail tx snapshots)."""
     events: dict = {}
     timers: list[threading.Timer] = []
 
@@ -98,7 +101,7 @@ def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host:
 
     try:
         res = run_ranks(ctx.bed, ctx.tun.ranks, argv, lambda r: {**env, "NEZHA_RANK": str(r)} if env else {},
-                        tl.loop_seconds + 120, work, cs.name, on_started=on_started)
+                        tl.loop_seconds + 120, work, tag, on_started=on_started)
     finally:
         for t in timers:
             t.cancel()
@@ -106,8 +109,30 @@ def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host:
                 t.join()
         # Whatever happened, the rail must be up for the next series.
         ctx.bed.restore(cut_host, cut_rail)
-    end_unix = time.time()
+    events["end_unix"] = time.time()
     events["end_tx"] = ctx.bed.rail_tx_bytes()
+    return res, events
+
+
+def _relative(events: dict) -> dict:
+    return {k: (v - events["start_unix"]) if k.endswith("_unix") else v for k, v in events.items()}
+
+
+def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host: int, cut_rail: int,
+                     tl: Timeline) -> dict:
+    out = {"name": cs.name, "label": cs.label, "status": "ok", "reason": ""}
+    work = tempfile.mkdtemp(prefix=f"chaos-{cs.name}-", dir=ctx.work_dir)
+    trace_path = os.path.join(work, "trace.json")
+    tool, argv = _argv(ctx, cs, scen, cut_rail, tl, trace_path, work)
+    if not os.access(tool, os.X_OK):
+        return {**out, "status": "skipped", "reason": f"{tool} not built"}
+    env = _nezha_env(scen, ctx, cs) if cs.tool == "nezha" else {}
+    if not supports_loop(tool):
+        if cs.tool != "nezha":
+            return {**out, "status": "skipped", "reason": f"{os.path.basename(tool)} has no loop mode"}
+        return run_sweep_fallback(ctx, scen, cs, cut_host, cut_rail, tl, work, env, out)
+
+    res, events = _run_with_cut(ctx, argv, env, cut_host, cut_rail, tl, work, cs.name)
     out.update(seconds=round(res.seconds, 1), exit_codes=res.returncodes, logs=res.logs, argv_rank0=argv(0))
     if not res.ok():
         out["reason"] = res.failure()
@@ -122,12 +147,39 @@ def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host:
         return {**out, "status": "failed", "reason": "the ranks ended before the cut", "trace": trace}
     # The loop's own end: the last completion or the failure, not when we noticed.
     last = max([op[0] for op in trace["ops"]] + [trace["error"]["t_unix"] if trace["error"] else 0])
-    out["metrics"] = analyze(trace, cut_unix, events.get("restore_unix"), min(last, end_unix))
-    out["events"] = {k: (v - events["start_unix"]) if k.endswith("_unix") else v for k, v in events.items()}
+    out["metrics"] = analyze(trace, cut_unix, events.get("restore_unix"), min(last, events["end_unix"]))
+    out["events"] = _relative(events)
     out["t0_unix"] = events["start_unix"]  # events are seconds after this
     out["trace"] = trace
     m = out["metrics"]
     log(f"  {cs.name:15s} ops {m['ops_total']:4d}  stall {fmt_s(m['stall_s'])}  "
+        f"{'FAILED ' + fmt_s(m['failed_after_cut_s']) + ' after cut' if m['failed'] else 'survived'}")
+    return out
+
+
+def run_sweep_fallback(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host: int, cut_rail: int,
+                       tl: Timeline, work: str, env: dict, out: dict) -> dict:
+    """For a tool without loop mode (nezha-bench today): one size, enough iterations to span the
+    loop time at the expected speed, the same cut and restore. Without a per-op trace only the
+    outcome is known: survived (with its mean op time) or failed, and when."""
+    expected_s = tl.bytes / (ceiling_algbw_gbps(list(scen.rates_mbit), ctx.tun.ranks) * 0.7 * 1e9)
+    iters = max(int(tl.loop_seconds / expected_s), 10)
+    json_path = os.path.join(work, "sweep.json")
+    argv = [ctx.tun.nezha_bench, *sweep_args(Band(tl.bytes, tl.bytes, 1, iters), 1, json_path, True)]
+    res, events = _run_with_cut(ctx, lambda _r: argv, env, cut_host, cut_rail, tl, work, cs.name)
+    out.update(seconds=round(res.seconds, 1), exit_codes=res.returncodes, logs=res.logs, argv_rank0=argv,
+               mode="sweep-fallback (no per-op trace)", events=_relative(events), t0_unix=events["start_unix"])
+    mean_us = None
+    if res.ok():
+        try:
+            with open(json_path) as f:
+                mean_us = json.load(f)["results"][0]["time_us"]
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            return {**out, "status": "failed", "reason": f"rank 0 JSON unreadable: {e}"}
+    out["metrics"] = analyze_fallback(res.ok(), "cut_unix" in events, events.get("cut_unix"), events["end_unix"],
+                                      mean_us, iters, tl.bytes, res.failure() if not res.ok() else None)
+    m = out["metrics"]
+    log(f"  {cs.name:15s} {iters} iters (no trace)  "
         f"{'FAILED ' + fmt_s(m['failed_after_cut_s']) + ' after cut' if m['failed'] else 'survived'}")
     return out
 

@@ -91,9 +91,15 @@ def chaos_text(chaos: dict) -> str:
             notes.append(f"{name}: {s['status'].upper()}: {s['reason']}")
             continue
         outcome = f"failed {_s(m['failed_after_cut_s'])} after cut" if m["failed"] else "survived"
+        if m.get("mode") == "sweep-fallback":
+            outcome += " (no trace)"
+            if m["failed"] and m.get("error"):
+                notes.append(f"{name}: {m['error']}")
+            if not m["failed"]:
+                notes.append(f"{name}: mean over the whole run {_s((m['algbw_whole_run_gbps'] or 0) * 8, ' Gbit/s', 3)}")
         gbps = lambda v: _s(v * 8 if v is not None else None, "", 3)  # noqa: E731 (Gbit/s)
         rows.append([name, outcome, _s(m["stall_s"]), gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
-                     gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"]),
+                     gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"] or "n/a"),
                      _phase_share(s.get("events", {}), chaos["cut_rail"])])
     cut = f"r{chaos['cut_rail']} share"
     table = format_table(["series", "outcome", "stall", "before Gbit/s", "rail cut Gbit/s", "after restore",

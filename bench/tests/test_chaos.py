@@ -53,3 +53,19 @@ def test_recovery_after_restore_measured():
 def test_validate_trace(bad, msg):
     with pytest.raises(ValueError, match=msg):
         validate_trace(bad, "t.json")
+
+
+def test_fallback_failure_timed_from_cut():
+    from harness.chaos import analyze_fallback
+
+    m = analyze_fallback(False, True, T0 + 10, T0 + 21.5, None, 100, 1 << 24, "rank 1 exit 3: RailError")
+    assert m["failed"] and not m["survived"] and m["failed_after_cut_s"] == pytest.approx(11.5)
+    assert m["stall_s"] is None and m["algbw_whole_run_gbps"] is None
+
+
+def test_fallback_survival_needs_the_cut_to_have_happened():
+    from harness.chaos import analyze_fallback
+
+    m = analyze_fallback(True, True, T0 + 10, T0 + 30, 250_000.0, 100, 1 << 24, None)
+    assert m["survived"] and m["algbw_whole_run_gbps"] == pytest.approx((1 << 24) / 0.25 / 1e9)
+    assert not analyze_fallback(True, False, None, T0 + 5, 250_000.0, 100, 1 << 24, None)["survived"]
