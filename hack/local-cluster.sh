@@ -21,8 +21,8 @@
 #   there to be macvlan masters ("rails"). Images: imported only (imagePullPolicy: Never).
 #
 # Tunables (env, default) are in hack/lib/cluster-env.sh: NEZHA_CLUSTER_DIR, NEZHA_CLUSTER_NODE,
-# NEZHA_CLUSTER_RAILS, NEZHA_CLUSTER_RAIL_PREFIX, NEZHA_CLUSTER_API_PORT, NEZHA_CLUSTER_ETCD_PORT,
-# NEZHA_CLUSTER_READY_TIMEOUT. Pitfalls this script works around: /work/shared/notes/local-cluster.md.
+# NEZHA_CLUSTER_RAILS, NEZHA_CLUSTER_RAIL_PREFIX, NEZHA_CLUSTER_CNI_PLUGINS, NEZHA_CLUSTER_API_PORT,
+# NEZHA_CLUSTER_ETCD_PORT, NEZHA_CLUSTER_READY_TIMEOUT. Pitfalls this script works around: /work/shared/notes/local-cluster.md.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PROG=local-cluster.sh
@@ -126,6 +126,7 @@ up_failed() {
 cmd_up() {
   require_root "$PROG up"
   cluster_validate_env
+  cluster_validate_plugins
   require_cmd ip openssl jq curl containerd ctr runc go sysctl setsid base64
   [ ! -e "$NEZHA_CLUSTER_DIR" ] ||
     fail "up: $NEZHA_CLUSTER_DIR exists: a cluster is running or was not torn down; run: $PROG down"

@@ -9,10 +9,14 @@ import subprocess
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LOCAL_CLUSTER = os.path.join(REPO, "hack", "local-cluster.sh")
 STATE_DIR = os.environ.get("NEZHA_CLUSTER_DIR", "/var/lib/nezha-cluster")
+# An extra CNI plugin handed to `up` (NEZHA_CLUSTER_CNI_PLUGINS): a renamed copy of the macvlan
+# reference plugin, which the rail-1 NetworkAttachmentDefinition then uses by that name.
+EXTRA_PLUGIN = "nzt-macvlan"
 
 
-def local_cluster(*args, check=True, timeout=1800):
-    proc = subprocess.run([LOCAL_CLUSTER, *args], capture_output=True, text=True, timeout=timeout)
+def local_cluster(*args, check=True, timeout=1800, env=None):
+    proc = subprocess.run([LOCAL_CLUSTER, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"local-cluster.sh {' '.join(args)} failed rc={proc.returncode}:\n"
                              f"{proc.stdout}\n{proc.stderr}")

@@ -2,13 +2,14 @@
 always torn down, plus a snapshot of the host taken before `up`."""
 
 import os
+import shutil
 import subprocess
 import time
 
 import pytest
 
 import cluster_host_state as host_state
-from cluster_helpers import REPO, STATE_DIR, Cluster, local_cluster
+from cluster_helpers import EXTRA_PLUGIN, REPO, STATE_DIR, Cluster, local_cluster
 
 
 @pytest.fixture(scope="session")
@@ -25,11 +26,13 @@ def host_before(require_root):
 
 
 @pytest.fixture(scope="module")
-def cluster_run(host_before):
+def cluster_run(host_before, tmp_path_factory):
     """Brings the cluster up once for the module; `down` runs at the end even if tests failed
     (test_down_restores_the_host normally does it first, which makes this a no-op)."""
+    plugin = tmp_path_factory.mktemp("cni") / EXTRA_PLUGIN
+    shutil.copy2("/usr/lib/cni/macvlan", plugin)
     started = time.monotonic()
-    local_cluster("up")
+    local_cluster("up", env={"NEZHA_CLUSTER_CNI_PLUGINS": str(plugin)})
     print(f"local-cluster.sh up took {time.monotonic() - started:.1f}s")
     state = {"up": True}
     yield state

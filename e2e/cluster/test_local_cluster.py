@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import cluster_host_state as host_state
-from cluster_helpers import STATE_DIR, local_cluster
+from cluster_helpers import EXTRA_PLUGIN, STATE_DIR, local_cluster
 
 BUSYBOX = "nezha.local/busybox:1"
 APPLETS = ["sh", "sleep", "ip", "nslookup", "ping", "cat", "hostname", "wget", "ssl_client"]
@@ -50,9 +50,9 @@ def test_load_image_imports_a_docker_archive(cluster, imagebuilder, tmp_path):
     assert missing.returncode != 0 and "no such file" in missing.stderr
 
 
-def nad(name, master, subnet):
+def nad(name, master, subnet, plugin="macvlan"):
     config = {
-        "cniVersion": "1.0.0", "type": "macvlan", "master": master, "mode": "bridge",
+        "cniVersion": "1.0.0", "type": plugin, "master": master, "mode": "bridge",
         "ipam": {"type": "host-local", "dataDir": f"{STATE_DIR}/cni/ipam", "ranges": [[{"subnet": subnet}]]},
     }
     return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
@@ -73,8 +73,9 @@ def pod(name):
 
 
 def test_pod_with_two_rails_and_headless_dns(cluster, cluster_run):
+    # Rail 1 goes through the extra plugin passed to `up` (NEZHA_CLUSTER_CNI_PLUGINS).
     for k, subnet in enumerate(RAIL_SUBNETS):
-        cluster.apply(nad(f"nzt-rail{k}", cluster.rails[k], subnet))
+        cluster.apply(nad(f"nzt-rail{k}", cluster.rails[k], subnet, plugin=["macvlan", EXTRA_PLUGIN][k]))
     cluster.apply({"apiVersion": "v1", "kind": "Service",
                    "metadata": {"name": "nzt-rails", "namespace": "default"},
                    "spec": {"clusterIP": "None", "selector": {"app": "nzt-rails"},

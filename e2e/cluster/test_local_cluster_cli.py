@@ -13,7 +13,12 @@ NOWHERE = "/tmp/nzt-no-cluster-here"
 
 def run(*args, **env):
     full_env = {**os.environ, "NEZHA_CLUSTER_DIR": NOWHERE, **env}
-    return subprocess.run([LOCAL_CLUSTER, *args], capture_output=True, text=True, env=full_env, timeout=60)
+    proc = subprocess.run([LOCAL_CLUSTER, *args], capture_output=True, text=True, env=full_env, timeout=600)
+    if args[0] == "up" and proc.returncode == 0:
+        # Bad input was accepted and a cluster started: take it down before failing the test.
+        subprocess.run([LOCAL_CLUSTER, "down"], capture_output=True, env=full_env, timeout=600)
+        pytest.fail(f"up {args[1:]} with {env} started a cluster instead of refusing")
+    return proc
 
 
 @pytest.mark.parametrize("env, word", [
@@ -63,3 +68,16 @@ def test_env_and_kubeconfig_point_into_the_state_dir():
     assert env["NEZHA_CNI_BIN_DIR"] == f"{NOWHERE}/cni/bin"
     assert env["NEZHA_CLUSTER_RAIL_IFACES"] == "nzr0,nzr1"
     assert run("kubeconfig").stdout.strip() == f"{NOWHERE}/admin.kubeconfig"
+
+
+@pytest.mark.parametrize("plugins", ["relative/nezha-rail", "/nonexistent/nezha-rail", "{not_executable}"])
+def test_bad_cni_plugins_refused_by_up_but_not_by_down(plugins, tmp_path):
+    not_executable = tmp_path / "nezha-rail"
+    not_executable.write_text("#!/bin/sh\n")
+    not_executable.chmod(0o644)
+    plugins = plugins.format(not_executable=not_executable)
+    proc = run("up", NEZHA_CLUSTER_CNI_PLUGINS=plugins)
+    assert proc.returncode == 2 and "NEZHA_CLUSTER_CNI_PLUGINS" in proc.stderr, proc.stderr
+    assert not os.path.exists(NOWHERE)
+    if os.geteuid() == 0:
+        assert run("down", NEZHA_CLUSTER_CNI_PLUGINS=plugins).returncode == 0

@@ -112,13 +112,14 @@ EOF
 # cluster_write_cni_config: Multus is the only network config containerd sees; it delegates eth0
 # to bridge + host-local on the pre-created pod bridge (isGateway false, so the bridge plugin never
 # enables ip_forward) and adds NetworkAttachmentDefinitions as net1, net2, ...
-# The CNI bin dir links the Debian reference plugins and Multus; other Nezha plugins (nezha-rail)
-# are dropped in here too (local-cluster.sh env prints NEZHA_CNI_BIN_DIR).
+# The CNI bin dir links the Debian reference plugins, Multus and NEZHA_CLUSTER_CNI_PLUGINS (e.g.
+# nezha-rail); more can be dropped in while the cluster runs (`env` prints NEZHA_CNI_BIN_DIR).
 cluster_write_cni_config() {
   mkdir -p "$C_CNI_BIN" "$C_CNI_CONF" "$NEZHA_CLUSTER_DIR/cni/ipam" "$NEZHA_CLUSTER_DIR/cni/multus"
   local p
   for p in /usr/lib/cni/*; do ln -sf "$p" "$C_CNI_BIN/$(basename "$p")"; done
   ln -sf "$CLUSTER_BIN/multus-$MULTUS_VERSION" "$C_CNI_BIN/multus"
+  for p in ${NEZHA_CLUSTER_CNI_PLUGINS//,/ }; do ln -sf "$p" "$C_CNI_BIN/$(basename "$p")"; done
   cat >"$C_CNI_CONF/00-multus.conf" <<EOF
 {
   "cniVersion": "1.0.0",

@@ -12,6 +12,10 @@ NEZHA_CLUSTER_NODE=${NEZHA_CLUSTER_NODE:-nezha-local}
 # name prefix: rail K is ${PREFIX}K (what NADs use as master) with peer ${PREFIX}Kp.
 NEZHA_CLUSTER_RAILS=${NEZHA_CLUSTER_RAILS:-2}
 NEZHA_CLUSTER_RAIL_PREFIX=${NEZHA_CLUSTER_RAIL_PREFIX:-nzr}
+# Extra CNI plugin binaries (comma-separated paths, e.g. a freshly built nezha-rail) linked into
+# the cluster's CNI bin dir next to the Debian reference plugins and Multus, under their own
+# base names, so NetworkAttachmentDefinitions can use them as "type".
+NEZHA_CLUSTER_CNI_PLUGINS=${NEZHA_CLUSTER_CNI_PLUGINS:-}
 # Ports on 127.0.0.1, away from the well-known ones so a system Kubernetes or envtest never
 # collides with ours.
 NEZHA_CLUSTER_API_PORT=${NEZHA_CLUSTER_API_PORT:-16443}
@@ -91,4 +95,13 @@ cluster_validate_env() {
   esac
   # A unix socket path must fit in sun_path (108 bytes) with room for containerd's suffixes.
   [ ${#C_CONTAINERD_SOCK} -le 90 ] || die "NEZHA_CLUSTER_DIR: too long for a unix socket path: '$NEZHA_CLUSTER_DIR'"
+}
+
+# cluster_validate_plugins: only `up` needs the plugin files (a missing one must not block `down`).
+cluster_validate_plugins() {
+  local plugin
+  for plugin in ${NEZHA_CLUSTER_CNI_PLUGINS//,/ }; do
+    [[ $plugin == /* ]] || die "NEZHA_CLUSTER_CNI_PLUGINS: want absolute paths, got '$plugin'"
+    { [ -f "$plugin" ] && [ -x "$plugin" ]; } || die "NEZHA_CLUSTER_CNI_PLUGINS: '$plugin' is not an executable file"
+  done
 }

@@ -10,8 +10,16 @@ cluster_start() {
   shift
   mkdir -p "$C_LOGS" "$C_PIDS"
   setsid "$@" >"$C_LOGS/$name.log" 2>&1 </dev/null &
-  echo "$!" >"$C_PIDS/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$C_PIDS/$name.pid"
   echo "$1" >"$C_PIDS/$name.exe"
+  # Until the forked shell has exec'd the binary, /proc shows the shell's command line and
+  # cluster_pid would call the component dead: wait for the exec (or the exit).
+  for ((i = 0; i < 250; i++)); do
+    cluster_pid "$name" >/dev/null && return 0
+    proc_running "$pid" || return 0 # died at once; the caller's checks report it with the log
+    sleep 0.02
+  done
 }
 
 # cluster_pid NAME: the recorded PID if that process still runs the recorded binary.
