@@ -85,7 +85,7 @@ def estimate_seconds(a, tun) -> float:
         for spec in a.series_specs:
             speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp else single
             for band in a.bands:
-                total += budget.band_seconds(band, speed, warmup_for(spec, band, tun.adaptive_warmup))
+                total += budget.band_seconds_all_repeats(band, speed, warmup_for(spec, band, tun.adaptive_warmup))
     return total
 
 
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         est = estimate_seconds(a, tun)
         plan = (f"{'quick' if a.quick else 'full'} run: scenarios {', '.join(s.name for s in a.scenarios)}; "
             f"series {', '.join(s.name for s in a.series_specs)}; bands "
-                f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters})' for b in a.bands)}; "
+                f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters}/x{b.repeats})' for b in a.bands)}; "
                 f"estimated {est / 60:.1f} min")
     if a.dry_run:
         print(plan)

@@ -8,7 +8,7 @@ from .sizes import Band
 # ops take a few ms here.
 PER_OP_SECONDS = 0.01
 # Process start, rendezvous, and (nezha static) the bandwidth probe.
-LAUNCH_SECONDS = 5.0
+LAUNCH_SECONDS = 2.0
 
 
 def band_seconds(band: Band, algbw_gbps: float, warmup: int | None = None) -> float:
@@ -19,6 +19,10 @@ def band_seconds(band: Band, algbw_gbps: float, warmup: int | None = None) -> fl
     sizes = band.sizes()
     transfer = sum(sizes) * ops / (algbw_gbps * 1e9)
     return LAUNCH_SECONDS + transfer + PER_OP_SECONDS * ops * len(sizes)
+
+
+def band_seconds_all_repeats(band: Band, algbw_gbps: float, warmup: int | None = None) -> float:
+    return band.repeats * band_seconds(band, algbw_gbps, warmup)
 
 
 def launch_timeout(expected_s: float) -> float:

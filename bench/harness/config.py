@@ -76,15 +76,15 @@ SCENARIOS = (
 
 # Full run: 1 KiB .. 256 MiB. Fewer iterations as sizes grow keep every band to tens of seconds.
 FULL_BANDS = (
-    Band(1 << 10, 64 << 10, warmup=5, iters=30),
-    Band(128 << 10, 4 << 20, warmup=3, iters=10),
+    Band(1 << 10, 64 << 10, warmup=5, iters=30, repeats=3),
+    Band(128 << 10, 4 << 20, warmup=3, iters=10, repeats=2),
     Band(8 << 20, 32 << 20, warmup=2, iters=5),
     Band(64 << 20, 256 << 20, warmup=1, iters=3),
 )
 
 # Quick run (smoke test, `make demo`): 1 KiB .. 32 MiB, still reaching the >= 16 MiB goals.
 QUICK_BANDS = (
-    Band(1 << 10, 64 << 10, warmup=2, iters=10),
+    Band(1 << 10, 64 << 10, warmup=2, iters=10, repeats=2),
     Band(128 << 10, 4 << 20, warmup=1, iters=4),
     Band(8 << 20, 32 << 20, warmup=1, iters=2),
 )

@@ -59,6 +59,35 @@ def merge_band_docs(docs: list[tuple[str, dict]]) -> dict:
     return merged
 
 
+def median_of_repeats(docs: list[tuple[str, dict]]) -> tuple[str, dict]:
+    """Combine repeated launches of one band: per size, the row of median time (lower middle for
+    an even count). A size whose check failed in any repeat stays failed. Returns (source, doc)."""
+    if not docs:
+        raise ValueError("median_of_repeats: no documents")
+    for source, doc in docs:
+        validate_tool_doc(doc, source)
+    if len(docs) == 1:
+        return docs[0]
+    first_source, first = docs[0]
+    rows_by_size: dict[int, list[dict]] = {}
+    for source, doc in docs:
+        sizes = [r["bytes"] for r in doc["results"]]
+        if sizes != [r["bytes"] for r in first["results"]]:
+            raise ValueError(f"{source}: sizes {sizes} differ from the repeat {first_source}")
+        for r in doc["results"]:
+            rows_by_size.setdefault(r["bytes"], []).append(r)
+    rows = []
+    for b in sorted(rows_by_size):
+        reps = sorted(rows_by_size[b], key=lambda r: r["time_us"])
+        row = dict(reps[(len(reps) - 1) // 2])
+        row["repeats_time_us"] = [r["time_us"] for r in rows_by_size[b]]
+        if any(r["check"] == "failed" for r in reps):
+            row["check"] = "failed"
+        rows.append(row)
+    sources = "+".join(src for src, _ in docs)
+    return sources, {**first, "results": rows}
+
+
 def constant_series(sizes: list[int], algbw_gbps: float, world_size: int) -> list[dict]:
     """Rows of a theoretical series (the ceiling) in the tools' row shape, for uniform handling."""
     from .ceiling import ring_allreduce_bus_factor

@@ -12,7 +12,7 @@ from . import budget, iperf
 from .ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps
 from .config import Scenario, Tunables
 from .launch import run_ranks
-from .merge import constant_series, merge_band_docs
+from .merge import constant_series, median_of_repeats, merge_band_docs
 from .ratios import compute_ratios
 from .series import SeriesSpec, make_launch, warmup_for
 from .sizes import Band
@@ -43,54 +43,68 @@ def tool_path(ctx: RunContext, spec: SeriesSpec) -> str:
     return ctx.tun.nezha_bench if spec.tool == "nezha" else ctx.tun.gloo_bench
 
 
-def run_series(ctx: RunContext, scenario: Scenario, spec: SeriesSpec) -> dict:
-    """Every band of one series; a failed band is recorded and the next band still runs."""
-    out = {"name": spec.name, "label": spec.label, "status": "ok", "reason": "", "runs": [], "results": []}
+def missing_tool(ctx: RunContext, spec: SeriesSpec) -> str:
     path = tool_path(ctx, spec)
-    if not os.access(path, os.X_OK):
-        hint = "make build-runtime" if spec.tool == "nezha" else "cmake -S bench/baselines/gloo -B build/bench"
-        return {**out, "status": "skipped", "reason": f"{path} not built ({hint})"}
+    if os.access(path, os.X_OK):
+        return ""
+    hint = "make build-runtime" if spec.tool == "nezha" else "cmake -S bench/baselines/gloo -B build/bench"
+    return f"{path} not built ({hint})"
+
+
+def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band, repeat: int) -> tuple[dict, object]:
+    """One launch of one series on one band. Returns (run record, (json path, doc) or an error string)."""
     world = ctx.tun.ranks
-    docs, failures = [], []
+    warmup = warmup_for(spec, band, ctx.tun.adaptive_warmup)
+    tag = f"{scenario.name}.{spec.name}.{band.label()}" + (f".rep{repeat}" if band.repeats > 1 else "")
+    json_path = os.path.join(ctx.work_dir, tag + ".json")
+    store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)
+    rendezvous = f"{ctx.bed.addr(0, scenario.best_rail())}:{ctx.next_port()}"
+    launch = make_launch(spec, scenario, world, tool_path(ctx, spec), band, warmup, json_path, ctx.check,
+                         store_dir, rendezvous)
+    # Timeout from the slowest plausible speed (best single rail), so only hangs are killed.
     best_rate = scenario.rates_mbit[scenario.best_rail()]
-    for band in ctx.bands:
-        warmup = warmup_for(spec, band, ctx.tun.adaptive_warmup)
-        tag = f"{scenario.name}.{spec.name}.{band.label()}"
-        json_path = os.path.join(ctx.work_dir, tag + ".json")
-        store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)
-        rendezvous = f"{ctx.bed.addr(0, scenario.best_rail())}:{ctx.next_port()}"
-        launch = make_launch(spec, scenario, world, path, band, warmup, json_path, ctx.check, store_dir,
-                             rendezvous)
-        # Timeout from the slowest plausible speed (best single rail), so only hangs are killed.
-        expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
-        tx0, mp0 = ctx.bed.rail_tx_bytes(), ctx.bed.mptcp_counters()
-        res = run_ranks(ctx.bed, world, launch.argv, launch.env, budget.launch_timeout(expected),
-                        ctx.work_dir, tag)
-        tx = diff_tx(tx0, ctx.bed.rail_tx_bytes())
-        mp = {k: v - mp0[k] for k, v in ctx.bed.mptcp_counters().items()}
-        shutil.rmtree(store_dir, ignore_errors=True)
-        run = {"band": band.label(), "warmup": warmup, "iters": band.iters, "seconds": round(res.seconds, 2),
-               "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": launch.argv(0),
-               "env_rank0": {k: v for k, v in launch.env(0).items() if k != "NEZHA_JOB_TOKEN"}}
-        if spec.mptcp:
-            run["mptcp_counters"] = mp
-        if res.ok():
-            try:
-                with open(json_path) as f:
-                    docs.append((json_path, json.load(f)))
-            except (OSError, ValueError) as e:
-                run["ok"] = False
-                failures.append(f"{band.label()}: rank 0 JSON unreadable: {e}")
-        else:
-            failures.append(f"{band.label()}: {res.failure()}")
-        run["logs"] = res.logs
-        out["runs"].append(run)
-        share = ", ".join(f"r{k} {b / max(sum(tx), 1):.0%}" for k, b in enumerate(tx))
-        log(f"  {spec.name:15s} {band.label():10s} {res.seconds:6.1f}s  "
-            f"{'ok' if run['ok'] else 'FAILED'}  rail tx share: {share}")
-    if docs:
+    expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
+    tx0, mp0 = ctx.bed.rail_tx_bytes(), ctx.bed.mptcp_counters()
+    res = run_ranks(ctx.bed, world, launch.argv, launch.env, budget.launch_timeout(expected), ctx.work_dir, tag)
+    tx = diff_tx(tx0, ctx.bed.rail_tx_bytes())
+    mp = {k: v - mp0[k] for k, v in ctx.bed.mptcp_counters().items()}
+    shutil.rmtree(store_dir, ignore_errors=True)
+    run = {"band": band.label(), "repeat": repeat, "warmup": warmup, "iters": band.iters,
+           "seconds": round(res.seconds, 2), "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": launch.argv(0),
+           "env_rank0": {k: v for k, v in launch.env(0).items() if k != "NEZHA_JOB_TOKEN"}, "logs": res.logs}
+    if spec.mptcp:
+        run["mptcp_counters"] = mp
+    result: object
+    if res.ok():
         try:
-            merged = merge_band_docs(docs)
+            with open(json_path) as f:
+                result = (json_path, json.load(f))
+        except (OSError, ValueError) as e:
+            run["ok"] = False
+            result = f"{band.label()}: rank 0 JSON unreadable: {e}"
+    else:
+        result = f"{band.label()}: {res.failure()}"
+    share = ", ".join(f"r{k} {b / max(sum(tx), 1):.0%}" for k, b in enumerate(tx))
+    rep = f" #{repeat + 1}" if band.repeats > 1 else ""
+    log(f"  {spec.name:15s} {band.label() + rep:13s} {res.seconds:6.1f}s  "
+        f"{'ok' if run['ok'] else 'FAILED'}  rail tx share: {share}")
+    return run, result
+
+
+def finish_series(spec: SeriesSpec, runs: list[dict], docs_by_band: dict[str, list], failures: list[str]) -> dict:
+    """Median over each band's repeats, then the bands merged into one sorted series."""
+    out = {"name": spec.name, "label": spec.label, "status": "ok", "reason": "", "runs": runs, "results": []}
+    band_docs = []
+    for label, docs in docs_by_band.items():
+        if not docs:
+            continue
+        try:
+            band_docs.append(median_of_repeats(docs))
+        except ValueError as e:
+            failures.append(f"{label}: {e}")
+    if band_docs:
+        try:
+            merged = merge_band_docs(band_docs)
             out["results"] = merged.pop("results")
             out["tool_doc"] = merged
         except ValueError as e:
@@ -98,6 +112,38 @@ def run_series(ctx: RunContext, scenario: Scenario, spec: SeriesSpec) -> dict:
     if failures:
         out["status"] = "partial" if out["results"] else "failed"
         out["reason"] = "; ".join(failures)
+    return out
+
+
+def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -> dict[str, dict]:
+    """Band by band, repeat by repeat, every series in turn (rotating who goes first), so series
+    are measured side by side under the same background load rather than minutes apart."""
+    out: dict[str, dict] = {}
+    ready = []
+    for spec in specs:
+        reason = missing_tool(ctx, spec)
+        if reason:
+            out[spec.name] = {"name": spec.name, "label": spec.label, "status": "skipped", "reason": reason,
+                              "runs": [], "results": []}
+        else:
+            ready.append(spec)
+    runs = {s.name: [] for s in ready}
+    docs = {s.name: {b.label(): [] for b in ctx.bands} for s in ready}
+    failures = {s.name: [] for s in ready}
+    turn = 0
+    for band in ctx.bands:
+        for repeat in range(band.repeats):
+            order = ready[turn % len(ready):] + ready[:turn % len(ready)] if ready else []
+            turn += 1
+            for spec in order:
+                run, result = run_launch(ctx, scenario, spec, band, repeat)
+                runs[spec.name].append(run)
+                if isinstance(result, tuple):
+                    docs[spec.name][band.label()].append(result)
+                else:
+                    failures[spec.name].append(str(result))
+    for spec in ready:
+        out[spec.name] = finish_series(spec, runs[spec.name], docs[spec.name], failures[spec.name])
     return out
 
 
@@ -123,8 +169,7 @@ def run_scenario(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -
                                            "results": constant_series(sizes, ceiling_iperf, world)}
         log(f"  iperf3: alone {', '.join(f'{m:.0f}' for m in eff['alone_mbit'])} Mbit/s, together "
             f"{eff['together_sum_mbit']:.0f} Mbit/s ({eff['efficiency_together']:.1%} of TBF)")
-    for spec in specs:
-        scen["series"][spec.name] = run_series(ctx, scenario, spec)
+    scen["series"].update(run_all_series(ctx, scenario, specs))
     rows = {name: s.get("results", []) for name, s in scen["series"].items()}
     scen["ratios"] = compute_ratios(rows, sizes)
     return scen

@@ -43,6 +43,9 @@ class Band:
     max_bytes: int
     warmup: int
     iters: int
+    # Launches per series; sizes take the median launch. Small, latency-bound sizes are the most
+    # disturbed by a busy machine and the cheapest to repeat.
+    repeats: int = 1
 
     def sizes(self, factor: int = 2) -> list[int]:
         return sweep(self.min_bytes, self.max_bytes, factor)
@@ -62,5 +65,5 @@ def clip_bands(bands: list[Band], min_bytes: int, max_bytes: int) -> list[Band]:
             while start < lo:
                 start *= 2
             if start <= hi:
-                out.append(Band(start, hi, b.warmup, b.iters))
+                out.append(Band(start, hi, b.warmup, b.iters, b.repeats))
     return out

@@ -63,3 +63,30 @@ def test_constant_series_rows():
     assert [r["algbw_gbps"] for r in rows] == [0.1, 0.1]
     assert rows[1]["time_us"] == pytest.approx(20.48)  # 2048 B at 1e8 B/s
     assert rows[0]["busbw_gbps"] == pytest.approx(0.15)
+
+
+def test_median_of_repeats_takes_median_time_per_size():
+    from harness.merge import median_of_repeats
+
+    def rep(times, check="ok"):
+        d = doc([1024, 2048])
+        for r, t in zip(d["results"], times):
+            r["time_us"], r["algbw_gbps"], r["check"] = t, r["bytes"] / (t * 1e3), check
+        return d
+
+    src, merged = median_of_repeats([("a", rep([10, 40])), ("b", rep([30, 20])), ("c", rep([20, 30]))])
+    assert src == "a+b+c"
+    assert [r["time_us"] for r in merged["results"]] == [20, 30]
+    assert merged["results"][0]["algbw_gbps"] == pytest.approx(1024 / 20e3)
+    assert merged["results"][1]["repeats_time_us"] == [40, 20, 30]
+    # Even count: the lower middle (faster) one; a failed check anywhere stays failed.
+    _, two = median_of_repeats([("a", rep([10, 40])), ("b", rep([30, 20], check="failed"))])
+    assert [r["time_us"] for r in two["results"]] == [10, 20]
+    assert all(r["check"] == "failed" for r in two["results"])
+
+
+def test_median_of_repeats_rejects_different_sizes():
+    from harness.merge import median_of_repeats
+
+    with pytest.raises(ValueError, match="b: sizes"):
+        median_of_repeats([("a", doc([1024])), ("b", doc([2048]))])
