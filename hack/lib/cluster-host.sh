@@ -62,6 +62,13 @@ cluster_owned_links() {
 
 cluster_net_down() {
   local l
+  # Pod veths still on the bridge (their pods were killed, not deleted through CNI): delete them
+  # now, because the kernel removes them only asynchronously after their netns is gone.
+  if ip link show "$CLUSTER_POD_BRIDGE" >/dev/null 2>&1; then
+    for l in $(ip -o link show master "$CLUSTER_POD_BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do
+      ip link del "$l" 2>/dev/null || true
+    done
+  fi
   for l in $(cluster_owned_links); do
     if ip link show "$l" >/dev/null 2>&1; then ip link del "$l"; fi
   done
@@ -97,9 +104,15 @@ cluster_remove_cgroups() {
   [ -f "$C_SNAPSHOT/cgroups" ] || return 0
   for cg in $(cluster_kubepods_cgroups); do
     grep -qxF "$cg" "$C_SNAPSHOT/cgroups" && continue
-    # cgroup directories are removed with rmdir, leaves first.
-    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ ! -d "$cg" ] || log "cgroup $cg still busy; left in place"
+    # cgroup directories are removed with rmdir, leaves first. A killed container stays in its
+    # cgroup until reaped, and PID 1 here reaps orphans only about once a second: retry a while.
+    local i
+    for ((i = 0; i < 50; i++)); do
+      find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+      [ -d "$cg" ] || break
+      sleep 0.2
+    done
+    [ ! -d "$cg" ] || log "cgroup $cg still busy after 10s; left in place"
   done
 }
 
