@@ -44,6 +44,10 @@ build-runtime: ## Build libnezha, nezha-bench and nezha-tune with CMake (warning
 	cmake -S runtime -B $(RUNTIME_BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(RUNTIME_BUILD) -j2
 
+.PHONY: images
+images: build-go build-runtime ## Build the operator, rail-agent and runtime images as tarballs (no Docker needed).
+	hack/images.sh
+
 .PHONY: manifests
 manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rbac) and the chart's copies.
 	operator/hack/manifests.sh
