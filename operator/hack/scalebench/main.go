@@ -52,10 +52,16 @@ func main() {
 	flag.StringVar(&o.schedulerBin, "scheduler", "", "kube-scheduler binary")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long per phase")
 	flag.Parse()
-	if err := run(o); err != nil {
+	logDir, err := os.MkdirTemp("", "nezha-scalebench-")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "scalebench:", err)
 		os.Exit(1)
 	}
+	if err := run(o, logDir); err != nil {
+		fmt.Fprintln(os.Stderr, "scalebench:", err, "(logs kept in "+logDir+")")
+		os.Exit(1)
+	}
+	_ = os.RemoveAll(logDir)
 }
 
 // proc is a child process the bench started and must stop.
@@ -82,18 +88,13 @@ func (p *proc) stop() {
 	_, _ = p.cmd.Process.Wait()
 }
 
-func run(o options) error {
+func run(o options, logDir string) error {
 	for flagName, v := range map[string]string{"operator": o.operatorBin, "kwok": o.kwokBin, "kwok-stages": o.kwokStage, "scheduler": o.schedulerBin} {
 		if v == "" {
 			return fmt.Errorf("--%s is required", flagName)
 		}
 	}
 	ctx := context.Background()
-	logDir, err := os.MkdirTemp("", "nezha-scalebench-")
-	if err != nil {
-		return err
-	}
-	fmt.Println("logs in", logDir)
 
 	env, err := testenv.New(testenv.Options{})
 	if err != nil {
@@ -126,6 +127,12 @@ func run(o options) error {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fake-%03d", i),
 			Annotations: map[string]string{fakeNodeAnnotation: "fake"}}}
 		if err := c.Create(ctx, n); err != nil {
+			return err
+		}
+		// The API server taints new nodes not-ready; without a node lifecycle controller
+		// nothing would lift it once kwok reports the node Ready.
+		n.Spec.Taints = nil
+		if err := c.Update(ctx, n); err != nil {
 			return err
 		}
 		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("256"),
@@ -208,6 +215,7 @@ func run(o options) error {
 		return tCreated > 0 && tRunning > 0 && tStatus > 0, nil
 	})
 	if err != nil {
+		diagnose(ctx, c)
 		return fmt.Errorf("waiting for %d workers (created %v running %v status %v): %w", o.workers, tCreated, tRunning, tStatus, err)
 	}
 
@@ -329,4 +337,26 @@ func freeAddr() string {
 func freePort() string {
 	_, port, _ := net.SplitHostPort(freeAddr())
 	return port
+}
+
+// diagnose prints where pods got stuck: phases, how many are bound, the latest events.
+func diagnose(ctx context.Context, c client.Client) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("bench")); err == nil {
+		phases, bound := map[corev1.PodPhase]int{}, 0
+		for _, p := range pods.Items {
+			phases[p.Status.Phase]++
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		fmt.Printf("pods: %d, bound: %d, phases: %v\n", len(pods.Items), bound, phases)
+	}
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace("bench")); err == nil {
+		for i := max(0, len(evs.Items)-5); i < len(evs.Items); i++ {
+			e := evs.Items[i]
+			fmt.Printf("event %s %s %s: %s\n", e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+		}
+	}
 }
