@@ -3,7 +3,7 @@ compare the host before `local-cluster.sh up` and after `down`.
 
 Other helpers run tests on the same machine at the same time, so the snapshot only looks at what
 belongs to the cluster or lives in the root network namespace (which nobody else may touch):
-processes running the cluster's binaries or paths, root-namespace links, cni-* netns, mounts
+the cluster's processes, root-namespace links, cni-* netns, mounts
 outside /run/netns/<test bed> entries, the sysctls the kubelet rewrites, iptables, cgroups and
 the paths Kubernetes tools hard-code.
 """
@@ -13,10 +13,11 @@ import os
 import re
 import subprocess
 
-# Binaries only the cluster runs. etcd and kube-apiserver are not listed: other suites' envtest
-# runs them too; ours carry the state dir in their arguments and are found by that.
-CLUSTER_BINARIES = {"kube-controller-manager", "kube-scheduler", "kubelet", "containerd",
-                    "containerd-shim-runc-v2", "pause"}
+# Other suites run kube-scheduler, etcd and kube-apiserver of their own (envtest, scale benches),
+# so the cluster's processes are recognised by what only they carry: the state dir in their
+# arguments (every component and shim), the apiserver forwarder's script, the pause binary.
+CLUSTER_MARKERS = ("apiserver-proxy.py",)
+CLUSTER_ARGV0 = {"/pause"}
 SYSCTLS = ["vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
            "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward",
            "net.ipv4.conf.all.forwarding", "net.ipv4.conf.default.forwarding"]
@@ -30,7 +31,7 @@ def _run(*argv):
 
 
 def cluster_processes(state_dir):
-    """pid -> cmdline of processes that run a cluster binary or mention the state dir."""
+    """pid -> cmdline of the local cluster's processes."""
     found = {}
     for path in glob.glob("/proc/[0-9]*/cmdline"):
         try:
@@ -41,7 +42,8 @@ def cluster_processes(state_dir):
         if not argv or not argv[0]:
             continue
         cmd = " ".join(a.decode(errors="replace") for a in argv if a)
-        if os.path.basename(argv[0].decode(errors="replace")) in CLUSTER_BINARIES or state_dir in cmd:
+        if (state_dir in cmd or any(m in cmd for m in CLUSTER_MARKERS)
+                or argv[0].decode(errors="replace") in CLUSTER_ARGV0):
             found[int(path.split("/")[2])] = cmd
     return found
 
