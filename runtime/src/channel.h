@@ -66,6 +66,10 @@ class Channel {
   // if a connection fails or makes no progress within the I/O timeout; the channel is then
   // unusable (a later release replays the work on other rails).
   virtual void exchange(std::vector<IoOp>& ops) = 0;
+  // Breaks every connection of this rail now, from any thread: the exchange in progress and all
+  // later ones fail with RailError, on this rank and on its peers. Fault injection today; the
+  // fault-tolerance work uses it to quarantine a rail.
+  virtual void abort() = 0;
 };
 
 }  // namespace nezha

@@ -201,6 +201,13 @@ int Communicator::worldSize() const { return impl_->o.worldSize; }
 const Options& Communicator::options() const { return impl_->o; }
 std::vector<RailInfo> Communicator::rails() const { return impl_->rails; }
 size_t Communicator::coldThreshold() const { return impl_->sched->coldThreshold(); }
+void Communicator::abortRail(int rail) {
+  if (rail < 0 || rail >= static_cast<int>(impl_->rails.size())) {
+    throw InvalidArgument(strCat("abortRail: no rail ", rail));
+  }
+  if (!impl_->channels.empty()) impl_->channels[rail]->abort();
+}
+
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }
 const OpReport& Communicator::lastReport() const { return impl_->last; }
 std::string Communicator::tableJson() const { return impl_->sched->table().toJson().dump(); }

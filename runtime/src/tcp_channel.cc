@@ -86,6 +86,16 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
   }
 }
 
+void TcpChannel::abort() {
+  // shutdown() (not close()) is safe while the rail thread polls these fds: they stay valid,
+  // every pending and later send/recv on them fails at once, and the peer sees EOF.
+  for (auto& peer : streams_) {
+    for (auto& fd : peer) {
+      if (fd.valid()) ::shutdown(fd.get(), SHUT_RDWR);
+    }
+  }
+}
+
 void TcpChannel::fail(const std::string& what) {
   broken_ = true;
   throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, "): ", what));

@@ -30,6 +30,7 @@ class TcpChannel : public Channel {
   int railIndex() const override { return rail_; }
   const std::string& name() const override { return spec_.name; }
   void exchange(std::vector<IoOp>& ops) override;
+  void abort() override;
 
  private:
   std::string purpose(const std::string& session, int from, int to, int stream) const;

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "socket.h"
 #include "test_util.h"
 
@@ -166,6 +169,48 @@ TEST(BadInputTest, PeerVanishingMidJobRaisesRailError) {
     EXPECT_GE(e.rail(), 0);
     EXPECT_TRUE(contains(e.what(), "rank 1")) << e.what();
   }
+}
+
+// Fault injection: rank 1 drops rail r1 while both ranks run split allreduces. Rank 1 gets a
+// RailError for rail 1 at once. Rank 0 gets a RailError too, never a hang: for rail 1 if the
+// op in flight was still using it, or -- when its half of that op had already completed before
+// the cut -- for the rail its next op waits on until NEZHA_IO_TIMEOUT_MS (ranks may disagree on
+// whether the last op finished; the fault-tolerance work resolves that with replay).
+TEST(BadInputTest, RailDroppedMidAllreduceFailsWithThatRail) {
+  auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
+    shortTimeouts(o);
+    o.coldThreshold = 0;
+    o.minSliceBytes = 0;
+    o.probeBytes = 0;  // equal split: both rails carry half
+  }));
+  std::vector<int> failedRail(2, -2);
+  std::atomic<int> opsDone{0};
+  std::thread injector([&] {
+    while (opsDone.load() < 2) std::this_thread::yield();
+    comms[1]->abortRail(1);
+  });
+  runRanks(2, [&](int r) {
+    std::vector<float> buf(1 << 20, 1.0f);
+    try {
+      for (int i = 0; i < 1000; ++i) {
+        comms[r]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+        if (r == 1) opsDone++;
+      }
+    } catch (const RailError& e) {
+      failedRail[r] = e.rail();
+    }
+  });
+  injector.join();
+  EXPECT_EQ(failedRail[1], 1);
+  EXPECT_GE(failedRail[0], 0) << "rank 0 must fail with a RailError";
+  if (failedRail[0] != 1) return;  // rank 0 timed out on rail 0; nothing left to use
+  // Both ranks saw rail 1 fail in the same op: rail r0 is healthy and a cold op runs on it.
+  runRanks(2, [&](int r) {
+    comms[r]->setColdThreshold(size_t(1) << 40);
+    int64_t x = r + 1;
+    comms[r]->allreduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum);
+    EXPECT_EQ(x, 3);
+  });
 }
 
 }  // namespace

@@ -153,10 +153,10 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
   const Param p = GetParam();
   auto opts = jobOptions(p.ranks, p.rails, [&](Options& o) {
     o.coldThreshold = p.hot ? 0 : (size_t(1) << 40);
-    o.minSliceBytes = 0;    // let even tiny ops use every rail
-    o.ringThreshold = 256;  // exercise both recursive doubling and ring
+    o.minSliceBytes = 0;      // let even tiny ops use every rail
+    o.ringThreshold = 256;    // exercise both recursive doubling and ring
     o.chainThreshold = 1024;  // and the pipelined broadcast
-    o.tuneInterval = 4;     // agreement rounds happen during the test
+    o.tuneInterval = 4;       // agreement rounds happen during the test
   });
   auto comms = makeJob(opts);
   const size_t n = p.count;

@@ -110,7 +110,6 @@ int run(int argc, char** argv) {
     tools::fillInput(a.op, a.dtype, a.reduce, rank, a.root,
                      a.op == OpKind::kBroadcast ? inout.data() : in.data(),
                      a.op == OpKind::kBroadcast ? count : inCount);
-    std::vector<char> pristine = inout;
     if (progress) {
       std::fprintf(stderr, "\r[%zu/%zu] %zu bytes...", si + 1, sizes.size(), bytes);
       std::fflush(stderr);

@@ -153,6 +153,10 @@ class Communicator {
   // must make the same call at the same point (nezha-tune uses it to time cold vs hot).
   void setColdThreshold(size_t bytes);
 
+  // Breaks rail `rail`'s connections (fault injection): the operation in flight and later ones
+  // that use the rail fail with RailError(rail) here and on the peers. Any thread.
+  void abortRail(int rail);
+
   const OpReport& lastReport() const;
   // Data-length table as JSON (identical on every rank).
   std::string tableJson() const;
