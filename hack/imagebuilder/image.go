@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -66,9 +67,9 @@ func buildImage(entries []entry, cfg imageConfig) (v1.Image, error) {
 // writeArchive writes img as a docker-archive tarball (what `ctr images import` reads) tagged
 // tag, atomically: through a temporary file in the target's directory, renamed at the end.
 func writeArchive(path, tag string, img v1.Image) error {
-	ref, err := name.NewTag(tag, name.StrictValidation)
+	ref, err := parseTag(tag)
 	if err != nil {
-		return fmt.Errorf("--tag %q: %w (want REPOSITORY:TAG, e.g. nezha.local/pause:1)", tag, err)
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -87,4 +88,18 @@ func writeArchive(path, tag string, img v1.Image) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// parseTag accepts REPOSITORY:TAG with or without a registry host ("nezha/operator:0.1.0" as the
+// chart names images, or "nezha.local/pause:1"); the tag itself must be explicit, never an
+// implied "latest" that a pod spec would not match.
+func parseTag(tag string) (name.Tag, error) {
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return name.Tag{}, fmt.Errorf("--tag %q: %w (want REPOSITORY:TAG, e.g. nezha/operator:0.1.0)", tag, err)
+	}
+	if i := strings.LastIndex(tag, ":"); i < 0 || strings.Contains(tag[i:], "/") {
+		return name.Tag{}, fmt.Errorf("--tag %q: no tag after the repository (want REPOSITORY:TAG, e.g. nezha/operator:0.1.0)", tag)
+	}
+	return ref, nil
 }

@@ -236,6 +236,8 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		"no tag":            {[]string{"--output", out, "--file", f}, "--tag is required"},
 		"nothing to pack":   {base, "nothing to pack"},
 		"bad tag":           {[]string{"--tag", "Not A Tag", "--output", out, "--file", f}, "--tag"},
+		"tag missing":       {[]string{"--tag", "nezha/operator", "--output", out, "--file", f}, "no tag after the repository"},
+		"port, no tag":      {[]string{"--tag", "nezha.local:5000/op", "--output", out, "--file", f}, "no tag after the repository"},
 		"entrypoint string": {append(append([]string{}, base...), "--file", f, "--entrypoint", "/pause"), "--entrypoint"},
 		"entrypoint empty":  {append(append([]string{}, base...), "--file", f, "--entrypoint", "[]"), "--entrypoint: empty"},
 		"cmd not strings":   {append(append([]string{}, base...), "--file", f, "--cmd", "[1]"), "--cmd"},
@@ -398,5 +400,24 @@ func TestOutputInMissingDirectoryNamesTheFlag(t *testing.T) {
 		"--file", filepath.Join(tmp, "f")}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--output") {
 		t.Errorf("got %v, want an error naming --output", err)
+	}
+}
+
+// The chart names images without a registry ("nezha/operator:0.1.0"); the archive must carry
+// that name exactly, as containerd and the kubelet normalise both sides the same way.
+func TestTagWithoutRegistry(t *testing.T) {
+	tmp := t.TempDir()
+	writeTree(t, tmp, map[string]string{"op": "bin"}, map[string]os.FileMode{"op": 0o755})
+	out := filepath.Join(tmp, "op.tar")
+	if err := run([]string{"--tag", "nezha/operator:0.1.0", "--output", out, "--file", filepath.Join(tmp, "op")},
+		io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(out) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"nezha/operator:0.1.0"}, m[0].RepoTags); diff != "" {
+		t.Errorf("RepoTags (-want +got):\n%s", diff)
 	}
 }
