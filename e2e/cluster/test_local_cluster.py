@@ -13,7 +13,9 @@ import time
 import cluster_host_state as host_state
 from cluster_helpers import EXTRA_PLUGIN, STATE_DIR, local_cluster
 
-BUSYBOX = "nezha.local/busybox:1"
+# No registry in the name, as the chart names Nezha's images: containerd and the kubelet must
+# agree on the normalised name.
+BUSYBOX = "nzt/busybox:1"
 APPLETS = ["sh", "sleep", "ip", "nslookup", "ping", "cat", "hostname", "wget", "ssl_client"]
 # Rail K of the test pods: macvlan on host veth nzrK, its own subnet (like the test bed's rails).
 RAIL_SUBNETS = ["10.100.0.0/24", "10.101.0.0/24"]
