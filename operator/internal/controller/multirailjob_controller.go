@@ -28,6 +28,9 @@ import (
 	"github.com/nezha-project/nezha/operator/internal/builder"
 )
 
+// conflictRetry is how soon a job is retried after its status write lost a race.
+const conflictRetry = 200 * time.Millisecond
+
 // Field indexes on MultiRailJobs, so a RailClass or RailNode event finds its jobs without a scan.
 const (
 	indexRails = "spec.rails"
@@ -88,6 +91,12 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	st := &statusUpdate{status: job.Status.DeepCopy(), generation: job.Generation, now: metav1.NewTime(r.Clock.Now())}
 	result, err := r.reconcile(ctx, job, st)
 	if werr := r.writeStatus(ctx, job, st); werr != nil {
+		if apierrors.IsConflict(werr) {
+			// Our cached copy is older than the job (often our own previous write): retry on a
+			// fresh copy soon, without an error in the log. No Events: nothing was written.
+			log.FromContext(ctx).V(1).Info("status conflict, retrying", "err", werr)
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		return ctrl.Result{}, werr
 	}
 	for _, e := range st.events {
