@@ -73,14 +73,48 @@ struct Communicator::Impl {
     return secs;
   }
 
+  // Running hash of the operations since the last agreement (kind, size, dtype, root), so an
+  // agreement round can tell when ranks called different collectives or sizes. 32 bits: exact
+  // in a double.
+  uint32_t signature = 2166136261u;
+  uint64_t signatureSince = 0;
+
+  void fold(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      signature = (signature ^ static_cast<uint32_t>((v >> (8 * i)) & 0xff)) * 16777619u;
+    }
+  }
+
   // Operation numbering and the agreement round that may precede an operation.
-  void beginOp() {
+  void beginOp(OpKind op, size_t count, DataType dt, int root) {
     uint64_t n = opCounter++;
-    if (o.worldSize == 1 || !sched->agreementDue(n)) return;
-    std::vector<double> stats = sched->pendingStats();
-    if (stats.empty()) return;
-    agreeMax(stats, sched->coldRail(), algo, [this](int r, const auto& fn) { runOn(r, fn); });
-    sched->applyAgreed(stats);
+    if (o.worldSize > 1 && sched->agreementDue(n)) {
+      std::vector<double> stats = sched->pendingStats();
+      if (!stats.empty()) {
+        auto run = [this](int r, const auto& fn) { runOn(r, fn); };
+        // First a fixed-size round: same operations and same number of statistics everywhere
+        // (max(x) == x and max(-x) == -x on every rank iff all ranks hold x).
+        double sig = signature, len = static_cast<double>(stats.size());
+        std::vector<double> check{sig, -sig, len, -len};
+        agreeMax(check, sched->coldRail(), algo, run);
+        if (check[0] != sig || check[1] != -sig || check[2] != len || check[3] != -len) {
+          throw ConfigError(
+              strCat("ranks called different collectives or sizes between "
+                     "operations ",
+                     signatureSince, " and ", n - 1,
+                     " (every rank must call the same collectives with the same "
+                     "sizes in the same order)"));
+        }
+        agreeMax(stats, sched->coldRail(), algo, run);
+        sched->applyAgreed(stats);
+        signature = 2166136261u;
+        signatureSince = n;
+      }
+    }
+    fold(static_cast<uint64_t>(op));
+    fold(count);
+    fold(static_cast<uint64_t>(dt));
+    fold(static_cast<uint64_t>(root));
   }
 
   void report(OpKind op, const Plan& plan, const std::vector<double>& secs) {
@@ -232,7 +266,7 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
   const size_t es = dataTypeSize(dtype);
   const char* in = static_cast<const char*>(sendbuf);
   char* out = static_cast<char*>(recvbuf);
-  m.beginOp();
+  m.beginOp(OpKind::kAllreduce, count, dtype, static_cast<int>(op));
   if (m.o.worldSize == 1) {
     if (in != out && count) std::memmove(out, in, count * es);
     m.report(OpKind::kAllreduce, Plan{OpKind::kAllreduce, false, {}, count, es, {}}, {});
@@ -256,7 +290,7 @@ void Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) 
   }
   const size_t es = dataTypeSize(dtype);
   char* b = static_cast<char*>(buf);
-  m.beginOp();
+  m.beginOp(OpKind::kBroadcast, count, dtype, root);
   if (m.o.worldSize == 1) {
     m.report(OpKind::kBroadcast, Plan{OpKind::kBroadcast, false, {}, count, es, {}}, {});
     return;
@@ -277,7 +311,7 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
   const char* in = static_cast<const char*>(sendbuf);
   char* out = static_cast<char*>(recvbuf);
   char* mine = out + static_cast<size_t>(m.o.rank) * count * es;
-  m.beginOp();
+  m.beginOp(OpKind::kAllgather, count, dtype, 0);
   if (m.o.worldSize == 1) {
     if (in != mine && count) std::memmove(mine, in, count * es);
     m.report(OpKind::kAllgather, Plan{OpKind::kAllgather, false, {}, count, es * n, {}}, {});
@@ -300,7 +334,7 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
   const size_t n = static_cast<size_t>(m.o.worldSize);
   const char* in = static_cast<const char*>(sendbuf);
   char* out = static_cast<char*>(recvbuf);
-  m.beginOp();
+  m.beginOp(OpKind::kReduceScatter, recvcount, dtype, static_cast<int>(op));
   if (m.o.worldSize == 1) {
     if (in != out && recvcount) std::memmove(out, in, recvcount * es);
     m.report(OpKind::kReduceScatter, Plan{OpKind::kReduceScatter, false, {}, recvcount, es, {}},
@@ -318,7 +352,7 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
 
 void Communicator::barrier() {
   Impl& m = *impl_;
-  m.beginOp();
+  m.beginOp(OpKind::kBarrier, 0, DataType::kInt32, 0);
   if (m.o.worldSize == 1) return;
   m.runOn(m.sched->coldRail(), [](Channel& ch, Scratch&) { barrierDissemination(ch); });
 }

@@ -171,6 +171,37 @@ TEST(BadInputTest, PeerVanishingMidJobRaisesRailError) {
   }
 }
 
+// Ranks calling different operations are caught at the next agreement round with a clear error.
+// Here rank 1 uses another reduce op in operation 1 (same size, so the operation itself still
+// completes, with a meaningless result); the agreement before operation 3 reports it. A size
+// mismatch is reported the same way when the mismatched operation does not time out first.
+TEST(BadInputTest, RanksDisagreeOnCollectiveSizes) {
+  auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
+    shortTimeouts(o);
+    o.coldThreshold = 0;  // hot ops, so agreement rounds happen
+    o.minSliceBytes = 0;
+    o.tuneInterval = 3;
+  }));
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int r) {
+    std::vector<float> buf(4096);
+    try {
+      for (int i = 0; i < 6; ++i) {
+        ReduceOp op = (i == 1 && r == 1) ? ReduceOp::kMax : ReduceOp::kSum;
+        comms[r]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, op);
+      }
+    } catch (const ConfigError& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(
+        errors[r].find("ranks called different collectives or sizes between operations 0 and 2"),
+        std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
 // Fault injection: rank 1 drops rail r1 while both ranks run split allreduces. Rank 1 gets a
 // RailError for rail 1 at once. Rank 0 gets a RailError too, never a hang: for rail 1 if the
 // op in flight was still using it, or -- when its half of that op had already completed before
