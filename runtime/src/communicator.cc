@@ -27,6 +27,7 @@ struct Communicator::Impl {
   std::unique_ptr<Scheduler> sched;
   uint64_t opCounter = 0;
   OpReport last;
+  Metrics metrics;
 
   void runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
     TaskHandle h;
@@ -107,6 +108,7 @@ struct Communicator::Impl {
         }
         agreeMax(stats, sched->coldRail(), algo, run);
         sched->applyAgreed(stats);
+        ++metrics.agreements;
         signature = 2166136261u;
         signatureSince = n;
       }
@@ -118,6 +120,14 @@ struct Communicator::Impl {
   }
 
   void report(OpKind op, const Plan& plan, const std::vector<double>& secs) {
+    ++metrics.ops;
+    if (plan.hot) ++metrics.hotOps;
+    for (const Slice& s : plan.slices) {
+      RailMetrics& m = metrics.rails[rails[s.rail].name];
+      ++m.slices;
+      m.bytes += s.count * plan.unitBytes;
+      m.seconds += secs.empty() ? 0 : secs[s.rail];
+    }
     last = OpReport{};
     last.op = op;
     last.bytes = plan.units * plan.unitBytes;
@@ -244,6 +254,7 @@ void Communicator::abortRail(int rail) {
 
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }
 const OpReport& Communicator::lastReport() const { return impl_->last; }
+const Metrics& Communicator::metrics() const { return impl_->metrics; }
 std::string Communicator::tableJson() const { return impl_->sched->table().toJson().dump(); }
 
 void Communicator::saveTable(const std::string& path) const {
@@ -353,6 +364,7 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
 void Communicator::barrier() {
   Impl& m = *impl_;
   m.beginOp(OpKind::kBarrier, 0, DataType::kInt32, 0);
+  ++m.metrics.ops;
   if (m.o.worldSize == 1) return;
   m.runOn(m.sched->coldRail(), [](Channel& ch, Scratch&) { barrierDissemination(ch); });
 }

@@ -41,6 +41,15 @@ TEST(SchedulerAgreementTest, IdenticalSplitsOnEveryRankWhileTuning) {
     }
     EXPECT_EQ(hot[0][i], i % 5 != 4) << "op " << i;
   }
+  // Metrics: every op counted, per-rail bytes add up to the bytes of all operations.
+  const Metrics& m = comms[0]->metrics();
+  EXPECT_EQ(m.ops, static_cast<uint64_t>(ops));
+  EXPECT_EQ(m.hotOps, static_cast<uint64_t>(ops - ops / 5));
+  EXPECT_GE(m.agreements, 5u);
+  uint64_t totalBytes = 0;
+  for (int i = 0; i < ops; ++i)
+    totalBytes += (i % 5 == 4 ? 100 : (i % 2 ? (1 << 18) : (1 << 16))) * 4;
+  EXPECT_EQ(m.rails.at("r0").bytes + m.rails.at("r1").bytes, totalBytes);
   std::string table = comms[0]->tableJson();
   for (int r = 1; r < world; ++r) EXPECT_EQ(comms[r]->tableJson(), table);
   EXPECT_NE(table.find("\"updates\": "), std::string::npos);

@@ -119,6 +119,19 @@ struct OpReport {
   std::map<std::string, double> railSeconds;
 };
 
+// Counters since the communicator was built (this rank's view).
+struct RailMetrics {
+  uint64_t slices = 0;  // operation slices this rail carried
+  uint64_t bytes = 0;   // operation bytes it carried (same unit as OpReport::railBytes)
+  double seconds = 0;   // time its slices took
+};
+struct Metrics {
+  uint64_t ops = 0;         // collectives incl. barriers
+  uint64_t hotOps = 0;      // split across several rails
+  uint64_t agreements = 0;  // timing agreement rounds
+  std::map<std::string, RailMetrics> rails;
+};
+
 struct RailInfo {
   std::string name, iface, transport, address;
   double latencySeconds = 0;  // probe, agreed across ranks
@@ -158,6 +171,7 @@ class Communicator {
   void abortRail(int rail);
 
   const OpReport& lastReport() const;
+  const Metrics& metrics() const;
   // Data-length table as JSON (identical on every rank).
   std::string tableJson() const;
   void saveTable(const std::string& path) const;
