@@ -85,7 +85,9 @@ std::string configFingerprint(const Options& o) {
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {
   host_ = rank0.rendezvousHost;
-  listen_ = listenOn(host_, rank0.rendezvousPort, "");
+  // Listen on every address: NEZHA_RENDEZVOUS usually names rank 0 through DNS or a Service
+  // address that is not an interface address here. Only token holders get past the handshake.
+  listen_ = listenOn("0.0.0.0", rank0.rendezvousPort, "");
   port_ = localPort(listen_.get());
   thread_ = std::thread([this] { serve(); });
 }

@@ -37,8 +37,8 @@ std::string configFingerprint(const Options& o);
 
 class RendezvousServer {
  public:
-  // Binds host:port now (so the port is known) and serves on a thread until every rank was
-  // answered or the timeout passes.
+  // Binds the rendezvous port on all addresses now (so the port is known) and serves on a
+  // thread until every rank was answered or the timeout passes.
   explicit RendezvousServer(const Options& rank0);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;

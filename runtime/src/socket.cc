@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -57,6 +58,29 @@ static struct sockaddr_in makeAddr(const std::string& ip, int port) {
     throw ConfigError(strCat("\"", ip, "\" is not an IPv4 address"));
   }
   return sa;
+}
+
+// IPv4 literal or a host name (resolved now; DNS may lag behind pod start, so callers retry).
+// Returns false with `error` set when the name does not resolve (yet).
+static bool resolveAddr(const std::string& host, int port, struct sockaddr_in* out,
+                        std::string* error) {
+  std::memset(out, 0, sizeof(*out));
+  out->sin_family = AF_INET;
+  out->sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) return true;
+  struct addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    *error = strCat("cannot resolve \"", host, "\": ", gai_strerror(rc));
+    return false;
+  }
+  out->sin_addr = reinterpret_cast<struct sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return true;
 }
 
 static void bindToDevice(int fd, const std::string& iface) {
@@ -121,10 +145,16 @@ static int msLeft(Deadline deadline) {
 
 Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const std::string& iface,
              Deadline deadline, int rail, const std::string& what, const SocketTuning& tuning) {
-  struct sockaddr_in dst = makeAddr(ip, port);
+  struct sockaddr_in dst;
   std::string lastError = "timed out";
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
+    if (!resolveAddr(ip, port, &dst, &lastError)) {
+      if (Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+      continue;
+    }
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) throw RailError(rail, sysError("socket", errno));
     bindToDevice(fd.get(), iface);

@@ -89,6 +89,23 @@ TEST(BadInputTest, RendezvousUnreachableTimesOut) {
   }
 }
 
+TEST(BadInputTest, RendezvousHostThatDoesNotResolve) {
+  Options o;
+  o.rank = 1;
+  o.worldSize = 2;
+  o.rails = testing::loopbackRails(1);
+  o.jobToken = "t";
+  o.rendezvousHost = "nzr-no-such-host.invalid";
+  o.rendezvousPort = 29500;
+  o.rendezvousTimeout = std::chrono::milliseconds(300);
+  try {
+    Communicator c(o);
+    FAIL();
+  } catch (const RailError& e) {
+    EXPECT_TRUE(contains(e.what(), "cannot resolve \"nzr-no-such-host.invalid\"")) << e.what();
+  }
+}
+
 TEST(BadInputTest, RankOutOfRange) {
   Options o;
   o.rank = 3;

@@ -29,7 +29,7 @@ inline std::vector<Options> jobOptions(int ranks, int rails,
   base.worldSize = ranks;
   base.rails = loopbackRails(rails);
   base.jobToken = "test-token";
-  base.rendezvousHost = "127.0.0.1";
+  base.rendezvousHost = "localhost";  // exercises name resolution
   base.rendezvousPort = 0;
   base.rendezvousTimeout = std::chrono::milliseconds(20000);
   base.ioTimeout = std::chrono::milliseconds(20000);
