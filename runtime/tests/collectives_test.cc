@@ -153,10 +153,11 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
   const Param p = GetParam();
   auto opts = jobOptions(p.ranks, p.rails, [&](Options& o) {
     o.coldThreshold = p.hot ? 0 : (size_t(1) << 40);
-    o.minSliceBytes = 0;      // let even tiny ops use every rail
-    o.ringThreshold = 256;    // exercise both recursive doubling and ring
-    o.chainThreshold = 1024;  // and the pipelined broadcast
-    o.tuneInterval = 4;       // agreement rounds happen during the test
+    o.minSliceBytes = 0;                             // let even tiny ops use every rail
+    o.ringThreshold = 256;                           // exercise both recursive doubling and ring
+    o.chainThreshold = 1024;                         // and the pipelined broadcast
+    o.tuneInterval = 4;                              // agreement rounds happen during the test
+    o.streamsPerPeer = 1 + (p.ranks + p.rails) % 3;  // 1-3 streams across the parameter set
   });
   auto comms = makeJob(opts);
   const size_t n = p.count;
@@ -242,6 +243,7 @@ TEST(CollectivesFloatTest, RandomFloat32SumWithinToleranceAndIdenticalOnAllRanks
   auto comms = makeJob(jobOptions(world, 2, [](Options& o) {
     o.coldThreshold = 0;
     o.minSliceBytes = 0;
+    o.streamsPerPeer = 3;  // parts that do not divide evenly
   }));
   std::vector<std::vector<float>> inputs(world, std::vector<float>(n));
   std::mt19937 rng(42);
