@@ -1,5 +1,6 @@
-// Reduction kernels: dst[i] = dst[i] (op) src[i]. 16-bit floats are widened to float, combined
-// and rounded back to nearest even, so every rank computes bit-identical results.
+// Reduction kernels: dst[i] = dst[i] (op) src[i]; dst and src must not overlap. 16-bit floats are
+// widened to float, combined and rounded back to nearest even, so every rank computes bit-identical
+// results.
 #pragma once
 
 #include <cstddef>
