@@ -9,6 +9,7 @@
 # Bed name `nzr1` (plus netns `nzr-na`); everything is torn down on exit.
 set -euo pipefail
 BENCH=$(realpath "$1")
+TUNE=$(dirname "$BENCH")/nezha-tune
 TESTBED=$(realpath "$2")
 BED=nzr1
 NA_NS=nzr-na
@@ -125,6 +126,31 @@ else
   fail tune_4x2
   show tune_4x2 4
 fi
+
+# nezha-tune builds a table offline; a later job loads it (rank 0 reads, shares over the net).
+BENCH_SAVED=$BENCH
+BENCH=$TUNE
+if run_job tune_table 2 2 -- --quiet --min-bytes 64K --max-bytes 4M --factor 8 --warmup 10 \
+  --iters 2 --out "$WORK/table.json"; then
+  if /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert t["format"] == "nezha-table/v1" and t["rails"] == ["r0", "r1"], t
+assert t["cold_threshold"] is not None and t["entries"], t
+assert all(abs(sum(e["ratios"].values()) - 1) < 1e-9 for e in t["entries"]), t
+' "$WORK/table.json"; then
+    pass "tune_table ($(grep -c bucket_bytes "$WORK/table.json") entries)"
+  else
+    fail "tune_table: bad table"
+    cat "$WORK/table.json" >&2
+  fi
+else
+  fail tune_table
+  show tune_table 2
+fi
+BENCH=$BENCH_SAVED
+check_job table_load 2 2 NEZHA_TABLE="$WORK/table.json" NEZHA_VERBOSE=1 -- "${Q[@]}" \
+  --min-bytes 64K --max-bytes 4M --factor 8
 "$TESTBED" shape --name "$BED" --rail 0 --rate 0 >/dev/null
 "$TESTBED" shape --name "$BED" --rail 1 --rate 0 >/dev/null
 
