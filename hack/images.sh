@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Build Nezha's three images as docker-archive tarballs, without a Docker engine or a registry:
+#
+#   hack/images.sh            build all three into build/images/ (no root)
+#   hack/images.sh --list     print the tarball paths, one a line
+#
+#   build/images/operator.tar    nezha/operator:<tag>     /nezha-operator (static)
+#   build/images/rail-agent.tar  nezha/rail-agent:<tag>   /nezha-rail-agent, /nezha-rail (static)
+#   build/images/runtime.tar     nezha/runtime:<tag>      /opt/nezha/{bin,lib,include[,python]},
+#                                the shared libraries nezha-bench/nezha-tune need (as ldd names
+#                                them, dynamic loader included) and a static busybox as /bin/sh
+#
+# The contents match images/*/Dockerfile. Load them into the local cluster with
+# `hack/local-cluster.sh load-image build/images/<name>.tar` (root).
+#
+# Tunables (env, default):
+#   NEZHA_IMAGE_TAG       chart appVersion   tag of all three images
+#   NEZHA_IMAGE_PREFIX    nezha              repository prefix (the chart's default image names)
+#   NEZHA_RUNTIME_BUILD   build/runtime      CMake build dir with nezha-bench, nezha-tune, libnezha
+#                                            (`make build-runtime`); this script does not build it
+#   NEZHA_IMAGES_OUT      build/images       where tarballs (and their staging trees) go
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PROG=images.sh
+# shellcheck source=hack/versions.sh
+source "$REPO/hack/versions.sh"
+# shellcheck source=hack/lib/common.sh
+source "$REPO/hack/lib/common.sh"
+
+chart_app_version() { sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/charts/nezha/Chart.yaml"; }
+
+NEZHA_IMAGE_TAG=${NEZHA_IMAGE_TAG:-$(chart_app_version)}
+NEZHA_IMAGE_PREFIX=${NEZHA_IMAGE_PREFIX:-nezha}
+NEZHA_RUNTIME_BUILD=${NEZHA_RUNTIME_BUILD:-$REPO/build/runtime}
+NEZHA_IMAGES_OUT=${NEZHA_IMAGES_OUT:-$REPO/build/images}
+
+# Busybox applets linked into the runtime image: the operator's init container needs sh and cp;
+# the rest make a worker pod debuggable (addresses, links, connectivity).
+RUNTIME_APPLETS=(sh cp ls cat mkdir env sleep echo ip ping hostname nslookup wc grep)
+BUSYBOX=/bin/busybox
+
+validate() {
+  [[ $NEZHA_IMAGE_TAG =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] ||
+    die "NEZHA_IMAGE_TAG: want a Docker tag ([A-Za-z0-9_.-], up to 128), got '$NEZHA_IMAGE_TAG'"
+  [[ $NEZHA_IMAGE_PREFIX =~ ^[a-z0-9]+([._/-][a-z0-9]+)*$ ]] ||
+    die "NEZHA_IMAGE_PREFIX: want a lowercase repository path, got '$NEZHA_IMAGE_PREFIX'"
+  local f
+  for f in nezha-bench nezha-tune libnezha.so; do
+    [ -e "$NEZHA_RUNTIME_BUILD/$f" ] ||
+      fail "NEZHA_RUNTIME_BUILD: $NEZHA_RUNTIME_BUILD/$f is missing (run: make build-runtime)"
+  done
+  [ -x "$BUSYBOX" ] || fail "missing $BUSYBOX (Debian package busybox-static; run hack/setup.sh)"
+  require_cmd go ldd
+}
+
+imagebuilder() {
+  (cd "$REPO" && go run ./hack/imagebuilder "$@")
+}
+
+# go_static OUTDIR PKG...: CGO-free, stripped binaries that run on an empty base image.
+go_static() {
+  local out=$1
+  shift
+  (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/" "$@")
+}
+
+build_operator() {
+  local stage=$OUT_STAGE/operator
+  go_static "$stage" ./operator/cmd/nezha-operator
+  imagebuilder --tag "$NEZHA_IMAGE_PREFIX/operator:$NEZHA_IMAGE_TAG" --output "$NEZHA_IMAGES_OUT/operator.tar" \
+    --file "$stage/nezha-operator:/nezha-operator" --user 65532:65532 --entrypoint '["/nezha-operator"]'
+}
+
+build_rail_agent() {
+  local stage=$OUT_STAGE/rail-agent
+  go_static "$stage" ./cni/cmd/nezha-rail ./cni/cmd/nezha-rail-agent
+  imagebuilder --tag "$NEZHA_IMAGE_PREFIX/rail-agent:$NEZHA_IMAGE_TAG" --output "$NEZHA_IMAGES_OUT/rail-agent.tar" \
+    --file "$stage/nezha-rail:/nezha-rail" --file "$stage/nezha-rail-agent:/nezha-rail-agent" \
+    --entrypoint '["/nezha-rail-agent"]'
+}
+
+# shared_libs BINARY...: "resolved-file image-path" per library ldd reports (vdso excluded), so
+# each library lands where the binary's loader looks for it, as a regular file.
+shared_libs() {
+  ldd "$@" | awk '
+    /=> \// { print $3; next }          # libfoo.so.N => /path (0x...)
+    /^[ \t]*\// { print $1 }            # the dynamic loader: /lib64/ld-linux-x86-64.so.2 (0x...)
+  ' | sort -u | while read -r path; do
+    printf '%s %s\n' "$(readlink -f "$path")" "$path"
+  done
+}
+
+build_runtime() {
+  local stage=$OUT_STAGE/runtime opt
+  opt=$stage/opt/nezha
+  rm -rf "$stage"
+  mkdir -p "$opt/bin" "$opt/lib"
+  cp "$NEZHA_RUNTIME_BUILD/nezha-bench" "$NEZHA_RUNTIME_BUILD/nezha-tune" "$opt/bin/"
+  cp -P "$NEZHA_RUNTIME_BUILD"/libnezha.so* "$opt/lib/"
+  cp -r "$REPO/runtime/include" "$opt/include"
+  [ -d "$REPO/runtime/python" ] && cp -r "$REPO/runtime/python" "$opt/python"
+  find "$opt" \( -name __pycache__ -o -name '*.pyc' \) -prune -exec rm -rf {} +
+
+  local args=(--dir "$stage" --file "$BUSYBOX:/bin/busybox")
+  local real path applet
+  while read -r real path; do
+    args+=(--file "$real:$path")
+  done < <(shared_libs "$opt/bin/nezha-bench" "$opt/bin/nezha-tune" "$opt/lib/libnezha.so")
+  for applet in "${RUNTIME_APPLETS[@]}"; do
+    args+=(--symlink "/bin/$applet=busybox")
+  done
+  imagebuilder --tag "$NEZHA_IMAGE_PREFIX/runtime:$NEZHA_IMAGE_TAG" --output "$NEZHA_IMAGES_OUT/runtime.tar" \
+    "${args[@]}" \
+    --env LD_LIBRARY_PATH=/opt/nezha/lib --env PYTHONPATH=/opt/nezha/python --env PATH=/opt/nezha/bin:/bin \
+    --cmd '["/bin/sh","-c","cp -a /opt/nezha/. /nezha-runtime/"]'
+}
+
+main() {
+  case "${1:-}" in
+    "") ;;
+    --list)
+      printf '%s\n' "$NEZHA_IMAGES_OUT"/{operator,rail-agent,runtime}.tar
+      return 0
+      ;;
+    *) die "unknown argument '$1' (want no argument or --list)" ;;
+  esac
+  validate
+  OUT_STAGE=$NEZHA_IMAGES_OUT/stage
+  mkdir -p "$NEZHA_IMAGES_OUT" "$OUT_STAGE"
+  build_operator
+  build_rail_agent
+  build_runtime
+  log "built $NEZHA_IMAGE_PREFIX/{operator,rail-agent,runtime}:$NEZHA_IMAGE_TAG in $NEZHA_IMAGES_OUT"
+}
+
+main "$@"
