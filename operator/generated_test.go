@@ -56,3 +56,29 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 		}
 	}
 }
+
+// TestKustomizationsBuild renders config/crd and config/rbac with kubectl's built-in kustomize
+// (kubectl from KUBEBUILDER_ASSETS), so a renamed generated file cannot break them unnoticed.
+func TestKustomizationsBuild(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set (it holds kubectl)")
+	}
+	root, _ := filepath.Abs("..")
+	for dir, kinds := range map[string]int{"config/crd": 3, "config/rbac": 3} {
+		out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, dir)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+		}
+		if n := bytes.Count(out, []byte("\nkind: ")) + boolInt(bytes.HasPrefix(out, []byte("kind: "))); n != kinds {
+			t.Errorf("%s renders %d objects, want %d", dir, n, kinds)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
