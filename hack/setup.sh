@@ -18,7 +18,7 @@ APT_PACKAGES=(
   libgloo-dev                                                           # Gloo baseline in benches
   python3-pytest python3-numpy python3-matplotlib                       # python tests, plots
   containerd runc containernetworking-plugins busybox-static           # local cluster + CNI tests
-  jq
+  jq curl openssl iptables procps                                     # local cluster, e2e host snapshots
 )
 
 install_apt() {
@@ -59,5 +59,7 @@ go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
 if [ "${1:-}" = cluster ]; then
   "$here/build-kube.sh" node >/dev/null
+  # Multus, CoreDNS and the pause image, so the first e2e test doesn't pay for them.
+  "$here/local-cluster.sh" build >/dev/null
 fi
 log "ok (tools in $NEZHA_TOOLS_BIN, kube binaries in $NEZHA_KUBE_BIN)"
