@@ -71,8 +71,8 @@ test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, 
 	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L testbed
 
 .PHONY: test-python
-test-python: ## Python tests: test bed acceptance, benchmark harness helpers.
-	$(PYTHON) -m pytest -q hack/tests bench/tests
+test-python: build-runtime ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
+	$(PYTHON) -m pytest -q hack/tests bench/tests $(wildcard runtime/python/tests)
 
 .PHONY: e2e
 e2e: ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
