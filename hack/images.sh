@@ -82,9 +82,11 @@ build_rail_agent() {
 # shared_libs BINARY...: "resolved-file image-path" per library ldd reports (vdso excluded), so
 # each library lands where the binary's loader looks for it, as a regular file.
 shared_libs() {
-  ldd "$@" | awk '
+  local bin
+  # One ldd per binary: given several, ldd prints a "BINARY:" header line before each.
+  for bin in "$@"; do ldd "$bin"; done | awk '
     /=> \// { print $3; next }          # libfoo.so.N => /path (0x...)
-    /^[ \t]*\// { print $1 }            # the dynamic loader: /lib64/ld-linux-x86-64.so.2 (0x...)
+    /^[ \t]+\// { print $1 }            # the dynamic loader: /lib64/ld-linux-x86-64.so.2 (0x...)
   ' | sort -u | while read -r path; do
     printf '%s %s\n' "$(readlink -f "$path")" "$path"
   done
