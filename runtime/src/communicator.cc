@@ -29,10 +29,36 @@ struct Communicator::Impl {
   OpReport last;
   Metrics metrics;
 
+  // Fail-stop until replay exists: the first RailError breaks the connections of every rail,
+  // so peers fail at once (EOF) instead of after their I/O timeout and no byte of the
+  // half-finished operation can be read as part of a later one; the communicator then refuses
+  // every further operation. The fault-tolerance work replaces this with replay on survivors.
+  std::string failure;  // first RailError's message; empty while healthy
+  int failureRail = -1;
+
+  [[noreturn]] void failStop(const RailError& e) {
+    if (failure.empty()) {
+      failure = e.what();
+      failureRail = e.rail();
+    }
+    for (auto& ch : channels) ch->abort();
+    throw e;
+  }
+
+  void checkUsable() const {
+    if (failure.empty()) return;
+    throw RailError(failureRail, strCat("communicator is unusable after an earlier rail failure (",
+                                        failure, "); build a new one"));
+  }
+
   void runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
     TaskHandle h;
     workers[rail]->submit([&] { fn(*channels[rail], scratch[rail]); }, &h);
-    h.wait();
+    try {
+      h.wait();
+    } catch (const RailError& e) {
+      failStop(e);
+    }
   }
 
   // Runs every slice on its rail concurrently; returns seconds per rail (0 if unused). If any
@@ -45,32 +71,22 @@ struct Communicator::Impl {
       const Slice& s = plan.slices[i];
       workers[s.rail]->submit([&, s] { fn(*channels[s.rail], scratch[s.rail], s); }, &handles[i]);
     }
-    std::exception_ptr first;
-    int firstRail = -1;
-    std::string others;  // failures of further rails, appended to the first one's message
+    std::exception_ptr first;  // first non-rail failure (a bug check), wins if any
+    std::string railErrors;    // every failed rail's message
+    int failedRail = -2;       // rail of the first RailError
     for (size_t i = 0; i < plan.slices.size(); ++i) {
       try {
         handles[i].wait();
         secs[plan.slices[i].rail] = handles[i].seconds();
       } catch (const RailError& e) {
-        if (!first) {
-          first = std::current_exception();
-          firstRail = e.rail();
-        } else {
-          others += strCat("; also ", e.what());
-        }
+        railErrors += strCat(railErrors.empty() ? "" : "; also ", e.what());
+        if (failedRail == -2) failedRail = e.rail();
       } catch (...) {
         if (!first) first = std::current_exception();
       }
     }
-    if (first && !others.empty() && firstRail >= 0) {
-      try {
-        std::rethrow_exception(first);
-      } catch (const RailError& e) {
-        throw RailError(firstRail, e.what() + others);
-      }
-    }
     if (first) std::rethrow_exception(first);
+    if (failedRail != -2) failStop(RailError(failedRail, railErrors));
     return secs;
   }
 
@@ -88,6 +104,7 @@ struct Communicator::Impl {
 
   // Operation numbering and the agreement round that may precede an operation.
   void beginOp(OpKind op, size_t count, DataType dt, int root) {
+    checkUsable();
     uint64_t n = opCounter++;
     if (o.worldSize > 1 && sched->agreementDue(n)) {
       std::vector<double> stats = sched->pendingStats();

@@ -98,6 +98,7 @@ void TcpChannel::abort() {
 
 void TcpChannel::fail(const std::string& what) {
   broken_ = true;
+  abort();  // the peers learn at once instead of after their own timeout
   throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, "): ", what));
 }
 
