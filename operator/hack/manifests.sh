@@ -9,7 +9,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=../../hack/versions.sh
+# shellcheck source-path=SCRIPTDIR source=../../hack/versions.sh
 source "$root/hack/versions.sh"
 cg=${CONTROLLER_GEN:-$NEZHA_TOOLS_BIN/controller-gen}
 if [[ ! -x $cg ]]; then

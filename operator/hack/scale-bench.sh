@@ -10,7 +10,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=../../hack/versions.sh
+# shellcheck source-path=SCRIPTDIR source=../../hack/versions.sh
 source "$root/hack/versions.sh"
 
 kwok="$NEZHA_TOOLS_BIN/kwok"
