@@ -191,7 +191,8 @@ def main(argv=None) -> int:
     print()
     latest = "latest-chaos" if a.chaos else "latest"
     for kind, p in paths.items():
-        log(f"{kind}: {os.path.relpath(p)} (and {latest}.{kind})")
+        shown = os.path.relpath(p) if not os.path.relpath(p).startswith("..") else p
+        log(f"{kind}: {shown} (and {latest}.{kind})")
     log(f"done in {doc['duration_s'] / 60:.1f} min")
     failed = [f"{sc['name']}/{s['name']}" for sc in doc["scenarios"] for s in sc["series"].values()
               if s.get("status") in ("failed", "partial")]
