@@ -48,6 +48,11 @@ build-runtime: ## Build libnezha, nezha-bench and nezha-tune with CMake (warning
 images: build-go build-runtime ## Build the operator, rail-agent and runtime images as tarballs (no Docker needed).
 	hack/images.sh
 
+.PHONY: build-bench
+build-bench: ## Build the Gloo baseline (gloo-bench) the benchmarks compare against.
+	cmake -S bench/baselines/gloo -B build/bench $(CMAKE_FLAGS) >/dev/null
+	cmake --build build/bench -j2
+
 .PHONY: manifests
 manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rbac) and the chart's copies.
 	operator/hack/manifests.sh
@@ -71,7 +76,7 @@ test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, 
 	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L testbed
 
 .PHONY: test-python
-test-python: build-runtime ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
+test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
 	$(PYTHON) -m pytest -q hack/tests bench/tests $(wildcard runtime/python/tests)
 
 .PHONY: e2e
@@ -80,11 +85,11 @@ e2e: ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slo
 	$(PYTHON) -m pytest -q e2e
 
 .PHONY: bench
-bench: build-runtime ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split (~20 min; quiet machine).
+bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split (~20 min; quiet machine).
 	$(PYTHON) bench/run_bench.py
 
 .PHONY: demo
-demo: build-runtime ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
+demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
 	$(PYTHON) bench/run_bench.py --quick
 
 ##@ Quality
