@@ -76,16 +76,17 @@ struct RailSpec {
   std::string name;       // unique in the job, e.g. "r0"
   std::string iface;      // network interface the rail's sockets are bound to
   std::string transport;  // "tcp" (rdma/sharp later)
-  // Address to bind; empty = the interface's IPv4 address (must be exactly one). Lets tests
-  // put several rails on `lo` (127.0.0.1, 127.0.0.2, ...).
+  // Address to bind; empty = the interface's primary (first) IPv4 address. Lets tests put
+  // several rails on `lo` (127.0.0.1, 127.0.0.2, ...).
   std::string address;
 };
 
+// Defaults match the NEZHA_* variables declared in src/params.cc (see runtime/README.md).
 struct Options {
   int rank = 0;
   int worldSize = 1;
   std::vector<RailSpec> rails;
-  std::string rendezvousHost = "127.0.0.1";
+  std::string rendezvousHost = "127.0.0.1";  // rank 0's address or DNS name
   int rendezvousPort = 0;  // rank 0 listens here; 0 = pick one (only for in-process use)
   std::string jobToken;    // shared secret; required when worldSize > 1
   Policy policy = Policy::kAdaptive;
