@@ -18,11 +18,11 @@ extern "C" {
 
 typedef enum {
   NEZHA_OK = 0,
-  NEZHA_ERR_CONFIG = 1,   /* bad environment/options; message names the field */
-  NEZHA_ERR_RAIL = 2,     /* a rail's network I/O failed or timed out */
-  NEZHA_ERR_AUTH = 3,     /* a peer or the rendezvous failed the NEZHA_JOB_TOKEN proof */
-  NEZHA_ERR_INVALID = 4,  /* invalid argument (null pointer, bad root, ...) */
-  NEZHA_ERR_INTERNAL = 5  /* bug check failed */
+  NEZHA_ERR_CONFIG = 1,  /* bad environment/options; message names the field */
+  NEZHA_ERR_RAIL = 2,    /* a rail's network I/O failed or timed out */
+  NEZHA_ERR_AUTH = 3,    /* a peer or the rendezvous failed the NEZHA_JOB_TOKEN proof */
+  NEZHA_ERR_INVALID = 4, /* invalid argument (null pointer, bad root, ...) */
+  NEZHA_ERR_INTERNAL = 5 /* bug check failed */
 } nezha_status_t;
 
 typedef enum {
@@ -48,13 +48,13 @@ int nezha_rank(nezha_comm_t comm);
 int nezha_world_size(nezha_comm_t comm);
 
 /* sendbuf == recvbuf means in-place. */
-nezha_status_t nezha_allreduce(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
-                               size_t count, nezha_dtype_t dtype, nezha_op_t op);
+nezha_status_t nezha_allreduce(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               nezha_dtype_t dtype, nezha_op_t op);
 nezha_status_t nezha_broadcast(nezha_comm_t comm, void* buf, size_t count, nezha_dtype_t dtype,
                                int root);
 /* recvbuf holds world_size * count elements; in-place when sendbuf == recvbuf + rank*count. */
-nezha_status_t nezha_allgather(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
-                               size_t count, nezha_dtype_t dtype);
+nezha_status_t nezha_allgather(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               nezha_dtype_t dtype);
 /* sendbuf holds world_size * recvcount elements; in-place when
  * recvbuf == sendbuf + rank*recvcount. */
 nezha_status_t nezha_reduce_scatter(nezha_comm_t comm, const void* sendbuf, void* recvbuf,
