@@ -1,0 +1,208 @@
+"""The whole product as a user runs it, on the real local cluster: `helm install` the chart, define
+two rails, run a MultiRailJob whose workers allreduce across both rails, cut a rail on the host,
+delete the job, uninstall. Tests run in file order and build on each other (one cluster, one
+release), like the steps of a user's session."""
+
+import hashlib
+import json
+import subprocess
+
+import pytest
+
+from product_helpers import (
+    JOB_NAMESPACE,
+    MANIFESTS,
+    RAIL_CLASSES,
+    RAIL_SUBNET_PREFIXES,
+    RELEASE_NAMESPACE,
+    REPO,
+    condition,
+    owned_by,
+    parse_bench_table,
+    railnode_rails,
+    wait_for,
+)
+
+OPERATOR = "nezha-operator"
+AGENT = "nezha-rail-agent"
+BENCH_JOB = "nze-allreduce"
+LONG_JOB = "nze-long"
+# nezha-bench sizes of manifests/job.yaml: 4K..4M, factor 4.
+BENCH_SIZES = [4096 * 4**i for i in range(6)]
+LARGE = 4 * 1024 * 1024
+
+
+def sha256(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def node_name(kube):
+    return kube.env["NEZHA_CLUSTER_NODE"]
+
+
+def rail_links(kube):
+    return kube.env["NEZHA_CLUSTER_RAIL_IFACES"].split(",")
+
+
+@pytest.fixture(scope="module")
+def rails(kube, release):
+    for i in range(len(RAIL_CLASSES)):
+        kube.apply(MANIFESTS / f"railclass-rail{i}.yaml")
+    return RAIL_CLASSES
+
+
+def test_chart_installs_operator_and_agent_and_plugin(kube, release):
+    def deployment_available():
+        d = kube.get("deployment", OPERATOR, RELEASE_NAMESPACE)
+        return condition(d, "Available").get("status") == "True" and d
+    wait_for("the operator Deployment Available", deployment_available)
+
+    def daemonset_ready():
+        ds = kube.get("daemonset", AGENT, RELEASE_NAMESPACE)
+        st = ds.get("status", {})
+        want = st.get("desiredNumberScheduled", 0)
+        return want > 0 and st.get("numberReady") == want and st.get("updatedNumberScheduled") == want and ds
+    wait_for("the rail agent DaemonSet ready", daemonset_ready)
+
+    # The install-cni init container put the plugin where Multus looks for it, and it is the very
+    # binary packed into the rail-agent image.
+    installed = f"{kube.env['NEZHA_CNI_BIN_DIR']}/nezha-rail"
+    packed = REPO / "build" / "images" / "stage" / "rail-agent" / "nezha-rail"
+    assert sha256(installed) == sha256(packed), f"{installed} is not the nezha-rail of the rail-agent image"
+    version = subprocess.run([installed], env={"CNI_COMMAND": "VERSION"}, input="{}",
+                             capture_output=True, text=True)
+    assert version.returncode == 0 and "supportedVersions" in version.stdout, version
+
+
+def test_railnode_shows_both_rails_up(kube, rails):
+    def both_up():
+        found = railnode_rails(kube, node_name(kube))
+        ok = all(found.get(r, {}).get("operState") == "up" and found[r].get("carrier") for r in rails)
+        return ok and found
+    found = wait_for("the RailNode to list both rails up", both_up)
+    assert [found[r]["interface"] for r in rails] == rail_links(kube)
+    rn = kube.get("railnode", node_name(kube))
+    assert rn["status"]["healthyRailCount"] == 2
+    assert condition(rn, "InterfacesResolved")["status"] == "True"
+
+
+def test_job_allreduces_across_both_rails(kube, rails):
+    kube.apply(MANIFESTS / "job.yaml")
+
+    def finished():
+        job = kube.get("multirailjob", BENCH_JOB, JOB_NAMESPACE)
+        return job.get("status", {}).get("phase") in ("Succeeded", "Failed") and job
+    job = wait_for(f"MultiRailJob {BENCH_JOB} to finish", finished)
+    pods = sorted(
+        (p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])),
+        key=lambda p: p["metadata"]["name"],
+    )
+    logs = kube.kubectl("logs", "-n", JOB_NAMESPACE, pods[0]["metadata"]["name"], "-c", "bench").stdout
+    assert job["status"]["phase"] == "Succeeded", f"job {job['status']}\nrank 0 log:\n{logs}"
+    assert condition(job, "Succeeded")["status"] == "True"
+    assert len(pods) == 2
+
+    # Every worker got one interface per rail (nz<i>, the operator's contract) with an address from
+    # that rail's subnet, and the job's status reports the same addresses.
+    by_pod = {}
+    for pod in pods:
+        status = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
+        ifaces = {n["interface"]: n["ips"] for n in status if "interface" in n}
+        for i, prefix in enumerate(RAIL_SUBNET_PREFIXES):
+            assert f"nz{i}" in ifaces, f"{pod['metadata']['name']} has no nz{i}: {status}"
+            assert ifaces[f"nz{i}"][0].startswith(prefix), (pod["metadata"]["name"], ifaces)
+        assert pod["metadata"]["annotations"]["nezha.io/rails"] == "nze-rail0=nz0:tcp,nze-rail1=nz1:tcp"
+        assert any(c["name"] == "nezha-runtime-install" for c in pod["spec"].get("initContainers", []))
+        by_pod[pod["metadata"]["name"]] = [ifaces[f"nz{i}"] for i in range(len(RAIL_SUBNET_PREFIXES))]
+    workers = {w["podName"]: w for w in job["status"]["workerStatuses"]}
+    assert set(workers) == set(by_pod)
+    for name, ips in by_pod.items():
+        assert [r["name"] for r in workers[name]["rails"]] == RAIL_CLASSES
+        assert [r["ips"] for r in workers[name]["rails"]] == ips
+
+    # nezha-bench checked every size, and the large ones moved bytes on both rails.
+    rows = parse_bench_table(logs)
+    assert [r["bytes"] for r in rows] == BENCH_SIZES, logs
+    assert all(r["check"] == "ok" for r in rows), logs
+    for row in rows:
+        assert sum(row["rail_bytes"].values()) == row["bytes"], row
+        if row["bytes"] >= LARGE:
+            assert all(row["rail_bytes"].get(r, 0) > 0 for r in RAIL_CLASSES), f"one rail idle: {row}"
+
+
+def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
+    kube.apply(MANIFESTS / "job-long.yaml")
+
+    def running_healthy():
+        job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
+        ok = job.get("status", {}).get("phase") == "Running" and condition(job, "RailsHealthy").get("status") == "True"
+        return ok and job
+    wait_for(f"{LONG_JOB} Running with RailsHealthy", running_healthy)
+
+    cut_link, cut_rail = rail_links(kube)[1], RAIL_CLASSES[1]
+    subprocess.run(["ip", "link", "set", cut_link, "down"], check=True)
+    try:
+        def rail_down():
+            found = railnode_rails(kube, node_name(kube))
+            return found.get(cut_rail, {}).get("operState") == "down" and found
+        wait_for(f"the RailNode to show {cut_rail} down", rail_down)
+        assert kube.get("railnode", node_name(kube))["status"]["healthyRailCount"] == 1
+
+        def job_degraded():
+            job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
+            ok = (condition(job, "RailsHealthy").get("status") == "False"
+                  and condition(job, "Degraded").get("status") == "True")
+            return ok and job
+        job = wait_for(f"{LONG_JOB} RailsHealthy=False and Degraded=True", job_degraded)
+        # ContinueDegraded with minHealthyRails 1: the job keeps its workers on the other rail.
+        assert job["status"]["phase"] == "Degraded", job["status"]
+        lost = [f["action"] for f in job["status"].get("failoverHistory", []) if f.get("rail") == cut_rail]
+        assert lost == ["RailLost"], f"failover history of {cut_rail}: {job['status'].get('failoverHistory')}"
+        pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]
+        assert [p["status"]["phase"] for p in pods] == ["Running", "Running"]
+    finally:
+        subprocess.run(["ip", "link", "set", cut_link, "up"], check=True)
+
+    def rail_up_again():
+        found = railnode_rails(kube, node_name(kube))
+        return found.get(cut_rail, {}).get("operState") == "up" and found
+    wait_for(f"the RailNode to show {cut_rail} up again", rail_up_again)
+
+    def job_healthy_again():
+        job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
+        ok = (condition(job, "RailsHealthy").get("status") == "True"
+              and condition(job, "Degraded").get("status") == "False"
+              and job["status"].get("phase") == "Running")
+        return ok and job
+    job = wait_for(f"{LONG_JOB} healthy again after the rail came back", job_healthy_again)
+    history = [f["action"] for f in job["status"]["failoverHistory"] if f.get("rail") == cut_rail]
+    assert history == ["RailLost", "RailRecovered"], job["status"]["failoverHistory"]
+
+
+def test_deleting_a_job_removes_its_children(kube, rails):
+    job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
+    uid = job["metadata"]["uid"]
+    kinds = ["pods", "services", "secrets", "network-attachment-definitions"]
+
+    def children():
+        return {k: [o["metadata"]["name"] for o in kube.get(k, namespace=JOB_NAMESPACE)["items"] if owned_by(o, uid)]
+                for k in kinds}
+    before = children()
+    assert before["pods"] and before["network-attachment-definitions"], before
+    kube.kubectl("delete", "multirailjob", LONG_JOB, "-n", JOB_NAMESPACE, "--wait=true")
+    wait_for(f"the children of {LONG_JOB} to be garbage-collected",
+             lambda: not any(children().values()) or None)
+
+
+def test_helm_uninstall_removes_operator_and_agent(kube, release):
+    kube.kubectl("delete", "multirailjobs", "-n", JOB_NAMESPACE, "-l", "nezha-e2e=product", "--wait=true")
+    kube.kubectl("delete", "railclasses", *RAIL_CLASSES, "--wait=true")
+    kube.helm("uninstall", "nezha", "-n", RELEASE_NAMESPACE, "--wait")
+    release["installed"] = False
+    assert not kube.exists("deployment", OPERATOR, RELEASE_NAMESPACE)
+    assert not kube.exists("daemonset", AGENT, RELEASE_NAMESPACE)
+
+    def no_pods():
+        items = kube.get("pods", namespace=RELEASE_NAMESPACE)["items"]
+        return not items or None
+    wait_for("the operator and agent pods to be gone", no_pods)
