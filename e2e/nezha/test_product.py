@@ -120,7 +120,10 @@ def test_job_allreduces_across_both_rails(kube, rails):
         assert [r["name"] for r in workers[name]["rails"]] == RAIL_CLASSES
         assert [r["ips"] for r in workers[name]["rails"]] == ips
 
-    # nezha-bench checked every size, and the large ones moved bytes on both rails.
+    # nezha-bench ran on both rails through the injected interfaces, checked every size, and the
+    # large ones moved bytes on both rails.
+    header = logs.splitlines()[0]
+    assert "2 ranks" in header and "nze-rail0=nz0(tcp" in header and "nze-rail1=nz1(tcp" in header, header
     rows = parse_bench_table(logs)
     assert [r["bytes"] for r in rows] == BENCH_SIZES, logs
     assert all(r["check"] == "ok" for r in rows), logs
@@ -135,7 +138,9 @@ def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
 
     def running_healthy():
         job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
-        ok = job.get("status", {}).get("phase") == "Running" and condition(job, "RailsHealthy").get("status") == "True"
+        ok = (job.get("status", {}).get("phase") == "Running"
+              and condition(job, "RailsHealthy").get("status") == "True"
+              and condition(job, "RailsVerified").get("status") == "True")
         return ok and job
     wait_for(f"{LONG_JOB} Running with RailsHealthy", running_healthy)
 
