@@ -142,7 +142,14 @@ def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
               and condition(job, "RailsHealthy").get("status") == "True"
               and condition(job, "RailsVerified").get("status") == "True")
         return ok and job
-    wait_for(f"{LONG_JOB} Running with RailsHealthy", running_healthy)
+    job = wait_for(f"{LONG_JOB} Running with RailsHealthy", running_healthy)
+
+    # nezha-rail ran chained after macvlan: each worker routes from each rail address through
+    # that rail's own table.
+    for worker in job["status"]["workerStatuses"]:
+        rules = kube.kubectl("exec", "-n", JOB_NAMESPACE, worker["podName"], "--", "ip", "rule").stdout
+        for rail in worker["rails"]:
+            assert f"from {rail['ips'][0]} lookup" in rules, f"{worker['podName']} {rail['name']}:\n{rules}"
 
     cut_link, cut_rail = rail_links(kube)[1], RAIL_CLASSES[1]
     subprocess.run(["ip", "link", "set", cut_link, "down"], check=True)
