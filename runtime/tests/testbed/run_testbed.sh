@@ -201,6 +201,31 @@ done
 expect_error disagree 0 "rank 1 has rails \[r0:tcp,r1:tcp\] but rank 0 has \[r0:tcp\]"
 expect_error disagree 1 "rank 1 has rails"
 
+# --check really checks: rank 1 sends float64 while rank 0 sums float32 (same bytes on the wire;
+# policy single never holds the agreement round that would catch it), so results are wrong.
+PORT=$((PORT + 1))
+rdv="$(addr 0 0):$PORT"
+for i in 0 1; do
+  dtype=float32
+  [ "$i" = 1 ] && dtype=float64
+  "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK="$i" \
+    NEZHA_WORLD_SIZE=2 NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" NEZHA_POLICY=single \
+    "$BENCH" --quiet --check --dtype "$dtype" --warmup 0 --iters 1 --min-bytes 4K --max-bytes 4K \
+    >"$WORK/wrongresult.log.$i" 2>&1 &
+  eval "pw$i=\$!"
+done
+for i in 0 1; do
+  rc=0
+  eval "wait \$pw$i" || rc=$?
+  echo "$rc" >"$WORK/wrongresult.rc.$i"
+done
+if [ "$(cat "$WORK/wrongresult.rc.0")" = 1 ] && grep -q "wrong elements" "$WORK/wrongresult.log.0"; then
+  pass "wrongresult (--check exits 1 on wrong results)"
+else
+  fail "wrongresult: want exit 1 and 'wrong elements' from rank 0"
+  show wrongresult 2
+fi
+
 # Rendezvous unreachable: nobody listens there; bounded by the timeout.
 rc=0
 "$TESTBED" exec --name "$BED" --host 1 -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK=1 NEZHA_WORLD_SIZE=2 \
