@@ -57,11 +57,12 @@ imagebuilder() {
   (cd "$REPO" && go run ./hack/imagebuilder "$@")
 }
 
-# go_static OUTDIR PKG...: CGO-free, stripped binaries that run on an empty base image.
+# go_static OUTDIR PKG...: CGO-free, stripped binaries that run on an empty base image. The rail
+# agent reports main.version in RailNode status.agentVersion: stamp it with the image tag.
 go_static() {
   local out=$1
   shift
-  (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/" "$@")
+  (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$NEZHA_IMAGE_TAG" -o "$out/" "$@")
 }
 
 build_operator() {

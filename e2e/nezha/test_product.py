@@ -40,6 +40,13 @@ def sha256(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def chart_app_version():
+    for line in (REPO / "charts" / "nezha" / "Chart.yaml").read_text().splitlines():
+        if line.startswith("appVersion:"):
+            return line.split(":", 1)[1].strip().strip('"')
+    raise AssertionError("charts/nezha/Chart.yaml has no appVersion")
+
+
 def node_name(kube):
     return kube.env["NEZHA_CLUSTER_NODE"]
 
@@ -87,6 +94,8 @@ def test_railnode_shows_both_rails_up(kube, rails):
     assert [found[r]["interface"] for r in rails] == rail_links(kube)
     rn = kube.get("railnode", node_name(kube))
     assert rn["status"]["healthyRailCount"] == 2
+    # Written by the agent of this release's image (hack/images.sh stamps the tag into it).
+    assert rn["status"]["agentVersion"] == chart_app_version()
     assert condition(rn, "InterfacesResolved")["status"] == "True"
 
 
