@@ -3,6 +3,7 @@
 // one implementation today; RDMA/SHARP channels plug in here without touching algorithms.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -70,6 +71,9 @@ class Channel {
   // later ones fail with RailError, on this rank and on its peers. Fault injection today; the
   // fault-tolerance work uses it to quarantine a rail.
   virtual void abort() = 0;
+  // No-progress deadline of the following exchanges (called on the rail's thread before a
+  // slice); zero = the transport's default (NEZHA_IO_TIMEOUT_MS). Never exceeds the default.
+  virtual void setProgressTimeout(std::chrono::milliseconds t) = 0;
 };
 
 }  // namespace nezha

@@ -1,5 +1,7 @@
 // Communicator: wires rendezvous, rail channels, rail threads, probe and scheduler together and
 // turns each collective into per-rail slice tasks.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -61,33 +63,178 @@ struct Communicator::Impl {
     }
   }
 
-  // Runs every slice on its rail concurrently; returns seconds per rail (0 if unused). If any
-  // rail fails, waits for the others and rethrows the first failure (RailError names the rail).
-  std::vector<double> runSlices(const Plan& plan,
-                                const std::function<void(Channel&, Scratch&, const Slice&)>& fn) {
-    std::vector<double> secs(rails.size(), 0.0);
-    std::vector<TaskHandle> handles(plan.slices.size());
-    for (size_t i = 0; i < plan.slices.size(); ++i) {
-      const Slice& s = plan.slices[i];
-      workers[s.rail]->submit([&, s] { fn(*channels[s.rail], scratch[s.rail], s); }, &handles[i]);
-    }
-    std::exception_ptr first;  // first non-rail failure (a bug check), wins if any
-    std::string railErrors;    // every failed rail's message
-    int failedRail = -2;       // rail of the first RailError
-    for (size_t i = 0; i < plan.slices.size(); ++i) {
+  // ---- failover -------------------------------------------------------------------------
+  // With Options::failover every operation ends with a failure agreement: each rank max-reduces
+  // per-rail failure flags (1 = a slice on that rail failed here, or the rail is down here) over
+  // the lowest-latency rail it still trusts. A rail flagged by any rank leaves the split on all
+  // ranks at the same operation; the slices it carried are redone on the survivors from the
+  // preserved inputs; slices on unflagged rails completed on every rank, so their results stand.
+  // A rank that fails a rail shuts its connections, so peers blocked on that rail (or trying to
+  // agree on it) fail fast instead of waiting for their deadline, and move to the next rail.
+  std::vector<bool> localDown;  // rails this rank has shut (failed here or agreed dead)
+  std::chrono::steady_clock::time_point opStart;
+
+  void shutRail(int rail) {
+    if (localDown[rail]) return;
+    localDown[rail] = true;
+    channels[rail]->abort();
+  }
+
+  // Max-reduces `flags` (one per rail) on a trusted rail; a rail failing during the agreement
+  // is flagged and the next one tried. Throws RailError when no rail is left.
+  void agreeFailures(std::vector<double>& flags, const std::vector<std::string>& errors) {
+    std::vector<double> mine = flags;
+    for (;;) {
+      int r = -1;
+      const int cold = sched->coldRail();
+      if (sched->alive()[cold] && !localDown[cold]) {
+        r = cold;
+      } else {
+        for (size_t i = 0; i < rails.size() && r < 0; ++i) {
+          if (sched->alive()[i] && !localDown[i]) r = static_cast<int>(i);
+        }
+      }
+      if (r < 0) allRailsDown(errors);
+      std::vector<double> v = mine;
+      TaskHandle h;
+      // Peers still blocked on a failing rail reach this round up to one slice deadline late.
+      const auto limit = 2 * o.progressFloor;
+      workers[r]->submit(
+          [&] {
+            channels[r]->setProgressTimeout(limit);
+            nezha::allreduce(*channels[r], reinterpret_cast<char*>(v.data()), v.size(),
+                             DataType::kFloat64, ReduceOp::kMax, scratch[r], algo);
+          },
+          &h);
       try {
-        handles[i].wait();
-        secs[plan.slices[i].rail] = handles[i].seconds();
-      } catch (const RailError& e) {
-        railErrors += strCat(railErrors.empty() ? "" : "; also ", e.what());
-        if (failedRail == -2) failedRail = e.rail();
-      } catch (...) {
-        if (!first) first = std::current_exception();
+        h.wait();
+        flags = v;
+        return;
+      } catch (const RailError&) {
+        shutRail(r);
+        mine[r] = 1;
       }
     }
-    if (first) std::rethrow_exception(first);
-    if (failedRail != -2) failStop(RailError(failedRail, railErrors));
-    return secs;
+  }
+
+  [[noreturn]] void allRailsDown(const std::vector<std::string>& errors) {
+    std::string detail;
+    for (size_t i = 0; i < errors.size(); ++i) {
+      if (!errors[i].empty()) detail += strCat(detail.empty() ? "" : "; ", errors[i]);
+    }
+    failStop(
+        RailError(-1, strCat("operation ", opCounter - 1, " failed: no rail left to finish it on (",
+                             detail.empty() ? "every rail failed or was shut" : detail, ")")));
+  }
+
+  struct Outcome {
+    std::vector<double> secs;  // per rail, summed over attempts
+    std::vector<Slice> done;   // slices that completed on every rank
+    bool replayed = false;
+  };
+
+  // Runs every slice on its rail concurrently and, with failover, redoes failed slices on the
+  // surviving rails until every slice completed on every rank (or no rail is left: RailError).
+  // `fn` must be re-runnable for a slice: it reads only preserved inputs.
+  Outcome runSlices(const Plan& plan,
+                    const std::function<void(Channel&, Scratch&, const Slice&)>& fn) {
+    Outcome out;
+    out.secs.assign(rails.size(), 0.0);
+    std::vector<Slice> todo = plan.slices;
+    while (!todo.empty()) {
+      std::vector<TaskHandle> handles(todo.size());
+      for (size_t i = 0; i < todo.size(); ++i) {
+        const Slice s = todo[i];
+        const double predicted = sched->predictSeconds(s.rail, s.count * plan.unitBytes);
+        const auto deadline = std::max(
+            o.progressFloor,
+            std::chrono::milliseconds(static_cast<int64_t>(4000 * std::min(predicted, 1e6))));
+        workers[s.rail]->submit(
+            [&, s, deadline] {
+              channels[s.rail]->setProgressTimeout(deadline);
+              fn(*channels[s.rail], scratch[s.rail], s);
+            },
+            &handles[i]);
+      }
+      std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
+      std::vector<double> failed(rails.size(), 0.0);
+      std::vector<std::string> errors(rails.size());
+      for (size_t i = 0; i < todo.size(); ++i) {
+        try {
+          handles[i].wait();
+          out.secs[todo[i].rail] += handles[i].seconds();
+        } catch (const RailError& e) {
+          failed[todo[i].rail] = 1;
+          errors[todo[i].rail] = e.what();
+        } catch (...) {
+          if (!bug) bug = std::current_exception();
+        }
+      }
+      if (bug) {
+        for (auto& ch : channels) ch->abort();
+        if (failure.empty()) failure = "an internal error";
+        std::rethrow_exception(bug);
+      }
+      if (!o.failover) {
+        for (size_t r = 0; r < rails.size(); ++r) {
+          if (failed[r] > 0) failStop(RailError(static_cast<int>(r), errors[r]));
+        }
+        out.done = todo;
+        return out;
+      }
+      for (size_t r = 0; r < rails.size(); ++r) {
+        if (failed[r] > 0) shutRail(static_cast<int>(r));
+      }
+      agreeFailures(failed, errors);
+      std::vector<Slice> redo;
+      for (const Slice& s : todo) (failed[s.rail] > 0 ? redo : out.done).push_back(s);
+      std::vector<bool> alive = sched->alive();
+      bool changed = false;
+      for (size_t r = 0; r < rails.size(); ++r) {
+        if (failed[r] == 0 || !alive[r]) continue;
+        alive[r] = false;
+        changed = true;
+        shutRail(static_cast<int>(r));
+        recordFailover(static_cast<int>(r), errors[r]);
+      }
+      if (!changed && redo.empty()) break;
+      if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) {
+        allRailsDown(errors);
+      }
+      sched->setAlive(alive);
+      if (redo.empty()) break;
+      out.replayed = true;
+      metrics.replayedSlices += redo.size();
+      todo = sched->resplit(plan, redo);
+    }
+    return out;
+  }
+
+  void recordFailover(int rail, const std::string& localError) {
+    FailoverEvent ev;
+    ev.op = opCounter - 1;
+    ev.rail = rails[rail].name;
+    ev.unixSeconds =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    ev.stallSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart).count();
+    ev.localError = localError;
+    metrics.failovers.push_back(ev);
+    metrics.rails[rails[rail].name].alive = false;
+    if (o.verbose) {
+      std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s)\n", o.rank,
+                   ev.rail.c_str(), static_cast<unsigned long long>(ev.op),
+                   localError.empty() ? "reported by a peer" : localError.c_str());
+    }
+  }
+
+  // A small control task (agreement, barrier) as a one-unit operation on the cold rail, with
+  // the same failover as data slices. `fn` must be re-runnable.
+  void runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
+    Plan p;
+    p.units = 1;
+    p.slices.push_back(Slice{sched->coldRail(), 0, 1});
+    runSlices(p, [&](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); });
   }
 
   // Running hash of the operations since the last agreement (kind, size, dtype, root), so an
@@ -105,16 +252,24 @@ struct Communicator::Impl {
   // Operation numbering and the agreement round that may precede an operation.
   void beginOp(OpKind op, size_t count, DataType dt, int root) {
     checkUsable();
+    opStart = std::chrono::steady_clock::now();
     uint64_t n = opCounter++;
     if (o.worldSize > 1 && sched->agreementDue(n)) {
       std::vector<double> stats = sched->pendingStats();
       if (!stats.empty()) {
-        auto run = [this](int r, const auto& fn) { runOn(r, fn); };
+        auto agree = [this](std::vector<double>& v) {
+          const std::vector<double> orig = v;
+          runUnit([&](Channel& ch, Scratch& s) {
+            v = orig;
+            nezha::allreduce(ch, reinterpret_cast<char*>(v.data()), v.size(), DataType::kFloat64,
+                             ReduceOp::kMax, s, algo);
+          });
+        };
         // First a fixed-size round: same operations and same number of statistics everywhere
         // (max(x) == x and max(-x) == -x on every rank iff all ranks hold x).
         double sig = signature, len = static_cast<double>(stats.size());
         std::vector<double> check{sig, -sig, len, -len};
-        agreeMax(check, sched->coldRail(), algo, run);
+        agree(check);
         if (check[0] != sig || check[1] != -sig || check[2] != len || check[3] != -len) {
           throw ConfigError(
               strCat("ranks called different collectives or sizes between "
@@ -123,7 +278,7 @@ struct Communicator::Impl {
                      " (every rank must call the same collectives with the same "
                      "sizes in the same order)"));
         }
-        agreeMax(stats, sched->coldRail(), algo, run);
+        agree(stats);
         sched->applyAgreed(stats);
         ++metrics.agreements;
         signature = 2166136261u;
@@ -136,14 +291,23 @@ struct Communicator::Impl {
     fold(static_cast<uint64_t>(root));
   }
 
+  void report(OpKind op, const Plan& plan, const Outcome& outcome) {
+    Plan ran = plan;
+    ran.slices = outcome.done;
+    report(op, ran, outcome.secs);
+    last.replayed = outcome.replayed;
+  }
+
   void report(OpKind op, const Plan& plan, const std::vector<double>& secs) {
     ++metrics.ops;
     if (plan.hot) ++metrics.hotOps;
+    std::vector<bool> used(rails.size(), false);
     for (const Slice& s : plan.slices) {
       RailMetrics& m = metrics.rails[rails[s.rail].name];
       ++m.slices;
       m.bytes += s.count * plan.unitBytes;
-      m.seconds += secs.empty() ? 0 : secs[s.rail];
+      if (!used[s.rail] && !secs.empty()) m.seconds += secs[s.rail];
+      used[s.rail] = true;
     }
     last = OpReport{};
     last.op = op;
@@ -156,8 +320,8 @@ struct Communicator::Impl {
     }
     for (const Slice& s : plan.slices) {
       const std::string& name = rails[s.rail].name;
-      last.split[name] = plan.units ? static_cast<double>(s.count) / plan.units : 0;
-      last.railBytes[name] = s.count * plan.unitBytes;
+      last.split[name] += plan.units ? static_cast<double>(s.count) / plan.units : 0;
+      last.railBytes[name] += s.count * plan.unitBytes;
       last.railSeconds[name] = secs.empty() ? 0 : secs[s.rail];
     }
   }
@@ -236,6 +400,7 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
       m.workers.push_back(std::make_unique<RailWorker>());
     }
     m.scratch.resize(m.channels.size());
+    m.localDown.assign(m.channels.size(), false);
   }
 
   RailRunner run = [&m](int r, const std::function<void(Channel&, Scratch&)>& fn) {
@@ -297,17 +462,24 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
   m.beginOp(OpKind::kAllreduce, count, dtype, static_cast<int>(op));
   if (m.o.worldSize == 1) {
     if (in != out && count) std::memmove(out, in, count * es);
-    m.report(OpKind::kAllreduce, Plan{OpKind::kAllreduce, false, {}, count, es, {}}, {});
+    m.report(OpKind::kAllreduce, Plan{OpKind::kAllreduce, false, {}, count, es, {}},
+             std::vector<double>{});
     return;
   }
+  // In place, a failed slice's original data would be gone before its replay: keep a copy.
+  std::vector<char> preserved;
+  if (m.o.failover && in == out && count > 0) {
+    preserved.assign(in, in + count * es);
+    in = preserved.data();
+  }
   Plan plan = m.sched->plan(OpKind::kAllreduce, count, es);
-  auto secs = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
+  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
     char* b = out + sl.offset * es;
     if (in != out) std::memcpy(b, in + sl.offset * es, sl.count * es);
     nezha::allreduce(ch, b, sl.count, dtype, op, s, m.algo);
   });
-  m.sched->record(plan, secs);
-  m.report(OpKind::kAllreduce, plan, secs);
+  if (!ran.replayed) m.sched->record(plan, ran.secs);
+  m.report(OpKind::kAllreduce, plan, ran);
 }
 
 void Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) {
@@ -320,15 +492,16 @@ void Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) 
   char* b = static_cast<char*>(buf);
   m.beginOp(OpKind::kBroadcast, count, dtype, root);
   if (m.o.worldSize == 1) {
-    m.report(OpKind::kBroadcast, Plan{OpKind::kBroadcast, false, {}, count, es, {}}, {});
+    m.report(OpKind::kBroadcast, Plan{OpKind::kBroadcast, false, {}, count, es, {}},
+             std::vector<double>{});
     return;
   }
   Plan plan = m.sched->plan(OpKind::kBroadcast, count, es);
-  auto secs = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
+  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
     nezha::broadcast(ch, b + sl.offset * es, sl.count * es, root, m.algo);
   });
-  m.sched->record(plan, secs);
-  m.report(OpKind::kBroadcast, plan, secs);
+  if (!ran.replayed) m.sched->record(plan, ran.secs);
+  m.report(OpKind::kBroadcast, plan, ran);
 }
 
 void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
@@ -342,16 +515,17 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
   m.beginOp(OpKind::kAllgather, count, dtype, 0);
   if (m.o.worldSize == 1) {
     if (in != mine && count) std::memmove(mine, in, count * es);
-    m.report(OpKind::kAllgather, Plan{OpKind::kAllgather, false, {}, count, es * n, {}}, {});
+    m.report(OpKind::kAllgather, Plan{OpKind::kAllgather, false, {}, count, es * n, {}},
+             std::vector<double>{});
     return;
   }
   Plan plan = m.sched->plan(OpKind::kAllgather, count, es * n);
-  auto secs = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
+  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
     if (in != mine) std::memcpy(mine + sl.offset * es, in + sl.offset * es, sl.count * es);
     allgatherRing(ch, out + sl.offset * es, count * es, sl.count * es);
   });
-  m.sched->record(plan, secs);
-  m.report(OpKind::kAllgather, plan, secs);
+  if (!ran.replayed) m.sched->record(plan, ran.secs);
+  m.report(OpKind::kAllgather, plan, ran);
 }
 
 void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -366,16 +540,22 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
   if (m.o.worldSize == 1) {
     if (in != out && recvcount) std::memmove(out, in, recvcount * es);
     m.report(OpKind::kReduceScatter, Plan{OpKind::kReduceScatter, false, {}, recvcount, es, {}},
-             {});
+             std::vector<double>{});
     return;
   }
+  // An output overlapping the input would overwrite data a replay still needs.
+  std::vector<char> preserved;
+  if (m.o.failover && recvcount > 0 && out < in + n * recvcount * es && in < out + recvcount * es) {
+    preserved.assign(in, in + n * recvcount * es);
+    in = preserved.data();
+  }
   Plan plan = m.sched->plan(OpKind::kReduceScatter, recvcount, es * n);
-  auto secs = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
+  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
     reduceScatterRing(ch, in + sl.offset * es, recvcount * es, out + sl.offset * es, sl.count,
                       dtype, op, s);
   });
-  m.sched->record(plan, secs);
-  m.report(OpKind::kReduceScatter, plan, secs);
+  if (!ran.replayed) m.sched->record(plan, ran.secs);
+  m.report(OpKind::kReduceScatter, plan, ran);
 }
 
 void Communicator::barrier() {
@@ -383,7 +563,7 @@ void Communicator::barrier() {
   m.beginOp(OpKind::kBarrier, 0, DataType::kInt32, 0);
   ++m.metrics.ops;
   if (m.o.worldSize == 1) return;
-  m.runOn(m.sched->coldRail(), [](Channel& ch, Scratch&) { barrierDissemination(ch); });
+  m.runUnit([](Channel& ch, Scratch&) { barrierDissemination(ch); });
 }
 
 }  // namespace nezha

@@ -137,6 +137,12 @@ Options Options::fromEnv() {
   o.rendezvousTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_RENDEZVOUS_TIMEOUT_MS", 100, 3600000));
   o.ioTimeout = std::chrono::milliseconds(paramInt("NEZHA_IO_TIMEOUT_MS", 100, 3600000));
+  std::string failover = paramString("NEZHA_FAILOVER");
+  if (failover != "replay" && failover != "stop") {
+    throw ConfigError(strCat("NEZHA_FAILOVER=\"", failover, "\" is unknown (want replay or stop)"));
+  }
+  o.failover = failover == "replay";
+  o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.probeBytes = paramBytes("NEZHA_PROBE_BYTES");
   o.tuneInterval = static_cast<int>(paramInt("NEZHA_TUNE_INTERVAL", 1, 1000000));
   o.tuneGain = paramDouble("NEZHA_TUNE_GAIN", 0.01, 1.0);

@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "error.h"
@@ -14,7 +15,8 @@ Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
       coldRail_(lowestLatencyRail(probe.latency)),
       bestRail_(highestBandwidthRail(probe.bandwidth)),
       baseRatios_(ratiosFromBandwidth(probe.bandwidth)),
-      table_(std::move(table)) {
+      table_(std::move(table)),
+      alive_(o.rails.size(), true) {
   NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
                 "probe covers ", probe.latency.size(), " of ", nrails_, " rails");
   // An explicit threshold wins, then a loaded table's, then the probe's estimate.
@@ -45,6 +47,7 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
     int best = 0;
     double bestTime = 1e300;
     for (size_t i = 0; i < nrails_; ++i) {
+      if (!alive_[i]) continue;
       double t = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
       if (t < bestTime) {
         bestTime = t;
@@ -59,19 +62,66 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
     case Policy::kSingle:
       return whole(bestRail_);
     case Policy::kStatic:
-      p.slices = splitCount(units, toWeights(baseRatios_), minUnits);
+      p.slices = splitCount(units, toWeights(masked(baseRatios_)), minUnits);
       p.hot = p.slices.size() > 1;
       return p;
     case Policy::kAdaptive: {
       if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldFor());
+      if (std::count(alive_.begin(), alive_.end(), true) == 1) return whole(coldFor());
       // Entries are created by record(), so sizes that never really split leave no trace.
       const TableEntry* e = table_.find(p.key);
-      p.slices = splitCount(units, toWeights(e ? e->ratios : baseRatios_), minUnits);
+      p.slices = splitCount(units, toWeights(masked(e ? e->ratios : baseRatios_)), minUnits);
       p.hot = p.slices.size() > 1;
       return p;
     }
   }
   NEZHA_ENFORCE(false, "unknown policy");
+}
+
+std::vector<double> Scheduler::masked(const std::vector<double>& ratios) const {
+  std::vector<double> m = ratios;
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (!alive_[i]) m[i] = 0;
+  }
+  // Ratios are positive by construction; guard against a tuned-to-zero survivor anyway.
+  if (std::all_of(m.begin(), m.end(), [](double x) { return x <= 0; })) {
+    for (size_t i = 0; i < nrails_; ++i) m[i] = alive_[i] ? 1.0 : 0.0;
+  }
+  return m;
+}
+
+void Scheduler::setAlive(const std::vector<bool>& alive) {
+  NEZHA_ENFORCE(alive.size() == nrails_, "alive mask has ", alive.size(), " rails");
+  NEZHA_ENFORCE(std::count(alive.begin(), alive.end(), true) > 0, "no live rail");
+  alive_ = alive;
+  std::vector<double> lat = probe_.latency, bw = probe_.bandwidth;
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (!alive_[i]) {
+      lat[i] = 1e300;
+      bw[i] = 0;
+    }
+  }
+  coldRail_ = lowestLatencyRail(lat);
+  bestRail_ = highestBandwidthRail(bw);
+}
+
+std::vector<Slice> Scheduler::resplit(const Plan& plan, const std::vector<Slice>& failed) const {
+  const TableEntry* e = plan.hot ? table_.find(plan.key) : nullptr;
+  std::vector<uint32_t> w = toWeights(masked(e ? e->ratios : baseRatios_));
+  const size_t minUnits =
+      plan.unitBytes == 0 ? 1 : (o_.minSliceBytes + plan.unitBytes - 1) / plan.unitBytes;
+  std::vector<Slice> out;
+  for (const Slice& f : failed) {
+    for (Slice s : splitCount(f.count, w, minUnits)) {
+      s.offset += f.offset;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+double Scheduler::predictSeconds(int rail, size_t bytes) const {
+  return probe_.latency[rail] + static_cast<double>(bytes) / probe_.bandwidth[rail];
 }
 
 void Scheduler::record(const Plan& plan, const std::vector<double>& railSeconds) {

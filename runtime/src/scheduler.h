@@ -49,8 +49,18 @@ class Scheduler {
   // Applies the max-reduced stats from pendingStats() and clears the pending timings.
   void applyAgreed(const std::vector<double>& agreed);
 
-  int coldRail() const { return coldRail_; }
-  int bestRail() const { return bestRail_; }
+  // Rails that may carry slices (all, until a failover removes one). Plans only use live rails,
+  // each keeping its own ratio (renormalized over the survivors). At least one must be live.
+  void setAlive(const std::vector<bool>& alive);
+  const std::vector<bool>& alive() const { return alive_; }
+  // Re-splits failed slices [offset, offset+count) over the live rails by their ratios for
+  // `plan`'s table entry; the pieces keep the original element ranges.
+  std::vector<Slice> resplit(const Plan& plan, const std::vector<Slice>& failed) const;
+  // Predicted seconds of `bytes` on `rail` from the probe (latency + bytes / bandwidth).
+  double predictSeconds(int rail, size_t bytes) const;
+
+  int coldRail() const { return coldRail_; }  // lowest-latency live rail
+  int bestRail() const { return bestRail_; }  // highest-bandwidth live rail
   size_t coldThreshold() const { return coldThreshold_; }
   void setColdThreshold(size_t bytes) {
     coldThreshold_ = bytes;
@@ -68,6 +78,8 @@ class Scheduler {
   size_t coldThreshold_;
   std::vector<double> baseRatios_;
   Table table_;
+  std::vector<bool> alive_;
+  std::vector<double> masked(const std::vector<double>& ratios) const;  // dead rails -> 0
 };
 
 }  // namespace nezha

@@ -210,6 +210,8 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
     }
   };
 
+  const std::chrono::milliseconds timeout =
+      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
   std::vector<struct pollfd> pfds;
   std::vector<Queue*> owners;
   while (pendingQueues > 0) {
@@ -230,12 +232,12 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
     // A gated send's receive is always pending while it waits, so this means ops were
     // matched wrongly by the algorithm.
     NEZHA_ENFORCE(!gatedOnly, "exchange deadlock: only forwarding sends remain");
-    int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(ioTimeout_.count()));
+    int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
     if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
     if (n == 0) {
       std::ostringstream waiting;
       for (Queue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
-      fail(strCat("no progress for ", ioTimeout_.count(), " ms (waiting:", waiting.str(), ")"));
+      fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
     }
   }
 }

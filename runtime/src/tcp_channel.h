@@ -31,6 +31,7 @@ class TcpChannel : public Channel {
   const std::string& name() const override { return spec_.name; }
   void exchange(std::vector<IoOp>& ops) override;
   void abort() override;
+  void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
 
  private:
   std::string purpose(const std::string& session, int from, int to, int stream) const;
@@ -42,6 +43,7 @@ class TcpChannel : public Channel {
   int rail_, rank_, size_, nstreams_;
   std::string token_;
   std::chrono::milliseconds ioTimeout_;
+  std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <ostream>
 
 #include "params.h"
 
@@ -66,6 +67,12 @@ TEST_F(EnvTest, DefaultsAndFallbacks) {
   EXPECT_EQ(o.policy, Policy::kAdaptive);
   EXPECT_FALSE(o.coldThreshold.has_value());  // auto
   EXPECT_EQ(o.streamsPerPeer, 2);
+  EXPECT_TRUE(o.failover);
+  EXPECT_EQ(o.progressFloor.count(), 1000);
+  set({{"NEZHA_FAILOVER", "stop"}, {"NEZHA_PROGRESS_FLOOR_MS", "250"}});
+  o = Options::fromEnv();
+  EXPECT_FALSE(o.failover);
+  EXPECT_EQ(o.progressFloor.count(), 250);
 }
 
 struct BadCase {
@@ -73,6 +80,9 @@ struct BadCase {
   std::map<std::string, std::string> vars;  // applied over a valid environment
   std::string message;                      // must appear in the error
 };
+
+// gtest prints parameters in ctest names and failures; without this it dumps raw bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 
 class BadEnvTest : public EnvTest, public ::testing::WithParamInterface<BadCase> {};
 
@@ -131,7 +141,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TimeoutJunk", {{"NEZHA_IO_TIMEOUT_MS", "10s"}}, "NEZHA_IO_TIMEOUT_MS=\"10s\""},
         BadCase{"GainRange", {{"NEZHA_TUNE_GAIN", "2"}}, "NEZHA_TUNE_GAIN=2 is out of range"},
         BadCase{"ProbeBytesJunk", {{"NEZHA_PROBE_BYTES", "-1"}}, "NEZHA_PROBE_BYTES=\"-1\""},
-        BadCase{"VerboseJunk", {{"NEZHA_VERBOSE", "yes"}}, "NEZHA_VERBOSE=\"yes\""}),
+        BadCase{"VerboseJunk", {{"NEZHA_VERBOSE", "yes"}}, "NEZHA_VERBOSE=\"yes\""},
+        BadCase{"FailoverUnknown",
+                {{"NEZHA_FAILOVER", "sometimes"}},
+                "NEZHA_FAILOVER=\"sometimes\" is unknown"},
+        BadCase{"ProgressFloorTiny",
+                {{"NEZHA_PROGRESS_FLOOR_MS", "1"}},
+                "NEZHA_PROGRESS_FLOOR_MS=1 is out of range"}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
 
 TEST(ParseBytesTest, Units) {

@@ -94,14 +94,20 @@ struct Options {
   int streamsPerPeer = 2;
   std::chrono::milliseconds rendezvousTimeout{60000};
   std::chrono::milliseconds ioTimeout{30000};  // a rail with no progress for this long fails
-  size_t probeBytes = 1 << 20;                 // bandwidth probe size per rail
-  int tuneInterval = 5;                        // agree timing stats every N operations
-  std::string tablePath;                       // optional data-length table to start from
-  size_t ringThreshold = 64 << 10;             // allreduce slices below this use recursive doubling
-  size_t chainThreshold = 256 << 10;           // broadcasts above this: pipelined chain
-  size_t socketBuffer = 4 << 20;    // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
-  size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
-  double tuneGain = 0.6;            // step of the online ratio update (0..1]
+  // Replay: after every operation all ranks agree over a surviving rail which slices failed and
+  // redo them on the survivors; false: fail-stop (the first rail failure ends the communicator).
+  bool failover = true;
+  // Least no-progress deadline of an operation slice; the deadline is max(floor, 4 x the
+  // slice's predicted time), capped by ioTimeout, so a slow rail is not taken for a dead one.
+  std::chrono::milliseconds progressFloor{1000};
+  size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
+  int tuneInterval = 5;               // agree timing stats every N operations
+  std::string tablePath;              // optional data-length table to start from
+  size_t ringThreshold = 64 << 10;    // allreduce slices below this use recursive doubling
+  size_t chainThreshold = 256 << 10;  // broadcasts above this: pipelined chain
+  size_t socketBuffer = 4 << 20;      // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
+  size_t minSliceBytes = 32 << 10;    // a hot split never gives a rail less than this
+  double tuneGain = 0.6;              // step of the online ratio update (0..1]
   bool verbose = false;
   // Rank 0 only: a server made by startRendezvousServer() to use instead of starting one.
   std::shared_ptr<class RendezvousServer> server;
@@ -118,16 +124,28 @@ struct OpReport {
   std::map<std::string, double> split;      // rail -> share of the elements
   std::map<std::string, size_t> railBytes;  // rail -> bytes of the operation it carried
   std::map<std::string, double> railSeconds;
+  bool replayed = false;  // some slices failed and were redone on surviving rails
 };
 
 // Counters since the communicator was built (this rank's view).
 struct RailMetrics {
+  bool alive = true;    // false once a failover removed the rail from the split
   uint64_t slices = 0;  // operation slices this rail carried
   uint64_t bytes = 0;   // operation bytes it carried (same unit as OpReport::railBytes)
   double seconds = 0;   // time its slices took
 };
+// One rail leaving the split, identical on every rank (decided by the failure agreement).
+struct FailoverEvent {
+  uint64_t op = 0;          // operation number (0-based) during which the rail failed
+  std::string rail;         // rail name
+  double unixSeconds = 0;   // when this rank agreed on the failure
+  double stallSeconds = 0;  // op start -> failure agreed on this rank (detection + agreement)
+  std::string localError;   // this rank's own error on the rail, empty if a peer saw it
+};
 struct Metrics {
-  uint64_t ops = 0;         // collectives incl. barriers
+  uint64_t ops = 0;             // collectives incl. barriers
+  uint64_t replayedSlices = 0;  // slices redone on surviving rails after a failure
+  std::vector<FailoverEvent> failovers;
   uint64_t hotOps = 0;      // split across several rails
   uint64_t agreements = 0;  // timing agreement rounds
   std::map<std::string, RailMetrics> rails;

@@ -1,0 +1,181 @@
+// Failover (NEZHA_FAILOVER=replay) with in-process fault injection: abortRail() shuts a rail's
+// connections on one rank while collectives run. Every operation must still return the exact
+// result on every rank, all ranks must record the same failover (operation, rail), later
+// operations must avoid the failed rail, and losing every rail must end in a clear RailError.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace nezha {
+namespace {
+
+using testing::jobOptions;
+using testing::runRanks;
+
+auto hotEqualSplit = [](Options& o) {
+  o.coldThreshold = 0;  // every op is split across both rails
+  o.minSliceBytes = 0;
+  o.probeBytes = 0;  // equal rails: each carries half
+  o.ioTimeout = std::chrono::milliseconds(10000);
+  o.progressFloor = std::chrono::milliseconds(500);
+};
+
+// Input of rank r in operation i (small integers: exact in every dtype) and the allreduce sum.
+int32_t input(int r, int i, size_t j) { return (r + 1) * static_cast<int32_t>(j % 7 + 1) + i; }
+int32_t expectedSum(int n, int i, size_t j) {
+  return static_cast<int32_t>(j % 7 + 1) * n * (n + 1) / 2 + n * i;
+}
+
+// Runs `ops` in-place allreduces of `count` int32 on every rank; after `cutAfter` operations
+// have completed on rank `cutRanks[0]`, each rank in cutRanks aborts `rail`. Returns per-rank
+// the number of wrong elements seen (must be 0).
+std::vector<long> allreduceUnderCut(std::vector<std::unique_ptr<Communicator>>& comms, int ops,
+                                    size_t count, const std::vector<int>& cutRanks, int rail,
+                                    int cutAfter) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<long> wrong(n, 0);
+  std::atomic<int> done{0};
+  std::thread injector([&] {
+    while (done.load() < cutAfter) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    for (int r : cutRanks) comms[r]->abortRail(rail);
+  });
+  runRanks(n, [&](int r) {
+    std::vector<int32_t> buf(count);
+    for (int i = 0; i < ops; ++i) {
+      for (size_t j = 0; j < count; ++j) buf[j] = input(r, i, j);
+      comms[r]->allreduce(buf.data(), buf.data(), count, DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < count; ++j) wrong[r] += buf[j] != expectedSum(n, i, j);
+      if (r == cutRanks[0]) done++;
+    }
+  });
+  injector.join();
+  return wrong;
+}
+
+void expectOneAgreedFailover(std::vector<std::unique_ptr<Communicator>>& comms,
+                             const std::string& rail) {
+  const uint64_t op =
+      comms[0]->metrics().failovers.empty() ? 0 : comms[0]->metrics().failovers[0].op;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    const Metrics& m = comms[r]->metrics();
+    ASSERT_EQ(m.failovers.size(), 1u) << "rank " << r;
+    EXPECT_EQ(m.failovers[0].rail, rail) << "rank " << r;
+    EXPECT_EQ(m.failovers[0].op, op) << "rank " << r << ": ranks must agree on the operation";
+    EXPECT_GE(m.failovers[0].stallSeconds, 0.0);
+    EXPECT_FALSE(m.rails.at(rail).alive) << "rank " << r;
+  }
+}
+
+TEST(FailoverTest, OneRankCutsARailMidAllreduceEveryResultExact) {
+  auto comms = testing::makeJob(jobOptions(2, 2, hotEqualSplit));
+  auto wrong = allreduceUnderCut(comms, 30, 1 << 18, {1}, 1, 5);
+  EXPECT_EQ(wrong, std::vector<long>(2, 0));
+  expectOneAgreedFailover(comms, "r1");
+  // Later operations run on the survivor only.
+  for (auto& c : comms) {
+    EXPECT_EQ(c->lastReport().split.at("r1"), 0.0);
+    EXPECT_EQ(c->lastReport().split.at("r0"), 1.0);
+  }
+}
+
+TEST(FailoverTest, SameRailCutOnAllRanksThreeRanks) {
+  auto comms = testing::makeJob(jobOptions(3, 2, hotEqualSplit));
+  auto wrong = allreduceUnderCut(comms, 20, 100000, {0, 1, 2}, 0, 3);
+  EXPECT_EQ(wrong, std::vector<long>(3, 0));
+  expectOneAgreedFailover(comms, "r0");
+}
+
+// The failed slice of an in-place op is replayed from the preserved input even when the cut
+// lands mid-operation: many short ops with the cut racing them.
+TEST(FailoverTest, CutRacingManySmallSplitOpsThreeRails) {
+  auto comms = testing::makeJob(jobOptions(2, 3, hotEqualSplit));
+  auto wrong = allreduceUnderCut(comms, 200, 3000, {0}, 2, 37);
+  EXPECT_EQ(wrong, std::vector<long>(2, 0));
+  expectOneAgreedFailover(comms, "r2");
+}
+
+// Other collectives replay too (out of place and in place), with exact results.
+TEST(FailoverTest, BroadcastAllgatherReduceScatterSurviveACut) {
+  auto comms = testing::makeJob(jobOptions(3, 2, hotEqualSplit));
+  const int n = 3;
+  const size_t count = 60000;
+  std::atomic<int> done{0};
+  std::thread injector([&] {
+    while (done.load() < 4) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    comms[2]->abortRail(1);
+  });
+  std::vector<long> wrong(n, 0);
+  runRanks(n, [&](int r) {
+    for (int i = 0; i < 12; ++i) {
+      std::vector<int32_t> b(count);
+      for (size_t j = 0; j < count; ++j) b[j] = r == 1 ? input(1, i, j) : -1;
+      comms[r]->broadcast(b.data(), count, DataType::kInt32, 1);
+      for (size_t j = 0; j < count; ++j) wrong[r] += b[j] != input(1, i, j);
+
+      std::vector<int32_t> mine(count), all(count * n);
+      for (size_t j = 0; j < count; ++j) mine[j] = input(r, i, j);
+      comms[r]->allgather(mine.data(), all.data(), count, DataType::kInt32);
+      for (int p = 0; p < n; ++p) {
+        for (size_t j = 0; j < count; ++j) wrong[r] += all[p * count + j] != input(p, i, j);
+      }
+
+      std::vector<int32_t> in(count * n), out(count);
+      for (size_t j = 0; j < count * n; ++j) in[j] = input(r, i, j);
+      comms[r]->reduceScatter(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < count; ++j) wrong[r] += out[j] != expectedSum(n, i, r * count + j);
+      comms[r]->barrier();
+      if (r == 2) done++;
+    }
+  });
+  injector.join();
+  EXPECT_EQ(wrong, std::vector<long>(n, 0));
+  expectOneAgreedFailover(comms, "r1");
+}
+
+// Both rails gone: a clear RailError on every rank, quickly, and the communicator refuses
+// further work instead of returning partial results.
+TEST(FailoverTest, AllRailsCutGivesClearErrorNotAHang) {
+  auto comms = testing::makeJob(jobOptions(2, 2, hotEqualSplit));
+  std::vector<std::string> errors(2);
+  std::vector<double> seconds(2, 0);
+  std::atomic<int> done{0};
+  std::thread injector([&] {
+    while (done.load() < 3) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    comms[0]->abortRail(0);
+    comms[1]->abortRail(1);
+  });
+  runRanks(2, [&](int r) {
+    std::vector<int32_t> buf(1 << 16, 1);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100000; ++i) {
+        t0 = std::chrono::steady_clock::now();
+        comms[r]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kInt32, ReduceOp::kMax);
+        if (r == 0) done++;
+      }
+    } catch (const RailError& e) {
+      errors[r] = e.what();
+      seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  });
+  injector.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("no rail left"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+    // Bound from the task: the failing call returns within a few progress floors (0.5 s here),
+    // far below the 10 s I/O timeout.
+    EXPECT_LT(seconds[r], 5.0) << "rank " << r;
+    int32_t x = 1;
+    EXPECT_THROW(comms[r]->allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum), RailError);
+  }
+}
+
+}  // namespace
+}  // namespace nezha
