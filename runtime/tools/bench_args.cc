@@ -48,12 +48,25 @@ bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
       a.quiet = true;
     } else if (flag == "--json" || flag == "--out") {
       a.json = value();
+    } else if (flag == "--loop-seconds") {
+      std::string v = value();
+      char* end = nullptr;
+      a.loopSeconds = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(a.loopSeconds > 0) || a.loopSeconds > 86400) {
+        throw ConfigError("--loop-seconds " + v + " must be a number of seconds in (0, 86400]");
+      }
+    } else if (flag == "--trace") {
+      a.trace = value();
     } else {
       throw ConfigError("unknown flag " + flag + " (see --help)");
     }
   }
   if (a.minBytes == 0) a.minBytes = 1;
   if (a.maxBytes < a.minBytes) throw ConfigError("--max-bytes is smaller than --min-bytes");
+  if (!a.trace.empty() && a.loopSeconds <= 0) throw ConfigError("--trace needs --loop-seconds");
+  if (a.loopSeconds > 0 && (a.op != OpKind::kAllreduce || a.reduce != ReduceOp::kSum)) {
+    throw ConfigError("--loop-seconds runs allreduce with --reduce sum only");
+  }
   return true;
 }
 

@@ -21,7 +21,9 @@ struct BenchArgs {
   int root = 0;
   bool check = false;
   bool quiet = false;
-  std::string json;  // nezha-bench: results file; nezha-tune: table output
+  std::string json;        // nezha-bench: results file; nezha-tune: table output
+  double loopSeconds = 0;  // nezha-bench loop mode: > 0 = loop on --max-bytes this long
+  std::string trace;       // loop mode: per-op trace file (rank 0)
 };
 
 // Parses argv (after the program name). Throws ConfigError naming the flag on bad input;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bench_args.h"
+#include "bench_loop.h"
 #include "json.h"
 
 namespace {
@@ -18,7 +19,9 @@ const char kUsage[] =
     "usage: nezha-bench [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
     "                   [--reduce sum|prod|min|max] [--min-bytes 1K] [--max-bytes 256M]\n"
     "                   [--factor 2] [--warmup 5] [--iters 20] [--root 0] [--check]\n"
-    "                   [--json FILE] [--quiet]\n"
+    "                   [--json FILE] [--quiet] [--loop-seconds S --trace FILE]\n"
+    "--loop-seconds: allreduce of --max-bytes in a loop for S seconds, every result checked;\n"
+    "  rank 0 writes a per-op trace (times, split, failovers) to --trace.\n"
     "One process per rank; configure with NEZHA_RAILS, NEZHA_RANK, NEZHA_WORLD_SIZE,\n"
     "NEZHA_RENDEZVOUS, NEZHA_JOB_TOKEN, NEZHA_POLICY (see runtime/README.md).\n"
     "Exit codes: 0 ok, 1 --check found wrong results, 2 bad arguments/config, 3 runtime error.\n";
@@ -76,6 +79,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   nezha::Communicator& c = *comm;
+  if (a.loopSeconds > 0) return tools::runLoop(c, a);
   const int rank = c.rank(), world = c.worldSize();
   if (a.root >= world) {
     std::fprintf(stderr, "nezha-bench: --root %d must be < world size %d\n", a.root, world);

@@ -1,0 +1,132 @@
+#include "bench_loop.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "json.h"
+
+namespace nezha::tools {
+namespace {
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct OpRecord {
+  double endUnix, durationUs;
+  std::map<std::string, double> split;
+  bool replayed;
+};
+
+}  // namespace
+
+int runLoop(Communicator& c, const BenchArgs& a) {
+  const int rank = c.rank(), world = c.worldSize();
+  const size_t count = std::max<size_t>(2, a.maxBytes / 4);
+  // Element 0 carries the stop flag (rank 0 sets 1 once its time is up), so every rank stops
+  // after the same operation without a separate round. The other elements are rank+1 and must
+  // sum to exactly world(world+1)/2 in every operation (float32 is exact for these integers).
+  std::vector<float> in(count, static_cast<float>(rank + 1)), out(count);
+  const float want = static_cast<float>(world * (world + 1) / 2);
+  const double start = unixNow();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<OpRecord> ops;
+  std::string error;
+  double errorUnix = 0;
+  long wrongOps = 0;
+  for (;;) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    in[0] = rank == 0 && elapsed >= a.loopSeconds ? 1.0f : 0.0f;
+    const auto s = std::chrono::steady_clock::now();
+    try {
+      c.allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    } catch (const Error& e) {
+      error = e.what();
+      errorUnix = unixNow();
+      std::fprintf(stderr, "nezha-bench: rank %d: %s\n", rank, e.what());
+      break;
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count();
+    size_t bad = 0;
+    for (size_t j = 1; j < count; ++j) bad += out[j] != want;
+    if (bad > 0) {
+      ++wrongOps;
+      std::fprintf(stderr, "nezha-bench: rank %d: op %zu has %zu wrong elements\n", rank,
+                   ops.size(), bad);
+    }
+    ops.push_back(OpRecord{unixNow(), us, c.lastReport().split, c.lastReport().replayed});
+    if (out[0] != 0.0f) break;
+  }
+  // Every rank learns whether any rank saw a wrong result (skipped when the job is broken).
+  int64_t anyWrong = wrongOps;
+  if (error.empty()) c.allreduce(&anyWrong, &anyWrong, 1, DataType::kInt64, ReduceOp::kMax);
+
+  if (rank == 0 && !a.trace.empty()) {
+    Json root = Json::object();
+    root.set("tool", "nezha-bench");
+    root.set("mode", "loop");
+    root.set("bytes", static_cast<double>(count * 4));
+    root.set("world_size", world);
+    root.set("policy", toString(c.options().policy));
+    Json rails = Json::array();
+    for (const auto& r : c.rails()) rails.push(Json(r.name));
+    root.set("rails", rails);
+    root.set("start_unix", start);
+    root.set("completed", static_cast<double>(ops.size()));
+    root.set("check", anyWrong > 0 ? "failed" : "ok");
+    // ops stays [end_unix, duration_us] (the shared contract); per-op detail is parallel.
+    Json list = Json::array(), splits = Json::array(), replayed = Json::array();
+    for (const OpRecord& o : ops) {
+      Json pair = Json::array();
+      pair.push(Json(o.endUnix));
+      pair.push(Json(o.durationUs));
+      list.push(pair);
+      Json sp = Json::array();
+      for (const auto& r : c.rails()) {
+        auto it = o.split.find(r.name);
+        sp.push(Json(it == o.split.end() ? 0.0 : it->second));
+      }
+      splits.push(sp);
+      replayed.push(Json(o.replayed));
+    }
+    root.set("ops", list);
+    root.set("op_split", splits);  // per op: share of each rail, in "rails" order
+    root.set("op_replayed", replayed);
+    Json events = Json::array();
+    for (const FailoverEvent& f : c.metrics().failovers) {
+      Json e = Json::object();
+      e.set("op", static_cast<double>(f.op));
+      e.set("rail", f.rail);
+      e.set("t_unix", f.unixSeconds);
+      e.set("stall_s", f.stallSeconds);
+      e.set("local_error", f.localError);
+      events.push(e);
+    }
+    root.set("failovers", events);
+    Json states = Json::object();
+    for (const auto& [name, m] : c.metrics().rails) states.set(name, m.alive ? "up" : "failed");
+    root.set("rail_states", states);
+    if (error.empty()) {
+      root.set("error", Json());
+    } else {
+      Json e = Json::object();
+      e.set("t_unix", errorUnix);
+      e.set("message", error);
+      root.set("error", e);
+    }
+    std::ofstream f(a.trace);
+    f << root.dump() << "\n";
+    if (!f) {
+      std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.trace.c_str());
+      return 3;
+    }
+  }
+  if (!error.empty()) return 3;
+  return anyWrong > 0 ? 1 : 0;
+}
+
+}  // namespace nezha::tools
