@@ -204,5 +204,33 @@ def scenario_rail_traffic():
     dist.destroy_process_group()
 
 
+def scenario_numpy():
+    """The plain binding (no torch.distributed): numpy buffers, in place and out of place."""
+    import numpy as np
+    import nezha
+    with nezha.Communicator() as comm:
+        rank, world = comm.rank, comm.world_size
+        a = np.arange(100003, dtype=np.float64) + rank
+        out = np.empty_like(a)
+        comm.allreduce(a, out, op="sum")
+        assert np.array_equal(out, np.arange(100003) * world + sum(range(world))), out[:4]
+        comm.allreduce(a, op=nezha.ReduceOp.MAX)  # in place
+        assert np.array_equal(a, np.arange(100003) + world - 1)
+        g = np.empty(world * 5, dtype=np.int32)
+        comm.allgather(np.full(5, rank, dtype=np.int32), g)
+        assert g.tolist() == [r for r in range(world) for _ in range(5)], g
+        rs = np.empty(3, dtype=np.float32)
+        comm.reduce_scatter(np.arange(3 * world, dtype=np.float32), rs, op="min")
+        assert rs.tolist() == list(range(3 * rank, 3 * rank + 3)), rs
+        b = np.full(7, rank, dtype=np.int64)
+        comm.broadcast(b, root=world - 1)
+        assert b.tolist() == [world - 1] * 7
+        comm.barrier()
+        table = os.environ.get("TABLE_OUT")
+        if table and rank == 0:
+            comm.save_table(table)
+        report(rank=rank, world=world)
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]]()

@@ -1,0 +1,161 @@
+"""The ctypes binding: library lookup, buffer validation, status codes -> exceptions, numpy jobs."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import launch
+import nezha
+from conftest import PKG_ROOT, REPO
+from nezha import torch_backend
+
+
+@pytest.fixture
+def solo(monkeypatch):
+    """A one-rank communicator (no rendezvous needed) on loopback."""
+    for k in list(os.environ):
+        if k.startswith("NEZHA_") and k != "NEZHA_LIBRARY":
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("NEZHA_RAILS", "r0=lo:tcp")
+    monkeypatch.setenv("NEZHA_RANK", "0")
+    monkeypatch.setenv("NEZHA_WORLD_SIZE", "1")
+    with nezha.Communicator() as comm:
+        yield comm
+
+
+def test_single_rank_collectives_are_identity(solo):
+    assert (solo.rank, solo.world_size) == (0, 1)
+    for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64):
+        a = np.arange(1, 40, dtype=dtype)
+        out = np.zeros_like(a)
+        solo.allreduce(a, out, op="prod")
+        assert np.array_equal(out, a)
+        solo.allgather(a, out)
+        assert np.array_equal(out, a)
+    t = torch.arange(10, dtype=torch.bfloat16)
+    solo.allreduce(t)
+    solo.broadcast(t, root=0)
+    assert t.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c: c.allreduce(np.ones((4, 4))[:, 0]), "not C-contiguous"),
+    (lambda c: c.allreduce(np.ones(4, dtype=np.uint8)), "dtype uint8 is not supported"),
+    (lambda c: c.allreduce(np.ones(4, dtype=">f4")), "is not supported"),
+    (lambda c: c.allreduce(np.ones(4), np.ones(4, dtype=np.float32)), "dtypes differ"),
+    (lambda c: c.allreduce(np.ones(4), np.ones(5)), "has 5 elements, want 4"),
+    (lambda c: c.allreduce(np.ones(4), op="avg"), "'avg' is not a reduction"),
+    (lambda c: c.allgather(np.ones(4), np.ones(3)), "has 3 elements, want 4"),
+    (lambda c: c.reduce_scatter(np.ones(3), np.ones(2)), "has 3 elements, want 2"),
+    (lambda c: c.broadcast(np.ones(4), root=1), "root 1 is out of range for world size 1"),
+    (lambda c: c.allreduce([1.0, 2.0]), "want a numpy array or a torch tensor, got list"),
+    (lambda c: c.allreduce(torch.ones(4, dtype=torch.complex64)), "torch.complex64 is not supported"),
+    (lambda c: c.allreduce(torch.ones(4, 4).t()), "not contiguous"),
+])
+def test_bad_buffers_are_rejected_before_the_library(solo, call, message):
+    with pytest.raises(nezha.InvalidArgument, match=message):
+        call(solo)
+
+
+def test_read_only_output_is_rejected(solo):
+    a = np.ones(4)
+    a.setflags(write=False)
+    with pytest.raises(nezha.InvalidArgument, match="read-only"):
+        solo.allreduce(a)
+
+
+def test_closed_communicator(solo):
+    solo.close()
+    solo.close()  # idempotent
+    with pytest.raises(nezha.NezhaError, match="closed"):
+        solo.barrier()
+
+
+@pytest.mark.parametrize("var, value, field", [
+    ("NEZHA_RAILS", "r0=lo", "r0=lo"),
+    ("NEZHA_RAILS", "r0=lo:rdma", "rdma"),
+    ("NEZHA_POLICY", "fastest", "NEZHA_POLICY"),
+    ("NEZHA_WORLD_SIZE", "two", "NEZHA_WORLD_SIZE"),
+])
+def test_bad_env_raises_config_error_naming_the_field(monkeypatch, var, value, field):
+    monkeypatch.setenv("NEZHA_RAILS", "r0=lo:tcp")
+    monkeypatch.setenv("NEZHA_RANK", "0")
+    monkeypatch.setenv("NEZHA_WORLD_SIZE", "1")
+    monkeypatch.setenv(var, value)
+    with pytest.raises(nezha.ConfigError, match=field) as e:
+        nezha.Communicator()
+    assert isinstance(e.value, nezha.NezhaError) and e.value.status == 1
+
+
+def test_numpy_job_two_ranks(tmp_path):
+    env = launch.base_env(2)
+    assert "NEZHA_RANK" not in env  # the library falls back to RANK/WORLD_SIZE
+    env["NEZHA_RENDEZVOUS"] = f"127.0.0.1:{int(env['MASTER_PORT']) + 1}"
+    env["NEZHA_JOB_TOKEN"] = "numpy-test"
+    env["TABLE_OUT"] = str(tmp_path / "table.json")
+    results = launch.run("numpy", 2, env)
+    assert all(rc == 0 for rc, _, _ in results), launch.describe(results)
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert table["format"] == "nezha-table/v1" and table["rails"] == ["r0", "r1"]
+
+
+def _import_in_subprocess(env_changes):
+    env = {k: v for k, v in os.environ.items() if k not in ("NEZHA_LIBRARY", "LD_LIBRARY_PATH")}
+    env.update(env_changes, PYTHONPATH=PKG_ROOT)
+    code = "import nezha, nezha._lib as l\ntry:\n    l.load(); print('LOADED')\nexcept nezha.LibraryNotFound as e:\n    print('ERR', e)"
+    return subprocess.run([launch.PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout
+
+
+def test_library_lookup_order():
+    built = os.path.join(REPO, "build", "runtime")
+    assert "LOADED" in _import_in_subprocess({"NEZHA_LIBRARY": os.path.join(built, "libnezha.so")})
+    assert "LOADED" in _import_in_subprocess({"LD_LIBRARY_PATH": built})
+    out = _import_in_subprocess({"NEZHA_LIBRARY": "/nonexistent/libnezha.so"})
+    assert out.startswith("ERR NEZHA_LIBRARY=/nonexistent/libnezha.so does not load"), out
+    # NEZHA_LIBRARY wins over a loadable library on LD_LIBRARY_PATH: no silent fallback.
+    out = _import_in_subprocess({"NEZHA_LIBRARY": "/nonexistent/libnezha.so", "LD_LIBRARY_PATH": built})
+    assert out.startswith("ERR NEZHA_LIBRARY="), out
+    out = _import_in_subprocess({})
+    assert out.startswith("ERR libnezha.so not found; set NEZHA_LIBRARY"), out
+
+
+class _Store:
+    def __init__(self):
+        self.kv = {}
+
+    def set(self, k, v):
+        self.kv[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        return self.kv[k]
+
+
+def test_backend_env_derivation():
+    store = _Store()
+    base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
+    env0 = torch_backend.communicator_env(store, 0, 4, base)
+    env3 = torch_backend.communicator_env(store, 3, 4, base)
+    assert env0["NEZHA_RENDEZVOUS"] == "10.0.0.5:29501"
+    assert (env0["NEZHA_RANK"], env3["NEZHA_RANK"], env3["NEZHA_WORLD_SIZE"]) == ("0", "3", "4")
+    assert env0["NEZHA_JOB_TOKEN"] == env3["NEZHA_JOB_TOKEN"] and len(env0["NEZHA_JOB_TOKEN"]) == 64
+    # Explicit settings are kept, never overridden.
+    given = dict(base, NEZHA_RENDEZVOUS="h:1", NEZHA_JOB_TOKEN="t")
+    assert "NEZHA_RENDEZVOUS" not in torch_backend.communicator_env(_Store(), 1, 2, given)
+    assert "NEZHA_JOB_TOKEN" not in torch_backend.communicator_env(_Store(), 1, 2, given)
+    # One rank needs neither.
+    assert torch_backend.communicator_env(_Store(), 0, 1, {}) == {"NEZHA_RANK": "0", "NEZHA_WORLD_SIZE": "1"}
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"MASTER_PORT": "29500"}, "MASTER_ADDR and MASTER_PORT must both be set"),
+    ({"MASTER_ADDR": "h"}, "MASTER_ADDR and MASTER_PORT must both be set"),
+    ({"MASTER_ADDR": "h", "MASTER_PORT": "x"}, "MASTER_PORT='x' is not a port number"),
+    ({"MASTER_ADDR": "h", "MASTER_PORT": "65535"}, "MASTER_PORT=65535 leaves no room"),
+    ({"MASTER_ADDR": "h", "MASTER_PORT": "1", "NEZHA_WORLD_SIZE": "3"}, "NEZHA_WORLD_SIZE=3 disagrees"),
+])
+def test_backend_env_errors(env, message):
+    with pytest.raises(nezha.ConfigError, match=message):
+        torch_backend.communicator_env(_Store(), 0, 2, env)
