@@ -23,9 +23,9 @@
 # answers ARP on a rail only for that rail's own address. Traffic routed out of the wrong rail
 # then fails instead of silently crossing over, which is what policy-routing tests need to see.
 #
-# --mptcp: every host announces its rails >= 1 (signal endpoints) and accepts announcements, so
-# `mptcpize run CMD` spreads one connection over all rails. The server must listen on the
-# wildcard address: a listener bound to its rail-0 address cannot accept the extra subflows.
+# --mptcp: every host announces its rails >= 1 (signal endpoints carrying a port) and accepts
+# announcements, so `mptcpize run CMD` spreads one connection over all rails, whether the server
+# listens on the wildcard address or only on its rail-0 address (see MPTCP_JOIN_PORT).
 #
 # `cut` takes the switch port down (carrier loss, like a pulled cable): the host keeps its
 # addresses, routes, rules and qdisc, so `restore` brings back exactly the earlier state.
@@ -41,6 +41,14 @@ MAX_RAILS=8
 # (smaller buckets make throughput collapse).
 TBF_BURST_MIN_BYTES=131072
 TBF_LATENCY=20ms
+# Port the kernel listens on for MP_JOINs at each announced rail address (--mptcp). A port-less
+# `signal` endpoint makes the peer send its MP_JOIN to the application's own port on the announced
+# address; an application bound to its rail-0 address (Gloo, most MPI/NCCL-style stores) has no
+# socket there, so every join is refused (peer MPJoinSynTx > 0, our MPJoinSynRx = 0) and the
+# connection silently stays on rail 0. `signal port P` makes the kernel open its own listener on
+# addr:P and announce that port, so joins never depend on how the application bound. Applications
+# on the bed must not use this port on rail addresses >= 1.
+MPTCP_JOIN_PORT=7999
 
 usage() {
   sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -204,13 +212,14 @@ cmd_up() {
       if [ "${#rate_list[@]}" -gt 0 ]; then set_rate "$i" "$k" "$((10#${rate_list[$k]}))"; fi
     done
     if [ "$mptcp" = 1 ]; then
-      # Each host announces its extra rails (signal endpoints); a peer that connected over rail 0
-      # then opens one subflow per announced address. Client-side `subflow` endpoints would aim
-      # at the peer's rail-0 address and fail, so none are added.
+      # Each host announces its extra rails (signal endpoints, with the kernel's own join listener
+      # on MPTCP_JOIN_PORT); a peer that connected over rail 0 then opens one subflow per
+      # announced address. Client-side `subflow` endpoints would aim at the peer's rail-0 address
+      # and fail, so none are added.
       ip netns exec "$ns" sysctl -q -w net.mptcp.enabled=1
       ip -n "$ns" mptcp limits set subflow "$MAX_RAILS" add_addr_accepted "$MAX_RAILS"
       for ((k = 1; k < rails; k++)); do
-        ip -n "$ns" mptcp endpoint add "$(rail_addr "$i" "$k")" dev "r$k" signal
+        ip -n "$ns" mptcp endpoint add "$(rail_addr "$i" "$k")" dev "r$k" signal port "$MPTCP_JOIN_PORT"
       done
     fi
   done

@@ -7,10 +7,6 @@ import subprocess
 from typing import Optional, Sequence
 
 
-# Port of the kernel's MP_JOIN listener on each extra rail address (see _mptcp_signal_with_port).
-MPTCP_JOIN_PORT = 7999
-
-
 class TestbedError(RuntimeError):
     pass
 
@@ -40,23 +36,6 @@ class Testbed:
         if self.mptcp:
             args.append("--mptcp")
         self._run(*args)
-        if self.mptcp:
-            self._mptcp_signal_with_port()
-
-    def _mptcp_signal_with_port(self) -> None:
-        """Re-announce each extra rail with a port, so the kernel itself listens for MP_JOINs.
-
-        testbed.sh --mptcp adds port-less `signal` endpoints: a peer's MP_JOIN then goes to the
-        application's own listening port on the announced address, which only works when the
-        application listens on INADDR_ANY (iperf3). Gloo listens on its rail-0 address only, so
-        every join was refused (MPJoinSynTx > 0, MPJoinSynRx = 0 on the peer) and MPTCP ran on
-        one rail. With `signal port P` the kernel opens a listener on addr:P for joins."""
-        for h in range(self.hosts):
-            ns = self.netns(h)
-            subprocess.run(["ip", "-n", ns, "mptcp", "endpoint", "flush"], check=True)
-            for k in range(1, self.rails):
-                subprocess.run(["ip", "-n", ns, "mptcp", "endpoint", "add", self.addr(h, k), "dev", f"r{k}",
-                                "signal", "port", str(MPTCP_JOIN_PORT)], check=True)
 
     def down(self) -> None:
         self._run("down")

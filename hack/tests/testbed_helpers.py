@@ -96,9 +96,11 @@ def listener(name, host, port):
     return background(in_host(name, host, PYTHON, "-c", _LISTENER, port), name, host, port)
 
 
-def iperf3_server(name, host, port, mptcp=False):
-    """Context manager: an iperf3 server on all of HOST's addresses."""
+def iperf3_server(name, host, port, mptcp=False, bind=None):
+    """Context manager: an iperf3 server on all of HOST's addresses, or only on BIND."""
     cmd = ["iperf3", "-s", "-p", port]
+    if bind:
+        cmd += ["-B", bind]
     if mptcp:
         cmd = ["mptcpize", "run", *cmd]
     return background(in_host(name, host, *cmd), name, host, port)
