@@ -1,6 +1,7 @@
 // Communicator: wires rendezvous, rail channels, rail threads, probe and scheduler together and
 // turns each collective into per-rail slice tasks.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "algorithms/algorithms.h"
 #include "config.h"
 #include "error.h"
+#include "link_watch.h"
 #include "probe.h"
 #include "rail_worker.h"
 #include "rendezvous.h"
@@ -72,6 +74,8 @@ struct Communicator::Impl {
   // A rank that fails a rail shuts its connections, so peers blocked on that rail (or trying to
   // agree on it) fail fast instead of waiting for their deadline, and move to the next rail.
   std::vector<bool> localDown;  // rails this rank has shut (failed here or agreed dead)
+  // Set by the link watcher thread when a rail's interface loses carrier.
+  std::vector<std::unique_ptr<std::atomic<bool>>> linkDown;
   std::chrono::steady_clock::time_point opStart;
 
   void shutRail(int rail) {
@@ -164,8 +168,11 @@ struct Communicator::Impl {
           handles[i].wait();
           out.secs[todo[i].rail] += handles[i].seconds();
         } catch (const RailError& e) {
-          failed[todo[i].rail] = 1;
-          errors[todo[i].rail] = e.what();
+          const int r = todo[i].rail;
+          failed[r] = 1;
+          errors[r] = linkDown[r]->load()
+                          ? strCat("link of ", rails[r].iface, " went down; ", e.what())
+                          : std::string(e.what());
         } catch (...) {
           if (!bug) bug = std::current_exception();
         }
@@ -359,6 +366,9 @@ struct Communicator::Impl {
     }
     return Table::fromJson(text, names, "NEZHA_TABLE=" + o.tablePath);
   }
+
+  // Last member: stops (joins) before the channels it aborts are destroyed.
+  std::unique_ptr<LinkWatcher> watcher;
 };
 
 Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl>()) {
@@ -401,6 +411,24 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
     }
     m.scratch.resize(m.channels.size());
     m.localDown.assign(m.channels.size(), false);
+    std::vector<std::string> ifaces;
+    for (const auto& r : m.rails) {
+      ifaces.push_back(r.iface);
+      m.linkDown.push_back(std::make_unique<std::atomic<bool>>(false));
+    }
+    try {
+      m.watcher = std::make_unique<LinkWatcher>(
+          ifaces,
+          [&m](size_t i) {
+            if (m.linkDown[i]->exchange(true)) return;
+            m.channels[i]->abort();  // thread-safe: fails the rail's exchange in flight now
+          },
+          [&m](size_t i) { m.linkDown[i]->store(false); });
+    } catch (const Error& e) {
+      // Detection then rests on the per-slice progress deadline alone; say so once.
+      std::fprintf(stderr, "nezha: rank %d: %s; rail failures are detected by deadline only\n",
+                   m.o.rank, e.what());
+    }
   }
 
   RailRunner run = [&m](int r, const std::function<void(Channel&, Scratch&)>& fn) {

@@ -242,22 +242,103 @@ ip netns exec "$NA_NS" env NEZHA_RAILS=r0=lo:tcp NEZHA_RANK=0 NEZHA_WORLD_SIZE=1
 echo "$rc" >"$WORK/noaddr.rc.0"
 expect_error noaddr 0 'interface "lo" has no IPv4 address'
 
-# ---- a rail cut mid-run surfaces as a RailError naming the rail (no hang) ------------------------
-run_job cut 2 2 NEZHA_COLD_THRESHOLD=0 NEZHA_IO_TIMEOUT_MS=2000 -- --quiet --warmup 0 \
-  --iters 5000 --min-bytes 4M --max-bytes 4M &
-cutjob=$!
-sleep 3
+# ---- failover (issue 4): a cut rail leaves the split, every result stays exact ----------------
+# Loop mode checks every operation on every rank (exit 1 on any wrong element, agreed by all) and
+# rank 0's trace records the failovers. `trace_get FILE EXPR` evaluates EXPR on the trace `t`.
+trace_get() { python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# loop_job NAME HOSTS RAILS SECONDS [VAR=VALUE ...] -- starts the job in the background.
+loop_job() {
+  local name=$1 hosts=$2 rails=$3 secs=$4
+  shift 4
+  run_job "$name" "$hosts" "$rails" NEZHA_COLD_THRESHOLD=0 NEZHA_MIN_SLICE_BYTES=0 \
+    NEZHA_IO_TIMEOUT_MS=10000 "$@" -- --quiet --max-bytes 4M --loop-seconds "$secs" \
+    --trace "$WORK/$name.trace.json"
+}
+all_rc() { # name hosts want: every rank's exit code equals want
+  local i
+  for ((i = 0; i < $2; i++)); do [ "$(cat "$WORK/$1.rc.$i")" = "$3" ] || return 1; done
+}
+# Stall: the longest op that ended after the first failover, in ms.
+stall_ms() {
+  trace_get "$1" "round(max([d for (e, d) in t['ops'] if e >= t['failovers'][0]['t_unix']] or [0]) / 1e3)"
+}
+
+# One rank's rail cut (switch port down: only host 1 sees NO-CARRIER; host 0's sockets just go
+# silent) in the middle of a 4 MiB split allreduce loop.
+loop_job cut1 2 2 6 &
+job=$!
+sleep 2.5
 "$TESTBED" cut --name "$BED" --host 1 --rail 1 >/dev/null
-wait $cutjob || true
+wait $job || true
 "$TESTBED" restore --name "$BED" --host 1 --rail 1 >/dev/null
-# Whichever rank notices first, its error names the cut rail; the other may instead see its
-# peer leave on r0, so look at both.
-if grep -q "rail r1 (r1)" "$WORK/cut.log.0" "$WORK/cut.log.1" &&
-  [ "$(cat "$WORK/cut.rc.0")" != 0 ] && [ "$(cat "$WORK/cut.rc.1")" != 0 ]; then
-  pass "cut (both ranks failed, rail r1 named)"
+T=$WORK/cut1.trace.json
+if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = failed ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1] == [1, 0]")" = True ]; then
+  pass "cut one rank's rail: exact results, r1 failed over, stall $(stall_ms "$T") ms," \
+    "$(trace_get "$T" "t['completed']") ops"
 else
-  fail "cut: want both ranks to fail and rail r1 named"
-  show cut 2
+  fail "cut one rank's rail"
+  show cut1 2
+fi
+
+# The same rail cut on every host (three ranks).
+loop_job cutall 3 2 6 &
+job=$!
+sleep 2.5
+for h in 0 1 2; do "$TESTBED" cut --name "$BED" --host $h --rail 0 >/dev/null; done
+wait $job || true
+for h in 0 1 2; do "$TESTBED" restore --name "$BED" --host $h --rail 0 >/dev/null; done
+T=$WORK/cutall.trace.json
+if all_rc cutall 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r0']" ]; then
+  pass "same rail cut on all ranks: exact results, stall $(stall_ms "$T") ms"
+else
+  fail "same rail cut on all ranks"
+  show cutall 3
+fi
+
+# A rail flapping 10 times during the loop (no re-admission yet: it leaves at the first cut and
+# stays out); results stay exact and there is exactly one failover.
+loop_job flap 2 2 8 &
+job=$!
+sleep 1.5
+for _ in $(seq 10); do
+  "$TESTBED" cut --name "$BED" --host 0 --rail 1 >/dev/null
+  sleep 0.2
+  "$TESTBED" restore --name "$BED" --host 0 --rail 1 >/dev/null
+  sleep 0.2
+done
+wait $job || true
+T=$WORK/flap.trace.json
+if all_rc flap 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "len(t['failovers'])")" = 1 ]; then
+  pass "flapping rail: exact results, one failover"
+else
+  fail "flapping rail"
+  show flap 2
+fi
+
+# Both rails of host 1 cut: every rank fails with a clear error, soon after the cut (the bound
+# is the progress floor + the agreement's deadlines, far below the 10 s I/O timeout).
+loop_job cutboth 2 2 30 &
+job=$!
+sleep 2
+"$TESTBED" cut --name "$BED" --host 1 --rail 0 >/dev/null
+"$TESTBED" cut --name "$BED" --host 1 --rail 1 >/dev/null
+cut_at=$(date +%s.%N)
+wait $job || true
+took=$(python3 -c "import time; print(round(time.time() - $cut_at, 1))")
+for r in 0 1; do "$TESTBED" restore --name "$BED" --host 1 --rail $r >/dev/null; done
+T=$WORK/cutboth.trace.json
+if all_rc cutboth 2 3 && grep -q "no rail left" "$WORK/cutboth.log.0" "$WORK/cutboth.log.1" &&
+  [ "$(trace_get "$T" "t['error'] is not None")" = True ] &&
+  python3 -c "import sys; sys.exit(0 if $took < 10 else 1)"; then
+  pass "both rails cut: clear error on every rank ${took} s after the cut"
+else
+  fail "both rails cut (took ${took} s)"
+  show cutboth 2
 fi
 
 # ---- rails really use their own NIC: same-subnet bed, where routing alone would send everything
