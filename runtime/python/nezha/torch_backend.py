@@ -15,7 +15,7 @@ when unset:
 import os
 import secrets
 import threading
-from datetime import timedelta
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -28,6 +28,9 @@ BACKEND_NAME = "nezha"
 TOKEN_STORE_KEY = "nezha/job_token"
 
 _ENV_LOCK = threading.Lock()
+# The live group of this process. A second one would need its own rendezvous port and its rank 0
+# on MASTER_ADDR, which sub-groups do not have, so it is refused instead of timing out later.
+_live_group = None
 
 _RED_OPS = {
     ReduceOp.SUM: dist.ReduceOp.RedOpType.SUM,
@@ -112,8 +115,14 @@ class NezhaProcessGroup(ProcessGroup):
     """ProcessGroup whose collectives run on libnezha across all rails."""
 
     def __init__(self, store, rank, size, timeout=None):
+        global _live_group
+        if _live_group is not None and _live_group() is not None:
+            raise InvalidArgument("nezha backend: this process already has a nezha process group; "
+                                  "only one (the default group) is supported, use backend gloo for "
+                                  "sub-groups (new_group)")
         super().__init__(rank, size)
         self._comm = _init_communicator(communicator_env(store, rank, size))
+        _live_group = weakref.ref(self)
 
     def getBackendName(self):
         return BACKEND_NAME

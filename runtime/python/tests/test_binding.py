@@ -159,3 +159,24 @@ def test_backend_env_derivation():
 def test_backend_env_errors(env, message):
     with pytest.raises(nezha.ConfigError, match=message):
         torch_backend.communicator_env(_Store(), 0, 2, env)
+
+
+def test_backend_one_group_per_process_and_reinit():
+    code = f"""
+import os, sys
+sys.path.insert(0, {PKG_ROOT!r})
+import torch, torch.distributed as dist, nezha, nezha.torch_backend
+dist.init_process_group("nezha", init_method="tcp://127.0.0.1:{launch.free_port_pair()}", rank=0, world_size=1)
+try:
+    dist.new_group(backend="nezha")
+    print("NO ERROR")
+except nezha.InvalidArgument as e:
+    print("REFUSED", e)
+dist.destroy_process_group()
+dist.init_process_group("nezha", init_method="tcp://127.0.0.1:{launch.free_port_pair()}", rank=0, world_size=1)
+t = torch.ones(2); dist.all_reduce(t); print("REINIT", t.tolist())
+"""
+    env = dict(os.environ, NEZHA_RAILS="r0=lo:tcp")
+    out = subprocess.run([launch.PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "REFUSED nezha backend: this process already has a nezha process group" in out.stdout, out
+    assert "REINIT [1.0, 1.0]" in out.stdout, out
