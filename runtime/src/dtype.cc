@@ -1,5 +1,6 @@
 #include "dtype.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "error.h"
@@ -110,6 +111,76 @@ uint16_t floatToBfloat16(float f) {
   if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 0x40);  // nan
   uint32_t rounding = 0x7fff + ((u >> 16) & 1);
   return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+void storeElement(DataType t, void* base, size_t i, double v) {
+  char* p = static_cast<char*>(base) + i * dataTypeSize(t);
+  switch (t) {
+    case DataType::kFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DataType::kFloat16: {
+      uint16_t h = floatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kBFloat16: {
+      uint16_t h = floatToBfloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+  }
+}
+double loadElement(DataType t, const void* base, size_t i) {
+  const char* p = static_cast<const char*>(base) + i * dataTypeSize(t);
+  switch (t) {
+    case DataType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DataType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return halfToFloat(h);
+    }
+    case DataType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bfloat16ToFloat(h);
+    }
+    case DataType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+  }
+  return NAN;
 }
 
 }  // namespace nezha

@@ -35,77 +35,6 @@ const DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kF
                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
 
-void store(DataType t, void* base, size_t i, double v) {
-  char* p = static_cast<char*>(base) + i * dataTypeSize(t);
-  switch (t) {
-    case DataType::kFloat32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case DataType::kFloat64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DataType::kFloat16: {
-      uint16_t h = floatToHalf(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DataType::kBFloat16: {
-      uint16_t h = floatToBfloat16(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DataType::kInt32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DataType::kInt64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-  }
-}
-
-double load(DataType t, const void* base, size_t i) {
-  const char* p = static_cast<const char*>(base) + i * dataTypeSize(t);
-  switch (t) {
-    case DataType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DataType::kFloat64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DataType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return halfToFloat(h);
-    }
-    case DataType::kBFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return bfloat16ToFloat(h);
-    }
-    case DataType::kInt32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DataType::kInt64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-  }
-  return NAN;
-}
-
 // Rank r's i-th input: products stay <= 16, sums <= 20, all exact in every dtype.
 double input(ReduceOp op, int rank, size_t i) {
   if (op == ReduceOp::kProd) return static_cast<double>((rank + i) % 2 + 1);
@@ -138,7 +67,7 @@ double reference(ReduceOp op, int ranks, size_t i) {
 std::string compare(DataType t, const void* got, size_t n,
                     const std::function<double(size_t)>& want) {
   for (size_t i = 0; i < n; ++i) {
-    double g = load(t, got, i), w = want(i);
+    double g = loadElement(t, got, i), w = want(i);
     if (g != w) {
       return "element " + std::to_string(i) + " of " + std::to_string(n) + ": got " +
              std::to_string(g) + " want " + std::to_string(w);
@@ -171,7 +100,7 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
         std::string tag = what + "/" + toString(op) + " rank " + std::to_string(rank);
         // allreduce out-of-place, then in-place.
         std::vector<char> in(n * es + 1), out(n * es + 1);
-        for (size_t i = 0; i < n; ++i) store(t, in.data(), i, input(op, rank, i));
+        for (size_t i = 0; i < n; ++i) storeElement(t, in.data(), i, input(op, rank, i));
         c.allreduce(in.data(), out.data(), n, t, op);
         auto ref = [&](size_t i) { return reference(op, world, i); };
         EXPECT_EQ(compare(t, out.data(), n, ref), "") << "allreduce " << tag;
@@ -182,7 +111,7 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
 
         // reduce_scatter: rank r gets elements [r*n, (r+1)*n) of the reduced world*n vector.
         std::vector<char> rsIn(world * n * es + 1), rsOut(n * es + 1);
-        for (size_t i = 0; i < world * n; ++i) store(t, rsIn.data(), i, input(op, rank, i));
+        for (size_t i = 0; i < world * n; ++i) storeElement(t, rsIn.data(), i, input(op, rank, i));
         c.reduceScatter(rsIn.data(), rsOut.data(), n, t, op);
         auto rsRef = [&](size_t i) { return reference(op, world, rank * n + i); };
         EXPECT_EQ(compare(t, rsOut.data(), n, rsRef), "") << "reduce_scatter " << tag;
@@ -193,14 +122,16 @@ TEST_P(CollectivesTest, AllCollectivesAllTypes) {
       // broadcast from a root that depends on the size.
       int root = static_cast<int>(n % world);
       std::vector<char> b(n * es + 1);
-      for (size_t i = 0; i < n; ++i) store(t, b.data(), i, rank == root ? double(i % 100) : -1.0);
+      for (size_t i = 0; i < n; ++i)
+        storeElement(t, b.data(), i, rank == root ? double(i % 100) : -1.0);
       c.broadcast(b.data(), n, t, root);
       EXPECT_EQ(compare(t, b.data(), n, [](size_t i) { return double(i % 100); }), "")
           << "broadcast " << what << " root " << root << " rank " << rank;
 
       // allgather out-of-place and in-place.
       std::vector<char> mineIn(n * es + 1), all(world * n * es + 1);
-      for (size_t i = 0; i < n; ++i) store(t, mineIn.data(), i, double((rank * 31 + i) % 50));
+      for (size_t i = 0; i < n; ++i)
+        storeElement(t, mineIn.data(), i, double((rank * 31 + i) % 50));
       auto agRef = [&](size_t i) {
         return double(((i / std::max<size_t>(n, 1)) * 31 + i % std::max<size_t>(n, 1)) % 50);
       };

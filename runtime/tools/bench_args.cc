@@ -111,75 +111,6 @@ double busBandwidthFactor(OpKind op, int world) {
 }
 
 namespace {
-void store(DataType t, void* base, size_t i, double v) {
-  char* p = static_cast<char*>(base) + i * dataTypeSize(t);
-  switch (t) {
-    case DataType::kFloat32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case DataType::kFloat64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DataType::kFloat16: {
-      uint16_t h = floatToHalf(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DataType::kBFloat16: {
-      uint16_t h = floatToBfloat16(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DataType::kInt32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DataType::kInt64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-  }
-}
-double load(DataType t, const void* base, size_t i) {
-  const char* p = static_cast<const char*>(base) + i * dataTypeSize(t);
-  switch (t) {
-    case DataType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DataType::kFloat64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DataType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return halfToFloat(h);
-    }
-    case DataType::kBFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return bfloat16ToFloat(h);
-    }
-    case DataType::kInt32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DataType::kInt64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-  }
-  return NAN;
-}
 // Small integers (|sum| <= 8*world): exact in every dtype for world <= 32.
 double value(ReduceOp red, int rank, size_t i) {
   if (red == ReduceOp::kProd) return ((static_cast<size_t>(rank) + i) % 2) ? -1.0 : 1.0;
@@ -213,7 +144,7 @@ void fillInput(OpKind op, DataType t, ReduceOp red, int rank, int root, void* bu
     double v = value(red, rank, i);
     if (op == OpKind::kBroadcast) v = rank == root ? static_cast<double>(i % 61) : -7.0;
     if (op == OpKind::kAllgather) v = static_cast<double>((static_cast<size_t>(rank) * 7 + i) % 61);
-    store(t, buf, i, v);
+    storeElement(t, buf, i, v);
   }
 }
 
@@ -239,7 +170,7 @@ size_t checkOutput(OpKind op, DataType t, ReduceOp red, int rank, int world, int
   };
   size_t n = op == OpKind::kAllgather ? count * static_cast<size_t>(world) : count;
   for (size_t i = 0; i < n; ++i) {
-    double want = expectAt(i), got = load(t, out, i);
+    double want = expectAt(i), got = loadElement(t, out, i);
     // Inputs are small integers, so results are exact; the tolerance only absorbs float noise.
     if (!(std::fabs(got - want) <= 1e-6 * std::max(1.0, std::fabs(want)))) ++bad;
   }
