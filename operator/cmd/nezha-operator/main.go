@@ -28,6 +28,10 @@ func main() {
 }
 
 func run() error {
+	staleDefault, err := durationEnv(controller.EnvRailNodeStaleAfter, controller.DefaultRailNodeStaleAfter)
+	if err != nil {
+		return err
+	}
 	var (
 		metricsAddr  = flag.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" disables it)")
 		probeAddr    = flag.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -35,6 +39,9 @@ func run() error {
 		runtimeImage = flag.String("runtime-image", "", "image holding /opt/nezha, copied into workers that ask for runtime injection")
 		probeRuntime = flag.Bool("probe-runtime", false, "fold each running worker's runtime /status (port 9402) into rail health")
 		probeTimeout = flag.Duration("probe-timeout", time.Second, "timeout of one runtime /status probe")
+		staleAfter   = flag.Duration("railnode-stale-after", staleDefault,
+			"a RailNode whose status.observedTime is older than this has a dead agent: its rails count as unknown, not healthy (0 trusts every RailNode; env "+controller.EnvRailNodeStaleAfter+")")
+		leNamespace = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -42,15 +49,20 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 
+	if *staleAfter < 0 {
+		return fmt.Errorf("--railnode-stale-after=%s is negative", *staleAfter)
+	}
+
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, controller.CacheAndClientOptions(ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "nezha-operator.nezha.io",
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "nezha-operator.nezha.io",
+		LeaderElectionNamespace: *leNamespace,
 	}, scheme.New()))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -64,12 +76,13 @@ func run() error {
 	setupLog.Info("PyTorchJob support", "enabled", pytorch)
 
 	r := &controller.MultiRailJobReconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Recorder:          mgr.GetEventRecorderFor("nezha-operator"),
-		Clock:             clock.RealClock{},
-		RuntimeImage:      *runtimeImage,
-		PyTorchJobEnabled: pytorch,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorderFor("nezha-operator"),
+		Clock:              clock.RealClock{},
+		RuntimeImage:       *runtimeImage,
+		PyTorchJobEnabled:  pytorch,
+		RailNodeStaleAfter: *staleAfter,
 	}
 	if *probeRuntime {
 		r.Prober = prober.NewHTTP(*probeTimeout)
@@ -84,6 +97,22 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	setupLog.Info("starting", "runtimeImage", *runtimeImage)
+	setupLog.Info("starting", "runtimeImage", *runtimeImage, "railNodeStaleAfter", staleAfter.String())
 	return mgr.Start(ctx)
+}
+
+// durationEnv reads a flag default from the environment, so a Deployment can set it either way.
+func durationEnv(name string, def time.Duration) (time.Duration, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 90s: %w", name, v, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s=%q is negative", name, v)
+	}
+	return d, nil
 }

@@ -34,6 +34,7 @@ const (
 	ReasonAllRailsUp           = "AllRailsUp"
 	ReasonRailDown             = "RailDown"
 	ReasonRailNodeNotReported  = "RailNodeNotReported"
+	ReasonAgentStale           = "AgentStale"
 	ReasonBelowMinHealthyRails = "BelowMinHealthyRails"
 
 	ReasonAllWorkersSucceeded = "AllWorkersSucceeded"

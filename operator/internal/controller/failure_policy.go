@@ -27,15 +27,15 @@ func applyRailLossPolicy(job *nezhav1.MultiRailJob, h railHealth, st *statusUpda
 	case len(h.downRails) == 0:
 		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionFalse, ReasonAllRailsUp,
 			fmt.Sprintf("running on all %d rails", total), "")
-	case h.healthy < minHealthy:
+	case h.notDown() < minHealthy:
 		wasBelow := st.isTrue(nezhav1.ConditionDegraded) && st.reasonOf(nezhav1.ConditionDegraded) == ReasonBelowMinHealthyRails
 		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, ReasonBelowMinHealthyRails,
 			fmt.Sprintf("%d of %d rails healthy, below minHealthyRails %d (down: %s); onRailLoss=%s",
-				h.healthy, total, minHealthy, strings.Join(h.downRails, ", "), onLoss), warning)
+				h.notDown(), total, minHealthy, strings.Join(h.downRails, ", "), onLoss), warning)
 		restart = onLoss == nezhav1.Restart && !wasBelow
 	default:
 		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, ReasonRailDown,
-			fmt.Sprintf("running on %d of %d rails (down: %s)", h.healthy, total, strings.Join(h.downRails, ", ")), warning)
+			fmt.Sprintf("running on %d of %d rails (down: %s)", h.notDown(), total, strings.Join(h.downRails, ", ")), warning)
 	}
 	return restart
 }

@@ -50,6 +50,9 @@ type MultiRailJobReconciler struct {
 	PyTorchJobEnabled bool
 	// Prober asks running workers' runtimes about failed rails; nil disables it.
 	Prober RuntimeProber
+	// RailNodeStaleAfter is how old a RailNode's observedTime may be before its agent is presumed
+	// gone and its rails unknown (NEZHA_RAILNODE_STALE_AFTER); zero trusts every RailNode.
+	RailNodeStaleAfter time.Duration
 
 	phases phaseTracker
 }
@@ -190,7 +193,9 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	}
 	runtimeFailed := r.probeRuntimes(ctx, obs)
 	prevDown := downPairs(st.status.WorkerStatuses)
-	health := assessRailHealth(obs.workers, railNames, nodes, runtimeFailed)
+	health := assessRailHealth(obs.workers, railNames, nodes, runtimeFailed, prevDown,
+		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
+	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
 	placed := map[string]bool{}
 	for _, w := range obs.workers {
 		placed[w.NodeName] = true

@@ -74,7 +74,8 @@ func TestAssessRailHealth(t *testing.T) {
 		"n1": tu.MakeRailNode("n1").Rail("a", "eth1", true).Rail("b", "eth2", false).Obj(),
 		// n2 has no RailNode.
 	}
-	h := assessRailHealth(workers, []string{"a", "b"}, nodes, map[int32][]string{0: {"a"}})
+	h := assessRailHealth(workers, []string{"a", "b"}, nodes, map[int32][]string{0: {"a"}}, nil,
+		freshness{now: time.Now(), staleAfter: DefaultRailNodeStaleAfter})
 	wantDown := map[railPair]string{
 		{"b", "n1"}: `rail "b" down on node "n1": interface "eth2" operState=down carrier=false`,
 		{"a", "n0"}: `rail "a" failed in the runtime of worker 0 on node "n0"`,

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,18 +26,36 @@ type railHealth struct {
 	healthy int32
 	// unreported lists "rail on node" pairs no RailNode speaks about (no agent there yet).
 	unreported []string
+	// unknownRails are rails not down anywhere but up only on the word of a stale agent somewhere,
+	// in spec order; they are counted neither in healthy nor in downRails.
+	unknownRails []string
+	// stale describes the stale RailNodes under the workers, sorted.
+	stale []string
+	// recheck is when a RailNode under the workers can turn stale (0: never).
+	recheck time.Duration
 	// placed is true when at least one worker has a node.
 	placed bool
 }
+
+// notDown counts the rails not known to be down: what the failure policy weighs, since a silent
+// agent is no evidence of a lost rail.
+func (h railHealth) notDown() int32 { return h.healthy + int32(len(h.unknownRails)) }
 
 // assessRailHealth sets Healthy on every worker's rail entries from the RailNodes of their nodes
 // and from what the workers' runtimes report (runtimeFailed: rank → failed rails), and sums up.
 // A rail nobody reports on counts as healthy: no evidence of failure is not a failure, but it is
 // listed in unreported so RailsHealthy says Unknown rather than True.
+// A RailNode whose agent went stale (f) is not believed: its rails keep their last known state
+// (prevDown, the pairs the previous status recorded as down) so nothing is lost or recovered on
+// hearsay, and the rails it called up are unknown rather than healthy. Quarantine is spec, not
+// agent report, and holds either way.
 func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes map[string]*nezhav1.RailNode,
-	runtimeFailed map[int32][]string) railHealth {
+	runtimeFailed map[int32][]string, prevDown map[railPair]bool, f freshness) railHealth {
 	h := railHealth{down: map[railPair]string{}}
 	unreported := map[string]bool{}
+	unknown := map[railPair]bool{}
+	stale := map[string]string{}
+	judged := map[string]*nezhav1.RailNode{}
 	for wi := range workers {
 		w := &workers[wi]
 		if w.NodeName == "" {
@@ -42,18 +63,34 @@ func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes 
 		}
 		h.placed = true
 		rn := nodes[w.NodeName]
+		rnStale := rn != nil && f.stale(rn)
+		if rn != nil {
+			judged[rn.Name] = rn
+			if rnStale {
+				stale[rn.Name] = f.describe(rn)
+			}
+		}
 		for ri := range w.Rails {
 			rs := &w.Rails[ri]
 			pair := railPair{rs.Name, w.NodeName}
 			rs.Healthy = true
-			if rn != nil {
+			switch {
+			case rnStale && slices.Contains(rn.Spec.QuarantinedRails, rs.Name):
+				rs.Healthy = false
+				h.down[pair] = describeDown(rn, rs.Name)
+			case rnStale && prevDown[pair]:
+				rs.Healthy = false
+				h.down[pair] = fmt.Sprintf("rail %q last reported down on node %q; %s", rs.Name, w.NodeName, stale[rn.Name])
+			case rnStale:
+				unknown[pair] = true
+			case rn != nil:
 				if ok, found := rn.RailHealthy(rs.Name); !found {
 					unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
 				} else if !ok {
 					rs.Healthy = false
 					h.down[pair] = describeDown(rn, rs.Name)
 				}
-			} else {
+			default:
 				unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
 			}
 			for _, failed := range runtimeFailed[w.Rank] {
@@ -66,14 +103,20 @@ func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes 
 			}
 		}
 	}
-	downSet := map[string]bool{}
+	downSet, unknownSet := map[string]bool{}, map[string]bool{}
 	for p := range h.down {
 		downSet[p.rail] = true
 	}
+	for p := range unknown {
+		unknownSet[p.rail] = true
+	}
 	for _, name := range railNames {
-		if downSet[name] {
+		switch {
+		case downSet[name]:
 			h.downRails = append(h.downRails, name)
-		} else {
+		case unknownSet[name]:
+			h.unknownRails = append(h.unknownRails, name)
+		default:
 			h.healthy++
 		}
 	}
@@ -81,6 +124,11 @@ func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes 
 		h.unreported = append(h.unreported, u)
 	}
 	sort.Strings(h.unreported)
+	for _, msg := range stale {
+		h.stale = append(h.stale, msg)
+	}
+	sort.Strings(h.stale)
+	h.recheck = f.recheckAfter(slices.Collect(maps.Values(judged)))
 	return h
 }
 
@@ -168,6 +216,9 @@ func setRailsHealthy(h railHealth, st *statusUpdate) {
 		}
 		sort.Strings(msgs)
 		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, ReasonRailDown, joinBounded(msgs, 5), warning)
+	case len(h.stale) > 0:
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonAgentStale,
+			"rail health unknown: "+joinBounded(h.stale, 5), warning)
 	case len(h.unreported) > 0:
 		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonRailNodeNotReported,
 			"no RailNode report for rail "+joinBounded(h.unreported, 5), "")

@@ -85,13 +85,14 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	r := &controller.MultiRailJobReconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Recorder:          mgr.GetEventRecorderFor("nezha-operator"),
-		Clock:             clock.RealClock{},
-		RuntimeImage:      testRuntimeImage,
-		PyTorchJobEnabled: true,
-		Prober:            prober,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorderFor("nezha-operator"),
+		Clock:              clock.RealClock{},
+		RuntimeImage:       testRuntimeImage,
+		PyTorchJobEnabled:  true,
+		Prober:             prober,
+		RailNodeStaleAfter: controller.DefaultRailNodeStaleAfter,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -186,8 +186,17 @@ func pytorchTemplate() corev1.PodTemplateSpec {
 // RailNodeWrapper builds RailNodes.
 type RailNodeWrapper struct{ nezhav1.RailNode }
 
+// MakeRailNode starts a RailNode as a live agent writes it: observedTime is now.
 func MakeRailNode(node string) *RailNodeWrapper {
-	return &RailNodeWrapper{nezhav1.RailNode{ObjectMeta: metav1.ObjectMeta{Name: node}}}
+	now := metav1.Now()
+	return &RailNodeWrapper{nezhav1.RailNode{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Status: nezhav1.RailNodeStatus{ObservedTime: &now}}}
+}
+
+// ObservedAt sets status.observedTime (nil: never stamped), to play an agent gone quiet.
+func (w *RailNodeWrapper) ObservedAt(t *metav1.Time) *RailNodeWrapper {
+	w.Status.ObservedTime = t
+	return w
 }
 
 func (w *RailNodeWrapper) Obj() *nezhav1.RailNode { return w.RailNode.DeepCopy() }
