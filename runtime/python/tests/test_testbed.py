@@ -55,3 +55,37 @@ def test_allreduce_traffic_uses_both_rails(two_host_bed):
         assert total >= 0.95 * payload, (host, sent, payload)
         for rail in range(2):
             assert sent[(host, rail)] >= 0.15 * payload, f"rail r{rail} of host {host} carried too little: {sent}"
+
+
+def test_training_survives_a_cut_rail(two_host_bed, tmp_path):
+    """Rail r1 of host 1 loses carrier mid-job: every allreduce before and after must still be
+    correct (libnezha replays the failed slice on r0 and continues without r1)."""
+    env = launch.base_env(2, rails="r0=r0:tcp,r1=r1:tcp")
+    env["MASTER_ADDR"] = bed("addr", "--name", BED, "--host", "0", "--rail", "0").strip()
+    request, done = tmp_path / "cut-request", tmp_path / "cut-done"
+    env.update(ELEMENTS=str(1 << 20), ITERS="12", CUT_AT="4", NEZHA_IO_TIMEOUT_MS="3000",
+               CUT_REQUEST=str(request), CUT_DONE=str(done))
+    import threading
+
+    def cut_when_asked():
+        for _ in range(1200):
+            if request.exists():
+                bed("cut", "--name", BED, "--host", "1", "--rail", "1")
+                break
+            threading.Event().wait(0.05)
+        done.touch()  # also on timeout, so rank 0 never waits forever
+
+    cutter = threading.Thread(target=cut_when_asked)
+    cutter.start()
+    try:
+        results = launch.run("rail_cut", 2, env,
+                             prefix=lambda rank: [TESTBED, "exec", "--name", BED, "--host", str(rank), "--"])
+    finally:
+        done.touch()
+        cutter.join()
+    assert request.exists(), launch.describe(results)
+    reports = [r for _, r, _ in results]
+    assert all(r is not None for r in reports), launch.describe(results)
+    for r in reports:
+        assert r["error"] is None, reports
+        assert r["correct"] == 12, reports

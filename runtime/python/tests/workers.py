@@ -204,6 +204,29 @@ def scenario_rail_traffic():
     dist.destroy_process_group()
 
 
+def scenario_rail_cut():
+    """Allreduces before and after the test cuts a rail (CUT_REQUEST/CUT_DONE files handshake at
+    iteration CUT_AT on rank 0); reports how many results were correct or the error."""
+    import time
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n, iters, cut_at = int(os.environ["ELEMENTS"]), int(os.environ["ITERS"]), int(os.environ["CUT_AT"])
+    correct = 0
+    try:
+        for i in range(iters):
+            if i == cut_at and rank == 0:
+                open(os.environ["CUT_REQUEST"], "w").close()
+                while not os.path.exists(os.environ["CUT_DONE"]):
+                    time.sleep(0.05)
+            t = torch.full((n,), float(rank + i))
+            dist.all_reduce(t)
+            if torch.all(t == float(sum(r + i for r in range(world)))):
+                correct += 1
+        report(correct=correct, error=None)
+    except Exception as e:
+        report(correct=correct, error=type(e).__name__, message=str(e))
+
+
 def scenario_numpy():
     """The plain binding (no torch.distributed): numpy buffers, in place and out of place."""
     import numpy as np
