@@ -80,7 +80,7 @@ test-python: build-runtime build-bench ## Python tests: test bed acceptance, ben
 	$(PYTHON) -m pytest -q hack/tests bench/tests $(wildcard runtime/python/tests)
 
 .PHONY: e2e
-e2e: ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
+e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
 	hack/setup.sh cluster
 	$(PYTHON) -m pytest -q e2e
 
