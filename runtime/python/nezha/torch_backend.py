@@ -46,7 +46,8 @@ def _nezha_op(torch_op):
     for ours, theirs in _RED_OPS.items():
         if kind == theirs:
             return ours
-    raise InvalidArgument(f"nezha backend: reduce op {kind} is not supported (want SUM, PRODUCT, MIN or MAX)")
+    raise InvalidArgument(f"nezha backend: reduce op {kind} is not supported "
+                          "(want SUM, PRODUCT, MIN or MAX)")
 
 
 def _done(result):
@@ -59,11 +60,13 @@ def _rendezvous_from_master(env):
     addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
     if not addr or not port:
         raise ConfigError("NEZHA_RENDEZVOUS is unset and cannot be derived: MASTER_ADDR and "
-                          "MASTER_PORT must both be set (NEZHA_RENDEZVOUS defaults to MASTER_ADDR:MASTER_PORT+1)")
+                          "MASTER_PORT must both be set (NEZHA_RENDEZVOUS defaults to "
+                          "MASTER_ADDR:MASTER_PORT+1)")
     try:
         p = int(port)
     except ValueError:
-        raise ConfigError(f"MASTER_PORT={port!r} is not a port number (needed to derive NEZHA_RENDEZVOUS)") from None
+        raise ConfigError(f"MASTER_PORT={port!r} is not a port number "
+                          "(needed to derive NEZHA_RENDEZVOUS)") from None
     if not 0 < p < 65535:
         raise ConfigError(f"MASTER_PORT={p} leaves no room for NEZHA_RENDEZVOUS=MASTER_PORT+1 (want 1-65534)")
     return f"{addr}:{p + 1}"
@@ -152,7 +155,8 @@ class NezhaProcessGroup(ProcessGroup):
         inp = _single(input_tensors, "allgather")
         outs = _single(output_tensors, "allgather output list")
         if len(outs) != self.size():
-            raise InvalidArgument(f"nezha backend: allgather output list has {len(outs)} tensors, want {self.size()}")
+            raise InvalidArgument(f"nezha backend: allgather output list has {len(outs)} tensors, "
+                                  f"want {self.size()}")
         for i, o in enumerate(outs):
             if o.dtype != inp.dtype or o.numel() != inp.numel():
                 raise InvalidArgument(f"nezha backend: allgather output[{i}] is {o.dtype}[{o.numel()}], "
@@ -171,7 +175,8 @@ class NezhaProcessGroup(ProcessGroup):
         out = _single(output_tensors, "reduce_scatter")
         ins = _single(input_tensors, "reduce_scatter input list")
         if len(ins) != self.size():
-            raise InvalidArgument(f"nezha backend: reduce_scatter input list has {len(ins)} tensors, want {self.size()}")
+            raise InvalidArgument(f"nezha backend: reduce_scatter input list has {len(ins)} tensors, "
+                                  f"want {self.size()}")
         op = _nezha_op(opts.reduceOp) if opts is not None else ReduceOp.SUM
         flat = torch.cat([t.reshape(-1) for t in ins])
         self._comm.reduce_scatter(flat, out, op=op)
