@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "algorithms/algorithms.h"
@@ -101,8 +102,9 @@ struct Communicator::Impl {
       if (r < 0) allRailsDown(errors);
       std::vector<double> v = mine;
       TaskHandle h;
-      // Peers still blocked on a failing rail reach this round up to one slice deadline late.
-      const auto limit = 2 * o.progressFloor;
+      // Peers still blocked on a failing rail (or in a re-admission connect) reach this round
+      // up to one progress floor late.
+      const auto limit = 3 * o.progressFloor;
       workers[r]->submit(
           [&] {
             channels[r]->setProgressTimeout(limit);
@@ -192,7 +194,20 @@ struct Communicator::Impl {
       for (size_t r = 0; r < rails.size(); ++r) {
         if (failed[r] > 0) shutRail(static_cast<int>(r));
       }
+      // Second half of the round: per rail, 1 = this rank is not ready to re-admit it.
+      const size_t n = rails.size();
+      failed.resize(2 * n, 1.0);
+      for (size_t r = 0; r < n; ++r) {
+        if (!sched->alive()[r] && !readmitting && readyLocally(static_cast<int>(r))) {
+          failed[n + r] = 0;
+        }
+      }
       agreeFailures(failed, errors);
+      ready.clear();
+      for (size_t r = 0; r < n; ++r) {
+        if (failed[n + r] == 0 && failed[r] == 0) ready.push_back(static_cast<int>(r));
+      }
+      failed.resize(n);
       std::vector<Slice> redo;
       for (const Slice& s : todo) (failed[s.rail] > 0 ? redo : out.done).push_back(s);
       std::vector<bool> alive = sched->alive();
@@ -214,7 +229,119 @@ struct Communicator::Impl {
       metrics.replayedSlices += redo.size();
       todo = sched->resplit(plan, redo);
     }
+    if (!ready.empty() && !readmitting) readmit(ready);
     return out;
+  }
+
+  // ---- re-admission ---------------------------------------------------------------------
+  // A failed rail comes back when every rank is ready (carrier up and nothing bad seen on it
+  // for its hold-down), decided in the failure agreement at the end of an operation, so all
+  // ranks rebuild it at the same point: fresh listening sockets, ports shared over the
+  // survivors, connections whose handshake names the rail's new generation (bytes of the old
+  // connections can never be taken for the new ones), a probe allreduce, then a second
+  // agreement that every rank succeeded. The hold-down doubles each time the rail fails
+  // again (flap damping, capped at 60 s).
+  std::vector<int> ready;       // rails agreed ready in the last round
+  bool readmitting = false;     // re-admission's own rounds must not start another one
+  std::vector<int> generation;  // per rail, bumped per re-admission attempt
+  std::vector<std::chrono::steady_clock::time_point> failedAt;
+  std::vector<std::chrono::milliseconds> holdDown;
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> linkUpAt;  // steady ns; watcher thread
+  std::mutex channelMu;  // channels[r] swap vs. abort from the watcher / abortRail threads
+  JobTable job;
+
+  bool readyLocally(int r) const {
+    if (o.readmitHoldDown.count() == 0 || linkDown[r]->load()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    const auto upAt =
+        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(linkUpAt[r]->load()));
+    return now - failedAt[r] >= holdDown[r] && now - upAt >= holdDown[r];
+  }
+
+  void agreeValues(std::vector<double>& v) {
+    const std::vector<double> orig = v;
+    runUnit([&](Channel& ch, Scratch& s) {
+      v = orig;
+      nezha::allreduce(ch, reinterpret_cast<char*>(v.data()), v.size(), DataType::kFloat64,
+                       ReduceOp::kMax, s, algo);
+    });
+  }
+
+  void readmit(const std::vector<int>& railsReady) {
+    readmitting = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{readmitting};
+    const int n = o.worldSize;
+    for (int r : railsReady) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ++generation[r];
+      std::unique_ptr<TcpChannel> fresh;
+      std::string err;
+      try {
+        fresh = std::make_unique<TcpChannel>(o, r, rails[r].address);
+      } catch (const Error& e) {
+        err = e.what();
+      }
+      std::vector<double> ports(n + 1, 0.0);
+      ports[o.rank] = fresh ? fresh->endpoint().port : 0;
+      ports[n] = fresh ? 0 : 1;
+      agreeValues(ports);
+      if (ports[n] == 0) {
+        JobTable jt = job;
+        jt.session += strCat("/rail", r, "/gen", generation[r]);
+        for (int p = 0; p < n; ++p) jt.ranks[p].rails[r].port = static_cast<int>(ports[p]);
+        try {
+          fresh->connect(jt, Clock::now() + o.progressFloor);
+          fresh->setProgressTimeout(2 * o.progressFloor);
+          std::vector<double> probe{1.0};
+          nezha::allreduce(*fresh, reinterpret_cast<char*>(probe.data()), 1, DataType::kFloat64,
+                           ReduceOp::kSum, scratch[r], algo);
+          if (probe[0] != n) err = strCat("probe allreduce gave ", probe[0]);
+        } catch (const Error& e) {
+          err = e.what();
+        }
+      } else if (err.empty()) {
+        err = "a peer could not open its listening socket";
+      }
+      std::vector<double> bad{err.empty() ? 0.0 : 1.0};
+      agreeValues(bad);
+      if (bad[0] > 0) {
+        if (fresh) fresh->abort();
+        failedAt[r] = std::chrono::steady_clock::now();
+        holdDown[r] = std::min(2 * holdDown[r], std::chrono::milliseconds(60000));
+        if (o.verbose) {
+          std::fprintf(stderr, "nezha: rank %d: re-admitting rail %s failed (%s)\n", o.rank,
+                       rails[r].name.c_str(), err.empty() ? "on a peer" : err.c_str());
+        }
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(channelMu);
+        channels[r] = std::move(fresh);
+      }
+      localDown[r] = false;
+      std::vector<bool> alive = sched->alive();
+      alive[r] = true;
+      sched->setAlive(alive);
+      metrics.rails[rails[r].name].alive = true;
+      FailoverEvent ev;
+      ev.op = opCounter - 1;
+      ev.rail = rails[r].name;
+      ev.unixSeconds =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      ev.stallSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      metrics.readmissions.push_back(ev);
+      // A rail that fails again soon after coming back waits longer next time.
+      holdDown[r] = std::min(2 * holdDown[r], std::chrono::milliseconds(60000));
+      if (o.verbose) {
+        std::fprintf(stderr, "nezha: rank %d: rail %s re-admitted after op %llu\n", o.rank,
+                     ev.rail.c_str(), static_cast<unsigned long long>(ev.op));
+      }
+    }
   }
 
   void recordFailover(int rail, const std::string& localError) {
@@ -227,6 +354,7 @@ struct Communicator::Impl {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart).count();
     ev.localError = localError;
     metrics.failovers.push_back(ev);
+    failedAt[rail] = std::chrono::steady_clock::now();
     metrics.rails[rails[rail].name].alive = false;
     if (o.verbose) {
       std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s)\n", o.rank,
@@ -264,14 +392,7 @@ struct Communicator::Impl {
     if (o.worldSize > 1 && sched->agreementDue(n)) {
       std::vector<double> stats = sched->pendingStats();
       if (!stats.empty()) {
-        auto agree = [this](std::vector<double>& v) {
-          const std::vector<double> orig = v;
-          runUnit([&](Channel& ch, Scratch& s) {
-            v = orig;
-            nezha::allreduce(ch, reinterpret_cast<char*>(v.data()), v.size(), DataType::kFloat64,
-                             ReduceOp::kMax, s, algo);
-          });
-        };
+        auto agree = [this](std::vector<double>& v) { agreeValues(v); };
         // First a fixed-size round: same operations and same number of statistics everywhere
         // (max(x) == x and max(-x) == -x on every rank iff all ranks hold x).
         double sig = signature, len = static_cast<double>(stats.size());
@@ -403,6 +524,7 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
     Options dial = m.o;
     if (m.o.rank == 0) dial.rendezvousPort = server->port();
     JobTable job = rendezvous(dial, mine);
+    m.job = job;
     Deadline deadline = Clock::now() + m.o.rendezvousTimeout;
     for (auto& ch : tcp) ch->connect(job, deadline);
     for (auto& ch : tcp) m.channels.push_back(std::move(ch));
@@ -415,15 +537,25 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
     for (const auto& r : m.rails) {
       ifaces.push_back(r.iface);
       m.linkDown.push_back(std::make_unique<std::atomic<bool>>(false));
+      m.linkUpAt.push_back(std::make_unique<std::atomic<int64_t>>(0));
     }
+    m.generation.assign(m.rails.size(), 0);
+    m.failedAt.assign(m.rails.size(), std::chrono::steady_clock::time_point{});
+    m.holdDown.assign(m.rails.size(), m.o.readmitHoldDown);
     try {
       m.watcher = std::make_unique<LinkWatcher>(
           ifaces,
           [&m](size_t i) {
             if (m.linkDown[i]->exchange(true)) return;
+            std::lock_guard<std::mutex> lock(m.channelMu);
             m.channels[i]->abort();  // thread-safe: fails the rail's exchange in flight now
           },
-          [&m](size_t i) { m.linkDown[i]->store(false); });
+          [&m](size_t i) {
+            if (!m.linkDown[i]->exchange(false)) return;
+            m.linkUpAt[i]->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+          });
     } catch (const Error& e) {
       // Detection then rests on the per-slice progress deadline alone; say so once.
       std::fprintf(stderr, "nezha: rank %d: %s; rail failures are detected by deadline only\n",
@@ -459,7 +591,9 @@ void Communicator::abortRail(int rail) {
   if (rail < 0 || rail >= static_cast<int>(impl_->rails.size())) {
     throw InvalidArgument(strCat("abortRail: no rail ", rail));
   }
-  if (!impl_->channels.empty()) impl_->channels[rail]->abort();
+  if (impl_->channels.empty()) return;
+  std::lock_guard<std::mutex> lock(impl_->channelMu);
+  impl_->channels[rail]->abort();
 }
 
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }

@@ -25,6 +25,7 @@ auto hotEqualSplit = [](Options& o) {
   o.probeBytes = 0;  // equal rails: each carries half
   o.ioTimeout = std::chrono::milliseconds(10000);
   o.progressFloor = std::chrono::milliseconds(500);
+  o.readmitHoldDown = std::chrono::milliseconds(0);  // a failed rail stays out
 };
 
 // Input of rank r in operation i (small integers: exact in every dtype) and the allreduce sum.
@@ -174,6 +175,49 @@ TEST(FailoverTest, AllRailsCutGivesClearErrorNotAHang) {
     EXPECT_LT(seconds[r], 5.0) << "rank " << r;
     int32_t x = 1;
     EXPECT_THROW(comms[r]->allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum), RailError);
+  }
+}
+
+// Re-admission: the rail comes back after its hold-down, on every rank at the same operation,
+// over fresh connections, and carries its share again; results stay exact throughout.
+TEST(FailoverTest, FailedRailIsReadmittedAfterHoldDown) {
+  auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
+    hotEqualSplit(o);
+    o.readmitHoldDown = std::chrono::milliseconds(150);
+  }));
+  const int n = 2;
+  const size_t count = 50000;
+  std::atomic<int> done{0};
+  std::thread injector([&] {
+    while (done.load() < 5) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    comms[1]->abortRail(1);
+  });
+  std::vector<long> wrong(n, 0);
+  std::vector<double> lastShare(n, 0);
+  runRanks(n, [&](int r) {
+    std::vector<int32_t> buf(count);
+    for (int i = 0; i < 120; ++i) {
+      for (size_t j = 0; j < count; ++j) buf[j] = input(r, i, j);
+      comms[r]->allreduce(buf.data(), buf.data(), count, DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < count; ++j) wrong[r] += buf[j] != expectedSum(n, i, j);
+      if (r == 1) done++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    lastShare[r] = comms[r]->lastReport().split.at("r1");
+  });
+  injector.join();
+  EXPECT_EQ(wrong, std::vector<long>(n, 0));
+  ASSERT_EQ(comms[0]->metrics().readmissions.size(), 1u);
+  for (int r = 0; r < n; ++r) {
+    const Metrics& m = comms[r]->metrics();
+    ASSERT_EQ(m.failovers.size(), 1u) << "rank " << r;
+    ASSERT_EQ(m.readmissions.size(), 1u) << "rank " << r;
+    EXPECT_EQ(m.readmissions[0].rail, "r1");
+    EXPECT_EQ(m.readmissions[0].op, comms[0]->metrics().readmissions[0].op)
+        << "ranks must re-admit at the same operation";
+    EXPECT_GT(m.readmissions[0].op, m.failovers[0].op);
+    EXPECT_TRUE(m.rails.at("r1").alive);
+    EXPECT_GT(lastShare[r], 0.2) << "rank " << r << ": r1 must carry its share again";
   }
 }
 

@@ -100,6 +100,9 @@ struct Options {
   // Least no-progress deadline of an operation slice; the deadline is max(floor, 4 x the
   // slice's predicted time), capped by ioTimeout, so a slow rail is not taken for a dead one.
   std::chrono::milliseconds progressFloor{1000};
+  // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
+  // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
+  std::chrono::milliseconds readmitHoldDown{2000};
   size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
   int tuneInterval = 5;               // agree timing stats every N operations
   std::string tablePath;              // optional data-length table to start from
@@ -146,6 +149,8 @@ struct Metrics {
   uint64_t ops = 0;             // collectives incl. barriers
   uint64_t replayedSlices = 0;  // slices redone on surviving rails after a failure
   std::vector<FailoverEvent> failovers;
+  // Rails re-entering the split (stallSeconds = time the reconnect + probe took).
+  std::vector<FailoverEvent> readmissions;
   uint64_t hotOps = 0;      // split across several rails
   uint64_t agreements = 0;  // timing agreement rounds
   std::map<std::string, RailMetrics> rails;
