@@ -1,7 +1,7 @@
 """torch.distributed backend "nezha": real multi-process jobs on loopback rails, checked against gloo."""
 import pytest
 
-import launch
+import nezha_launch as launch
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -21,7 +21,7 @@ def test_collectives_match_gloo(world):
 
 
 def launch_sizes():
-    import workers
+    import nezha_workers as workers
     return workers.SIZES
 
 

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-import launch
+import nezha_launch as launch
 import nezha
-from conftest import PKG_ROOT, REPO
 from nezha import torch_backend
 
 
@@ -104,13 +103,13 @@ def test_numpy_job_two_ranks(tmp_path):
 
 def _import_in_subprocess(env_changes):
     env = {k: v for k, v in os.environ.items() if k not in ("NEZHA_LIBRARY", "LD_LIBRARY_PATH")}
-    env.update(env_changes, PYTHONPATH=PKG_ROOT)
+    env.update(env_changes, PYTHONPATH=launch.PKG_ROOT)
     code = "import nezha, nezha._lib as l\ntry:\n    l.load(); print('LOADED')\nexcept nezha.LibraryNotFound as e:\n    print('ERR', e)"
     return subprocess.run([launch.PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout
 
 
 def test_library_lookup_order():
-    built = os.path.join(REPO, "build", "runtime")
+    built = os.path.join(launch.REPO, "build", "runtime")
     assert "LOADED" in _import_in_subprocess({"NEZHA_LIBRARY": os.path.join(built, "libnezha.so")})
     assert "LOADED" in _import_in_subprocess({"LD_LIBRARY_PATH": built})
     out = _import_in_subprocess({"NEZHA_LIBRARY": "/nonexistent/libnezha.so"})
@@ -164,7 +163,7 @@ def test_backend_env_errors(env, message):
 def test_backend_one_group_per_process_and_reinit():
     code = f"""
 import os, sys
-sys.path.insert(0, {PKG_ROOT!r})
+sys.path.insert(0, {launch.PKG_ROOT!r})
 import torch, torch.distributed as dist, nezha, nezha.torch_backend
 dist.init_process_group("nezha", init_method="tcp://127.0.0.1:{launch.free_port_pair()}", rank=0, world_size=1)
 try:

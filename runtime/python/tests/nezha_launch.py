@@ -1,4 +1,4 @@
-"""Runs one scenario of workers.py as N real processes (ranks) and collects their reports.
+"""Runs one scenario of nezha_workers.py as N real processes (ranks) and collects their reports.
 
 Every rank is a separate interpreter, so each loads libnezha and torch on its own, like a real job.
 A hard timeout per run turns a hang into a test failure that shows every rank's output.
@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 
-from conftest import PKG_ROOT, HERE
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG_ROOT = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(PKG_ROOT))
 
 PYTHON = "/usr/bin/python3"
 RUN_TIMEOUT_S = 90
@@ -62,7 +64,7 @@ def run(scenario, world, env, prefix=None, rank_env=None):
         e = dict(env, RANK=str(rank))
         if rank_env:
             e.update(rank_env(rank))
-        argv = (prefix(rank) if prefix else []) + [PYTHON, os.path.join(HERE, "workers.py"), scenario]
+        argv = (prefix(rank) if prefix else []) + [PYTHON, os.path.join(HERE, "nezha_workers.py"), scenario]
         procs.append(subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     results = []
     for p in procs:

@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-import launch
-from conftest import REPO
+import nezha_launch as launch
 
-TESTBED = os.path.join(REPO, "hack", "testbed.sh")
+TESTBED = os.path.join(launch.REPO, "hack", "testbed.sh")
 BED = "nztpy"  # this suite's prefix: nzt
 ELEMENTS = 4 << 20  # 16 MiB of float32 per allreduce: far above the cold threshold (hot start)
 ITERS = 8

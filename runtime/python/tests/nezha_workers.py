@@ -1,4 +1,4 @@
-"""Rank-side scenarios started by launch.py: `workers.py SCENARIO`, rank in RANK, world in WORLD_SIZE.
+"""Rank-side scenarios started by nezha_launch.py: `nezha_workers.py SCENARIO`, rank in RANK, world in WORLD_SIZE.
 
 Each prints one `REPORT {json}` line; any exception exits non-zero with its traceback.
 """
