@@ -31,6 +31,7 @@ struct Communicator::Impl {
   std::vector<Scratch> scratch;                      // touched only by the rail's worker
   std::unique_ptr<Scheduler> sched;
   uint64_t opCounter = 0;
+  uint64_t agreementRounds = 0;  // failure-agreement attempts, same sequence on every rank
   OpReport last;
   Metrics metrics;
 
@@ -100,7 +101,15 @@ struct Communicator::Impl {
         }
       }
       if (r < 0) allRailsDown(errors);
-      std::vector<double> v = mine;
+      // The round carries its sequence number (as n and -n: both maxima equal it only if every
+      // rank sent it; rounds are numbered identically while ranks are in step). A cut can complete a round on one rank but not on another (the
+      // last message was delivered one way only); the rank that moved on then meets this
+      // rank's retry inside its next operation. The number check turns that into a failure of
+      // the rail (and, if it repeats, a clear error) instead of a result built from a
+      // mismatched message.
+      const double opNo = static_cast<double>(++agreementRounds);
+      std::vector<double> v{opNo, -opNo};
+      v.insert(v.end(), mine.begin(), mine.end());
       TaskHandle h;
       // Peers still blocked on a failing rail (or in a re-admission connect) reach this round
       // up to one progress floor late.
@@ -114,12 +123,17 @@ struct Communicator::Impl {
           &h);
       try {
         h.wait();
-        flags = v;
-        return;
+        bool valid = v[0] == opNo && v[1] == -opNo;
+        for (size_t i = 2; i < v.size(); ++i) valid = valid && (v[i] == 0 || v[i] == 1);
+        if (valid) {
+          flags.assign(v.begin() + 2, v.end());
+          return;
+        }
+        ++metrics.agreementMismatches;
       } catch (const RailError&) {
-        shutRail(r);
-        mine[r] = 1;
       }
+      shutRail(r);
+      mine[r] = 1;
     }
   }
 

@@ -96,17 +96,21 @@ int runLoop(Communicator& c, const BenchArgs& a) {
     root.set("ops", list);
     root.set("op_split", splits);  // per op: share of each rail, in "rails" order
     root.set("op_replayed", replayed);
-    Json events = Json::array();
-    for (const FailoverEvent& f : c.metrics().failovers) {
-      Json e = Json::object();
-      e.set("op", static_cast<double>(f.op));
-      e.set("rail", f.rail);
-      e.set("t_unix", f.unixSeconds);
-      e.set("stall_s", f.stallSeconds);
-      e.set("local_error", f.localError);
-      events.push(e);
-    }
-    root.set("failovers", events);
+    auto events = [](const std::vector<FailoverEvent>& evs) {
+      Json arr = Json::array();
+      for (const FailoverEvent& f : evs) {
+        Json e = Json::object();
+        e.set("op", static_cast<double>(f.op));
+        e.set("rail", f.rail);
+        e.set("t_unix", f.unixSeconds);
+        e.set("stall_s", f.stallSeconds);
+        e.set("local_error", f.localError);
+        arr.push(e);
+      }
+      return arr;
+    };
+    root.set("failovers", events(c.metrics().failovers));
+    root.set("readmissions", events(c.metrics().readmissions));
     Json states = Json::object();
     for (const auto& [name, m] : c.metrics().rails) states.set(name, m.alive ? "up" : "failed");
     root.set("rail_states", states);

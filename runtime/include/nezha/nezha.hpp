@@ -148,6 +148,9 @@ struct FailoverEvent {
 struct Metrics {
   uint64_t ops = 0;             // collectives incl. barriers
   uint64_t replayedSlices = 0;  // slices redone on surviving rails after a failure
+  // Failure-agreement rounds whose result was not from this operation on every rank (a cut
+  // completed the previous round on one side only); the rail is then failed.
+  uint64_t agreementMismatches = 0;
   std::vector<FailoverEvent> failovers;
   // Rails re-entering the split (stallSeconds = time the reconnect + probe took).
   std::vector<FailoverEvent> readmissions;

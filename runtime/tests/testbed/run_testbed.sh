@@ -299,8 +299,9 @@ else
   show cutall 3
 fi
 
-# A rail flapping 10 times during the loop (no re-admission yet: it leaves at the first cut and
-# stays out); results stay exact and there is exactly one failover.
+# A rail flapping 10 times during the loop: results stay exact; it leaves at the first cut and
+# the hold-down (2 s, doubling per re-admission) keeps it from re-entering more than once or
+# twice while it flaps.
 loop_job flap 2 2 8 &
 job=$!
 sleep 1.5
@@ -313,11 +314,33 @@ done
 wait $job || true
 T=$WORK/flap.trace.json
 if all_rc flap 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
-  [ "$(trace_get "$T" "len(t['failovers'])")" = 1 ]; then
-  pass "flapping rail: exact results, one failover"
+  [ "$(trace_get "$T" "1 <= len(t['failovers']) <= 3 and len(t['readmissions']) <= 2")" = True ]; then
+  pass "flapping rail: exact results, $(trace_get "$T" "len(t['failovers'])") failover(s)," \
+    "$(trace_get "$T" "len(t['readmissions'])") re-admission(s)"
 else
   fail "flapping rail"
   show flap 2
+fi
+
+# Restore: the rail comes back after the hold-down and carries its share again.
+loop_job readmit 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 &
+job=$!
+sleep 2
+"$TESTBED" cut --name "$BED" --host 1 --rail 1 >/dev/null
+sleep 2
+"$TESTBED" restore --name "$BED" --host 1 --rail 1 >/dev/null
+restored_at=$(date +%s.%N)
+wait $job || true
+T=$WORK/readmit.trace.json
+if all_rc readmit 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = up ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "restore: r1 re-admitted $(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $restored_at, 2)") s" \
+    "after the restore, carrying $(trace_get "$T" "round(t['op_split'][-1][1], 2)") of the split"
+else
+  fail "restore: want r1 re-admitted and carrying a share"
+  show readmit 2
 fi
 
 # Both rails of host 1 cut: every rank fails with a clear error, soon after the cut (the bound
