@@ -11,7 +11,9 @@
 
 #include "algorithms/algorithms.h"
 #include "config.h"
+#include "control_server.h"
 #include "error.h"
+#include "json.h"
 #include "link_watch.h"
 #include "probe.h"
 #include "rail_worker.h"
@@ -102,11 +104,11 @@ struct Communicator::Impl {
       }
       if (r < 0) allRailsDown(errors);
       // The round carries its sequence number (as n and -n: both maxima equal it only if every
-      // rank sent it; rounds are numbered identically while ranks are in step). A cut can complete a round on one rank but not on another (the
-      // last message was delivered one way only); the rank that moved on then meets this
-      // rank's retry inside its next operation. The number check turns that into a failure of
-      // the rail (and, if it repeats, a clear error) instead of a result built from a
-      // mismatched message.
+      // rank sent it; rounds are numbered identically while ranks are in step). A cut can complete
+      // a round on one rank but not on another (the last message was delivered one way only); the
+      // rank that moved on then meets this rank's retry inside its next operation. The number check
+      // turns that into a failure of the rail (and, if it repeats, a clear error) instead of a
+      // result built from a mismatched message.
       const double opNo = static_cast<double>(++agreementRounds);
       std::vector<double> v{opNo, -opNo};
       v.insert(v.end(), mine.begin(), mine.end());
@@ -210,9 +212,16 @@ struct Communicator::Impl {
       }
       // Second half of the round: per rail, 1 = this rank is not ready to re-admit it.
       const size_t n = rails.size();
-      failed.resize(2 * n, 1.0);
+      failed.resize(4 * n, 1.0);
       for (size_t r = 0; r < n; ++r) {
-        if (!sched->alive()[r] && !readmitting && readyLocally(static_cast<int>(r))) {
+        // Third and fourth blocks: drain / restore asked on this rank's control endpoint.
+        const int req = controlRequest[r]->load();
+        failed[2 * n + r] = req == kDrain ? 1.0 : 0.0;
+        failed[3 * n + r] = req == kRestore ? 1.0 : 0.0;
+      }
+      for (size_t r = 0; r < n; ++r) {
+        if (!sched->alive()[r] && !drained[r] && !readmitting &&
+            readyLocally(static_cast<int>(r))) {
           failed[n + r] = 0;
         }
       }
@@ -221,6 +230,7 @@ struct Communicator::Impl {
       for (size_t r = 0; r < n; ++r) {
         if (failed[n + r] == 0 && failed[r] == 0) ready.push_back(static_cast<int>(r));
       }
+      applyControl(std::vector<double>(failed.begin() + 2 * n, failed.end()));
       failed.resize(n);
       std::vector<Slice> redo;
       for (const Slice& s : todo) (failed[s.rail] > 0 ? redo : out.done).push_back(s);
@@ -358,6 +368,121 @@ struct Communicator::Impl {
     }
   }
 
+  // ---- control endpoint: drain / restore at an agreed operation ---------------------------
+  static constexpr int kDrain = 1, kRestore = 2;
+  std::vector<std::unique_ptr<std::atomic<int>>> controlRequest;  // set by the HTTP thread
+  std::vector<bool> drained;  // out of the split on request (connections kept)
+
+  void applyControl(const std::vector<double>& agreed) {
+    const size_t n = rails.size();
+    std::vector<bool> alive = sched->alive();
+    bool changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      const bool drain = agreed[r] > 0, restore = agreed[n + r] > 0;
+      int mine = controlRequest[r]->load();
+      if (drain && alive[r] && std::count(alive.begin(), alive.end(), true) > 1) {
+        alive[r] = false;
+        drained[r] = true;
+        changed = true;
+      } else if (restore && drained[r] && !localDown[r]) {
+        alive[r] = true;
+        drained[r] = false;
+        changed = true;
+      }
+      // Requests seen by the agreement are done (applied, or moot); clear only those.
+      if ((mine == kDrain && drain) || (mine == kRestore && restore)) {
+        controlRequest[r]->compare_exchange_strong(mine, 0);
+      }
+    }
+    if (changed) sched->setAlive(alive);
+  }
+
+  // Snapshot for the HTTP thread, refreshed after every operation (statusMu).
+  std::mutex statusMu;
+  std::string statusJson = "{}", metricsText;
+
+  void publish() {
+    Json st = Json::object();
+    st.set("rank", o.rank);
+    st.set("world_size", o.worldSize);
+    st.set("ops", static_cast<double>(metrics.ops));
+    Json rs = Json::array();
+    std::string prom = strCat(
+        "# TYPE nezha_ops_total counter\nnezha_ops_total ", metrics.ops,
+        "\n# TYPE nezha_failovers_total counter\nnezha_failovers_total ", metrics.failovers.size(),
+        "\n# TYPE nezha_readmissions_total counter\nnezha_readmissions_total ",
+        metrics.readmissions.size(),
+        "\n# TYPE nezha_replayed_slices_total counter\nnezha_replayed_slices_total ",
+        metrics.replayedSlices, "\n");
+    std::string up = "# TYPE nezha_rail_up gauge\n",
+                bytes = "# TYPE nezha_rail_bytes_total counter\n",
+                secs = "# TYPE nezha_rail_busy_seconds_total counter\n",
+                share = "# TYPE nezha_rail_split_ratio gauge\n";
+    for (size_t r = 0; r < rails.size(); ++r) {
+      const std::string& name = rails[r].name;
+      const RailMetrics& m = metrics.rails[name];
+      const bool alive = sched ? sched->alive()[r] : true;
+      std::string state = alive                              ? "healthy"
+                          : drained.size() > r && drained[r] ? "drained"
+                                                             : "failed";
+      if (!alive && state == "failed" && o.worldSize > 1 && readyLocally(static_cast<int>(r))) {
+        state = "probing";  // hold-down passed here; re-enters once every rank agrees
+      }
+      Json j = Json::object();
+      j.set("name", name);
+      j.set("state", state);
+      j.set("bytes", static_cast<double>(m.bytes));
+      j.set("split", last.split.count(name) ? last.split.at(name) : 0.0);
+      // Ranks this rail reached in its last completed operation: all of them while it is up.
+      j.set("ranks_reachable", alive ? o.worldSize : 0);
+      rs.push(j);
+      const std::string lbl = strCat("{rail=\"", name, "\"}");
+      up += strCat("nezha_rail_up", lbl, " ", alive ? 1 : 0, "\n");
+      bytes += strCat("nezha_rail_bytes_total", lbl, " ", m.bytes, "\n");
+      secs += strCat("nezha_rail_busy_seconds_total", lbl, " ", m.seconds, "\n");
+      share += strCat("nezha_rail_split_ratio", lbl, " ",
+                      last.split.count(name) ? last.split.at(name) : 0.0, "\n");
+    }
+    st.set("rails", rs);
+    st.set("failovers", static_cast<double>(metrics.failovers.size()));
+    st.set("readmissions", static_cast<double>(metrics.readmissions.size()));
+    st.set("replayed_slices", static_cast<double>(metrics.replayedSlices));
+    std::lock_guard<std::mutex> lock(statusMu);
+    statusJson = st.dump();
+    metricsText = prom + up + bytes + secs + share;
+  }
+
+  HttpReply handleControl(const std::string& method, const std::string& path) {
+    if (path == "/status" || path == "/metrics") {
+      if (method != "GET") return {405, "text/plain", "use GET\n"};
+      std::lock_guard<std::mutex> lock(statusMu);
+      if (path == "/status") return {200, "application/json", statusJson + "\n"};
+      return {200, "text/plain; version=0.0.4", metricsText};
+    }
+    const std::string prefix = "/rails/";
+    if (path.compare(0, prefix.size(), prefix) == 0) {
+      const std::string rest = path.substr(prefix.size());
+      const size_t slash = rest.find('/');
+      const std::string name = rest.substr(0, slash);
+      const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+      if (action != "drain" && action != "restore") {
+        return {404, "text/plain", "want /rails/{name}/drain or /rails/{name}/restore\n"};
+      }
+      if (method != "POST") return {405, "text/plain", "use POST\n"};
+      for (size_t r = 0; r < rails.size(); ++r) {
+        if (rails[r].name != name) continue;
+        if (o.worldSize == 1) return {409, "text/plain", "single-rank job has no rails in use\n"};
+        controlRequest[r]->store(action == "drain" ? kDrain : kRestore);
+        return {202, "application/json",
+                strCat("{\"rail\":\"", name, "\",\"action\":\"", action,
+                       "\",\"applied\":\"at the next operation, on every rank\"}\n")};
+      }
+      return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n")};
+    }
+    return {404, "text/plain",
+            "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n"};
+  }
+
   void recordFailover(int rail, const std::string& localError) {
     FailoverEvent ev;
     ev.op = opCounter - 1;
@@ -466,6 +591,7 @@ struct Communicator::Impl {
       last.railBytes[name] += s.count * plan.unitBytes;
       last.railSeconds[name] = secs.empty() ? 0 : secs[s.rail];
     }
+    if (control) publish();
   }
 
   // Shares a data-length table file read by rank 0 with every rank (over the cold rail).
@@ -502,8 +628,9 @@ struct Communicator::Impl {
     return Table::fromJson(text, names, "NEZHA_TABLE=" + o.tablePath);
   }
 
-  // Last member: stops (joins) before the channels it aborts are destroyed.
+  // Last members: stop (join) before the state they read is destroyed.
   std::unique_ptr<LinkWatcher> watcher;
+  std::unique_ptr<ControlServer> control;
 };
 
 Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl>()) {
@@ -556,6 +683,10 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
     m.generation.assign(m.rails.size(), 0);
     m.failedAt.assign(m.rails.size(), std::chrono::steady_clock::time_point{});
     m.holdDown.assign(m.rails.size(), m.o.readmitHoldDown);
+    m.drained.assign(m.rails.size(), false);
+    for (size_t i = 0; i < m.rails.size(); ++i) {
+      m.controlRequest.push_back(std::make_unique<std::atomic<int>>(0));
+    }
     try {
       m.watcher = std::make_unique<LinkWatcher>(
           ifaces,
@@ -587,6 +718,13 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   }
   Table table = m.loadTable(names);
   m.sched = std::make_unique<Scheduler>(m.o, probe, std::move(table));
+  if (!m.o.controlAddr.empty()) {
+    m.control = std::make_unique<ControlServer>(
+        m.o.controlAddr, [&m](const std::string& method, const std::string& path) {
+          return m.handleControl(method, path);
+        });
+    m.publish();
+  }
   if (m.o.verbose && m.o.rank == 0) {
     std::fprintf(stderr, "nezha: %d ranks, policy %s, cold rail %s, cold threshold %zu bytes\n",
                  m.o.worldSize, toString(m.o.policy), m.rails[m.sched->coldRail()].name.c_str(),
@@ -609,6 +747,8 @@ void Communicator::abortRail(int rail) {
   std::lock_guard<std::mutex> lock(impl_->channelMu);
   impl_->channels[rail]->abort();
 }
+
+int Communicator::controlPort() const { return impl_->control ? impl_->control->port() : 0; }
 
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }
 const OpReport& Communicator::lastReport() const { return impl_->last; }

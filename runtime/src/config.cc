@@ -144,6 +144,7 @@ Options Options::fromEnv() {
   o.failover = failover == "replay";
   o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.readmitHoldDown = std::chrono::milliseconds(paramInt("NEZHA_READMIT_HOLDDOWN_MS", 0, 3600000));
+  o.controlAddr = paramString("NEZHA_CONTROL_ADDR");
   o.probeBytes = paramBytes("NEZHA_PROBE_BYTES");
   o.tuneInterval = static_cast<int>(paramInt("NEZHA_TUNE_INTERVAL", 1, 1000000));
   o.tuneGain = paramDouble("NEZHA_TUNE_GAIN", 0.01, 1.0);

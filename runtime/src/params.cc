@@ -23,6 +23,7 @@ const std::vector<Param>& allParams() {
       {"NEZHA_FAILOVER", "replay", "replay (agree + redo failed slices on survivors) | stop"},
       {"NEZHA_READMIT_HOLDDOWN_MS", "2000",
        "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
+      {"NEZHA_CONTROL_ADDR", "", "control endpoint host:port or :port (/status, /metrics, drain)"},
       {"NEZHA_PROGRESS_FLOOR_MS", "1000",
        "least no-progress deadline of an op slice (deadline = max(floor, 4 x predicted))"},
       {"NEZHA_PROBE_BYTES", "1M", "allreduce size of the per-rail bandwidth probe at init"},

@@ -103,6 +103,9 @@ struct Options {
   // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
   // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
   std::chrono::milliseconds readmitHoldDown{2000};
+  // Control endpoint "host:port" or ":port" (GET /status, /metrics; POST /rails/{name}/drain,
+  // /restore); empty = none. Port 0 picks one (see Communicator::controlPort()).
+  std::string controlAddr;
   size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
   int tuneInterval = 5;               // agree timing stats every N operations
   std::string tablePath;              // optional data-length table to start from
@@ -196,6 +199,9 @@ class Communicator {
   // Breaks rail `rail`'s connections (fault injection): the operation in flight and later ones
   // that use the rail fail with RailError(rail) here and on the peers. Any thread.
   void abortRail(int rail);
+
+  // Port of the control endpoint (0 if none).
+  int controlPort() const;
 
   const OpReport& lastReport() const;
   const Metrics& metrics() const;
