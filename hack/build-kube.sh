@@ -52,7 +52,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
-    (cd "$src" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true)
+    (cd "$src" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1) || log "go mod tidy reported problems in $src; the build below will say if they matter"
     (cd "$src" && GOFLAGS=-mod=mod go mod download)
   fi
   local major minor
@@ -73,7 +73,7 @@ build_etcd() {
   if [ ! -f "$src/go.mod" ]; then
     printf 'module nezha.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$src/go.mod"
     printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > "$src/tools.go"
-    (cd "$src" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true)
+    (cd "$src" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1) || log "go mod tidy reported problems in $src; the build below will say if they matter"
   fi
   log "building etcd $ETCD_VERSION"
   (cd "$src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$NEZHA_KUBE_BIN/etcd.tmp" go.etcd.io/etcd/server/v3)

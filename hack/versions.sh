@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # every variable here is used by the scripts that source this file
 # Every pinned version Nezha's tooling uses, in one place. Sourced by hack/*.sh and the Makefile.
 # Bump here, nowhere else.
 
