@@ -63,7 +63,7 @@ manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rb
 ##@ Test
 
 .PHONY: test
-test: setup test-go test-runtime test-python ## Run every test suite (needs root for network namespaces).
+test: setup lint test-go test-runtime test-python ## Lint, then every test suite (needs root for network namespaces).
 	@echo "make test: all suites passed"
 
 .PHONY: test-go
