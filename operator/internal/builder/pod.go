@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -58,6 +59,9 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 		return nil, fmt.Errorf("spec.workers.template: %w", err)
 	}
 
+	if len(opts.AvoidNodes) > 0 {
+		t.Annotations[AvoidedNodesAnnotation] = strings.Join(opts.AvoidNodes, ",")
+	}
 	t.Annotations[nezhav1.TemplateHashAnnotation] = templateHash(t)
 
 	meta := objectMeta(job, PodName(job.Name, rank))

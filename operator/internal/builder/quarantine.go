@@ -34,3 +34,13 @@ func AvoidNodes(spec *corev1.PodSpec, nodes []string) {
 		sel.NodeSelectorTerms[i].MatchFields = append(sel.NodeSelectorTerms[i].MatchFields, req)
 	}
 }
+
+// AvoidedNodesAnnotation on a worker pod lists, comma-separated and sorted, the nodes it was
+// built to avoid (absent when none). Node affinity is immutable, so the operator compares it with
+// the current set to find unscheduled workers whose exclusion went stale.
+const AvoidedNodesAnnotation = "nezha.io/avoided-nodes"
+
+// AvoidedNodesOf returns the avoided-node set a pod was built with, in the annotation's form.
+func AvoidedNodesOf(pod *corev1.Pod) string {
+	return pod.Annotations[AvoidedNodesAnnotation]
+}

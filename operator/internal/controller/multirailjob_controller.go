@@ -344,7 +344,8 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		// PyTorchJob pods are owned by the PyTorchJob, so pods map to jobs by label.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
 		Watches(&nezhav1.RailClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexRails))).
-		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexNodes)))
+		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexNodes))).
+		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsWithUnscheduledWorkers))
 	if r.PyTorchJobEnabled {
 		b = b.Owns(&kubeflowv1.PyTorchJob{})
 	}

@@ -3,12 +3,18 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
@@ -29,6 +35,9 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 				return fmt.Errorf("delete surplus worker pod %s: %w", pod.Name, err)
 			}
 		}
+	}
+	if err := r.replaceStaleUnscheduled(ctx, obs, avoid, st); err != nil {
+		return err
 	}
 	var build []*corev1.Pod
 	for rank := int32(0); rank < desired; rank++ {
@@ -91,6 +100,47 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 	return nil
 }
 
+// ReasonReplacedUnscheduledWorkers is the Event reason for workers recreated because the nodes to
+// avoid changed before they were scheduled.
+const ReasonReplacedUnscheduledWorkers = "ReplacedUnscheduledWorkers"
+
+// replaceStaleUnscheduled deletes workers that are not yet scheduled and were built to avoid a
+// different set of nodes than now; ensureWorkers recreates them once they are gone. Node affinity
+// is immutable, so without this a worker created during a rail outage would keep excluding the
+// recovered node and could stay Pending forever. Scheduled pods are never touched: their affinity
+// no longer matters and deleting them would kill training.
+func (r *MultiRailJobReconciler) replaceStaleUnscheduled(ctx context.Context, obs observation, avoid []string,
+	st *statusUpdate) error {
+	want := strings.Join(avoid, ",")
+	var replaced []string
+	for _, pod := range obs.pods {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || builder.AvoidedNodesOf(pod) == want {
+			continue
+		}
+		// The precondition makes a pod bound since our read survive: the delete then fails.
+		err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion})
+		switch {
+		case err == nil:
+			replaced = append(replaced, pod.Name)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// gone or changed (possibly scheduled) meanwhile; the next reconcile looks again
+		default:
+			return fmt.Errorf("replace unscheduled worker pod %s: %w", pod.Name, err)
+		}
+	}
+	if len(replaced) > 0 {
+		sort.Strings(replaced)
+		now := want
+		if now == "" {
+			now = "none"
+		}
+		st.event(normal, ReasonReplacedUnscheduledWorkers, fmt.Sprintf(
+			"recreating %d unscheduled worker pods (%s) built for other nodes to avoid; nodes to avoid now: %s",
+			len(replaced), strings.Join(replaced, ", "), now))
+	}
+	return nil
+}
+
 // restartWorkers deletes every worker pod (onRailLoss=Restart); they are recreated on the next
 // reconcile, off the nodes whose rails are down.
 func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observation, st *statusUpdate, why string) error {
@@ -108,4 +158,27 @@ func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observa
 	railFailovers.WithLabelValues(string(nezhav1.FailoverRestarted)).Inc()
 	st.event(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
 	return nil
+}
+
+// jobsWithUnscheduledWorkers maps a RailNode event to every job that has a worker not yet
+// scheduled: the set of nodes to avoid may have changed for it (replaceStaleUnscheduled), and the
+// node index only finds jobs already running on the node.
+func (r *MultiRailJobReconciler) jobsWithUnscheduledWorkers(ctx context.Context, _ client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.HasLabels{nezhav1.JobNameLabel}); err != nil {
+		log.FromContext(ctx).Error(err, "list worker pods for a RailNode event")
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[nezhav1.JobNameLabel]}
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || seen[key] {
+			continue
+		}
+		seen[key] = true
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
 }
