@@ -235,9 +235,6 @@ def test_allreduce_survives_a_rail_cut_mid_run(kube, rails):
         kube.kubectl("delete", "multirailjob", CHAOS_JOB, "-n", JOB_NAMESPACE, "--wait=true", check=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "operator bug: workers created while a node is avoided keep a NotIn node affinity for it "
-    "(pod affinity is immutable) and are never recreated, so they stay Pending after the rail recovers"))
 def test_workers_created_during_a_rail_outage_run_after_recovery(kube, rails):
     cut_link, cut_rail = rail_links(kube)[1], RAIL_CLASSES[1]
     subprocess.run(["ip", "link", "set", cut_link, "down"], check=True)
