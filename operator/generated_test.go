@@ -65,7 +65,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set (it holds kubectl)")
 	}
 	root, _ := filepath.Abs("..")
-	for dir, kinds := range map[string]int{"config/crd": 3, "config/rbac": 3} {
+	for dir, kinds := range map[string]int{"config/crd": 3, "config/rbac": 5} {
 		out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, dir)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)

@@ -53,10 +53,9 @@ const (
 	EnvPolicy = "NEZHA_POLICY"
 	// EnvColdThreshold is the cold-start threshold in bytes, or "auto".
 	EnvColdThreshold = "NEZHA_COLD_THRESHOLD"
-	// EnvRailTimeoutMillis is spec.runtime.failover.railTimeout in milliseconds (set only when given).
-	EnvRailTimeoutMillis = "NEZHA_RAIL_TIMEOUT_MS"
-	// EnvProbeIntervalMillis is spec.runtime.failover.probeInterval in milliseconds (set only when given).
-	EnvProbeIntervalMillis = "NEZHA_PROBE_INTERVAL_MS"
+	// EnvIOTimeoutMillis is spec.runtime.failover.railTimeout in milliseconds (set only when
+	// given): the runtime's no-progress deadline after which a rail fails.
+	EnvIOTimeoutMillis = "NEZHA_IO_TIMEOUT_MS"
 
 	// ControlPort is the runtime's control port (NEZHA_CONTROL_ADDR=":9402").
 	ControlPort = 9402

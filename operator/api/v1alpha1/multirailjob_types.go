@@ -151,12 +151,15 @@ type RuntimeSpec struct {
 // FailoverTimeouts bound how long the runtime waits before it declares a rail dead.
 type FailoverTimeouts struct {
 	// railTimeout is how long a transfer on a rail may stall before the rail is declared failed
-	// and its share is replayed on the others (NEZHA_RAIL_TIMEOUT_MS).
+	// and its share is replayed on the others (NEZHA_IO_TIMEOUT_MS, 100ms to 1h; runtime
+	// default 30s).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1h')",message="spec.runtime.failover.railTimeout must be between 100ms and 1h"
 	RailTimeout *metav1.Duration `json:"railTimeout,omitempty"`
 
-	// probeInterval is how often a failed rail is probed to bring it back
-	// (NEZHA_PROBE_INTERVAL_MS).
+	// probeInterval is how often a failed rail is probed to bring it back. Reserved: the runtime
+	// does not bring failed rails back yet (a failed rail stays failed for the job's life), so
+	// the operator does not pass this on.
 	// +optional
 	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
 }

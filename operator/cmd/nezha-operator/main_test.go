@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +64,27 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "nezha-operator"}},
 	})
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "leases") {
+			t.Errorf("the ClusterRole grants leases cluster-wide: %+v", r)
+		}
+	}
+	// Leader election runs on the namespaced Role of config/rbac, bound in its namespace.
+	raw, err = os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "leader_election_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leRole := &rbacv1.Role{}
+	if err := yaml.Unmarshal(raw, leRole); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, admin, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leRole.Namespace}})
+	mustCreate(t, admin, leRole)
+	mustCreate(t, admin, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: leRole.Name, Namespace: leRole.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leRole.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "nezha-operator"}},
+	})
 	user, err := env.AddUser(envtest.User{Name: "nezha-operator"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +112,11 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
-	var logs bytes.Buffer
+	// The operator's output is copied in by exec's goroutine while the test reads it.
+	var logs syncBuffer
 	cmd := exec.Command(bin, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
-		"--runtime-image=nezha/runtime:smoke", "--zap-log-level=info")
+		"--runtime-image=nezha/runtime:smoke", "--zap-log-level=info",
+		"--leader-elect", "--leader-election-namespace="+leRole.Namespace)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -123,6 +149,10 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		}
 		return nil
 	})
+	lease := &coordinationv1.Lease{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: leRole.Namespace, Name: "nezha-operator.nezha.io"}, lease); err != nil {
+		t.Errorf("leader-election lease: %v", err)
+	}
 	waitFor(t, "status written", func() error {
 		job := &nezhav1.MultiRailJob{}
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: "smoke", Name: "smoke"}, job); err != nil {
@@ -219,4 +249,22 @@ func waitFor(t *testing.T, what string, check func() error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: %v", what, err)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer goroutine and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -160,7 +160,7 @@ func TestRuntimeEnv(t *testing.T) {
 				RailTimeout(metav1.Duration{Duration: 1500e6}).Obj(),
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
 				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_POLICY": "single", "NEZHA_COLD_THRESHOLD": "1048576",
-				"NEZHA_RAIL_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
+				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
 		},
 	}
 	for _, tc := range cases {

@@ -200,10 +200,8 @@ func RuntimeEnv(o RuntimeEnvOptions) []corev1.EnvVar {
 		corev1.EnvVar{Name: nezhav1.EnvColdThreshold, Value: cold},
 	)
 	if d := rt.Failover.RailTimeout; d != nil {
-		env = append(env, corev1.EnvVar{Name: nezhav1.EnvRailTimeoutMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
+		env = append(env, corev1.EnvVar{Name: nezhav1.EnvIOTimeoutMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
 	}
-	if d := rt.Failover.ProbeInterval; d != nil {
-		env = append(env, corev1.EnvVar{Name: nezhav1.EnvProbeIntervalMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
-	}
+	// failover.probeInterval is not passed on: the runtime has no rail probe-back to tune yet.
 	return env
 }
