@@ -1,12 +1,14 @@
 // Package prober reads the Nezha runtime's own view of its rails from a worker's control
 // endpoint (NEZHA_CONTROL_ADDR, port 9402).
 //
-// Contract (the runtime serves it): GET http://<pod IP>:9402/status returns 200 and
+// Contract (runtime/README.md "Control endpoint"): GET http://<pod IP>:9402/status returns 200 and
 //
-//	{"rank": 0, "rails": [{"name": "rail0", "state": "healthy"}, {"name": "rail1", "state": "failed"}]}
+//	{"rank": 0, "world_size": 2, "ops": 10, "rails": [{"name": "rail0", "state": "healthy", "bytes": 1, ...}], ...}
 //
-// where state is "healthy", "failed" (the runtime stopped using the rail and replays its share on
-// the others) or "probing" (failed, being tested to come back; counted as failed).
+// of which the prober reads rank and rails[].name/state (other fields are ignored). state is
+// "healthy", "failed" (the runtime stopped using the rail and replays its share on the others),
+// "probing" (failed, waiting to be re-admitted; counted as failed) or "drained" (an operator
+// asked the runtime to stop using a working rail: not a failure, so not counted as failed).
 package prober
 
 import (
@@ -29,6 +31,7 @@ const (
 	StateHealthy = "healthy"
 	StateFailed  = "failed"
 	StateProbing = "probing"
+	StateDrained = "drained"
 )
 
 // Status is the /status document.
@@ -87,7 +90,7 @@ func parseStatus(r io.Reader) ([]string, error) {
 	var failed []string
 	for i, rs := range st.Rails {
 		switch rs.State {
-		case StateHealthy:
+		case StateHealthy, StateDrained:
 		case StateFailed, StateProbing:
 			failed = append(failed, rs.Name)
 		default:

@@ -43,6 +43,10 @@ func TestFailedRails(t *testing.T) {
 	}{
 		{"all healthy", 200, `{"rank":0,"rails":[{"name":"a","state":"healthy"},{"name":"b","state":"healthy"}]}`, nil, ""},
 		{"failed and probing", 200, `{"rank":1,"rails":[{"name":"a","state":"failed"},{"name":"b","state":"probing"},{"name":"c","state":"healthy"}]}`, []string{"a", "b"}, ""},
+		{"runtime's full document, drained is no failure", 200,
+			`{"rank":0,"world_size":2,"ops":7,"rails":[{"name":"a","state":"drained","bytes":10,"split":0,"ranks_reachable":2},` +
+				`{"name":"b","state":"failed","bytes":5,"split":1,"ranks_reachable":0}],"failovers":1,"readmissions":0,"replayed_slices":3}`,
+			[]string{"b"}, ""},
 		{"unknown state", 200, `{"rails":[{"name":"a","state":"meh"}]}`, nil, `rails[0].state: unknown value "meh"`},
 		{"empty name", 200, `{"rails":[{"name":"","state":"failed"}]}`, nil, "rails[0].name is empty"},
 		{"not JSON", 200, `<html>`, nil, "runtime /status"},
