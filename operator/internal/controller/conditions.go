@@ -65,10 +65,11 @@ type event struct {
 
 // statusUpdate accumulates the new status of one job during one reconcile.
 type statusUpdate struct {
-	status     *nezhav1.MultiRailJobStatus
-	generation int64
-	now        metav1.Time
-	events     []event
+	status       *nezhav1.MultiRailJobStatus
+	generation   int64
+	now          metav1.Time
+	events       []event
+	actionEvents []event
 }
 
 // setCondition sets a condition and, when its status or reason changed and eventType is not
@@ -87,6 +88,13 @@ func (s *statusUpdate) setCondition(condType string, status metav1.ConditionStat
 
 func (s *statusUpdate) event(eventType, reason, message string) {
 	s.events = append(s.events, event{eventType, reason, message})
+}
+
+// actionEvent queues an Event about something already done to the job's children (pods
+// deleted, say). Unlike status Events it is emitted even when the status write then conflicts:
+// the action happened, and the retry will not do it, nor announce it, again.
+func (s *statusUpdate) actionEvent(eventType, reason, message string) {
+	s.actionEvents = append(s.actionEvents, event{eventType, reason, message})
 }
 
 func (s *statusUpdate) isTrue(condType string) bool {

@@ -92,6 +92,9 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	st := &statusUpdate{status: job.Status.DeepCopy(), generation: job.Generation, now: metav1.NewTime(r.Clock.Now())}
 	result, err := r.reconcile(ctx, job, st)
+	for _, e := range st.actionEvents {
+		r.Recorder.Event(job, e.eventType, e.reason, e.message)
+	}
 	if werr := r.writeStatus(ctx, job, st); werr != nil {
 		if apierrors.IsConflict(werr) {
 			// Our cached copy is older than the job (often our own previous write): retry on a

@@ -134,7 +134,7 @@ func (r *MultiRailJobReconciler) replaceStaleUnscheduled(ctx context.Context, ob
 		if now == "" {
 			now = "none"
 		}
-		st.event(normal, ReasonReplacedUnscheduledWorkers, fmt.Sprintf(
+		st.actionEvent(normal, ReasonReplacedUnscheduledWorkers, fmt.Sprintf(
 			"recreating %d unscheduled worker pods (%s) built for other nodes to avoid; nodes to avoid now: %s",
 			len(replaced), strings.Join(replaced, ", "), now))
 	}
@@ -156,7 +156,7 @@ func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observa
 	rec := nezhav1.FailoverRecord{Time: st.now, Action: nezhav1.FailoverRestarted, Message: why}
 	st.status.FailoverHistory = appendHistory(st.status.FailoverHistory, []nezhav1.FailoverRecord{rec})
 	railFailovers.WithLabelValues(string(nezhav1.FailoverRestarted)).Inc()
-	st.event(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
+	st.actionEvent(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
 	return nil
 }
 
