@@ -74,6 +74,10 @@ class Channel {
   // No-progress deadline of the following exchanges (called on the rail's thread before a
   // slice); zero = the transport's default (NEZHA_IO_TIMEOUT_MS). Never exceeds the default.
   virtual void setProgressTimeout(std::chrono::milliseconds t) = 0;
+  // Asked (on the rail's thread) when the progress timeout expires: true means a peer has not
+  // reached this operation yet, so the silence is the peer's, not the rail's, and the exchange
+  // keeps waiting (bounded by the transport's default I/O timeout). Empty = fail at once.
+  virtual void setPeersStillComing(std::function<bool()> fn) = 0;
 };
 
 }  // namespace nezha

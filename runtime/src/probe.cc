@@ -16,16 +16,9 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-void agreeMax(std::vector<double>& values, int rail, const AlgoOptions& algo,
-              const RailRunner& run) {
-  if (values.empty()) return;
-  run(rail, [&](Channel& ch, Scratch& scratch) {
-    allreduce(ch, reinterpret_cast<char*>(values.data()), values.size(), DataType::kFloat64,
-              ReduceOp::kMax, scratch, algo);
-  });
-}
-
-ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunner& run) {
+ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const std::vector<bool>& usable,
+                       const RailRunner& run,
+                       const std::function<void(std::vector<double>&)>& agreeMax) {
   const size_t n = o.rails.size();
   ProbeResult result;
   result.latency.assign(n, 0.0);
@@ -35,6 +28,7 @@ ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunn
   std::vector<char> bulk(o.probeBytes / 4 * 4 + 4, 1);
   const size_t floats = o.probeBytes / 4 > 0 ? o.probeBytes / 4 : 1;
   for (size_t r = 0; r < n; ++r) {
+    if (!usable[r]) continue;
     run(static_cast<int>(r), [&](Channel& ch, Scratch& scratch) {
       std::vector<double> lat;
       double tiny = 0;
@@ -61,11 +55,22 @@ ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunn
       times[n + r] = best;
     });
   }
-  agreeMax(times, 0, algo, run);
+  agreeMax(times);
+  double latencySum = 0, bandwidthSum = 0;
+  size_t probed = 0;
   for (size_t r = 0; r < n; ++r) {
+    if (!usable[r]) continue;
     result.latency[r] = times[r];
     double transfer = std::max(times[n + r] - times[r], 1e-7);
     result.bandwidth[r] = static_cast<double>(floats * 4) / transfer;
+    latencySum += result.latency[r];
+    bandwidthSum += result.bandwidth[r];
+    ++probed;
+  }
+  for (size_t r = 0; r < n && probed > 0; ++r) {
+    if (usable[r]) continue;
+    result.latency[r] = latencySum / probed;
+    result.bandwidth[r] = bandwidthSum / probed;
   }
   if (o.verbose && o.rank == 0) {
     for (size_t r = 0; r < n; ++r) {

@@ -1,6 +1,7 @@
 // Short per-rail probe at init: latency of a tiny allreduce and time of a probeBytes allreduce,
-// each rail alone, then max-reduced over ranks on rail 0 so every rank derives the same cold
-// rail, static split and automatic threshold.
+// each rail alone, then max-reduced over ranks so every rank derives the same cold rail, static
+// split and automatic threshold. Rails not usable at start are not probed; they get the mean of
+// the probed rails (a neutral first guess the tuner corrects once they join).
 #pragma once
 
 #include <functional>
@@ -13,10 +14,8 @@ namespace nezha {
 // Runs fn on rail `rail`'s thread and waits for it.
 using RailRunner = std::function<void(int rail, const std::function<void(Channel&, Scratch&)>& fn)>;
 
-ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const RailRunner& run);
-
-// Max-reduces `values` across ranks on `rail` (used for agreement).
-void agreeMax(std::vector<double>& values, int rail, const AlgoOptions& algo,
-              const RailRunner& run);
+ProbeResult probeRails(const Options& o, const AlgoOptions& algo, const std::vector<bool>& usable,
+                       const RailRunner& run,
+                       const std::function<void(std::vector<double>&)>& agreeMax);
 
 }  // namespace nezha

@@ -21,6 +21,7 @@ std::string encodeInfo(const RankInfo& info) {
   w.str(info.fingerprint).u32(static_cast<uint32_t>(info.rails.size()));
   for (const auto& r : info.rails) {
     w.str(r.name).str(r.transport).str(r.address).u32(static_cast<uint32_t>(r.port));
+    w.u8(r.linkUp ? 1 : 0);
   }
   return w.data();
 }
@@ -39,6 +40,9 @@ RankInfo decodeInfo(const std::string& data) {
     e.transport = r.str(64);
     e.address = r.str(64);
     e.port = static_cast<int>(r.u32());
+    const uint8_t up = r.u8();
+    if (up > 1) throw Error(strCat("malformed rendezvous registration: link state ", up));
+    e.linkUp = up == 1;
     info.rails.push_back(e);
   }
   r.finish();

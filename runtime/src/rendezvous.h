@@ -18,6 +18,9 @@ namespace nezha {
 struct RailEndpoint {
   std::string name, transport, address;
   int port = 0;
+  // The rail's link had carrier on this rank when it registered. A rail down on any rank at
+  // start is left out of the split on every rank and joins later through re-admission.
+  bool linkUp = true;
 };
 
 struct RankInfo {

@@ -8,10 +8,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -119,6 +121,10 @@ int localPort(int fd) {
 void applyTuning(int fd, const SocketTuning& t) {
   int one = 1;
   if (t.noDelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (t.userTimeout.count() > 0) {
+    unsigned int ms = static_cast<unsigned int>(t.userTimeout.count());
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+  }
   if (t.buffer > 0) {
     int size = static_cast<int>(t.buffer);
     // The *FORCE variants pass net.core.{w,r}mem_max when we hold CAP_NET_ADMIN; without it
@@ -130,6 +136,26 @@ void applyTuning(int fd, const SocketTuning& t) {
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
     }
   }
+}
+
+void setControlTimeouts(int fd, std::chrono::milliseconds userTimeout) {
+  unsigned int ms = static_cast<unsigned int>(userTimeout.count());
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+  int one = 1, idle = std::max(1, static_cast<int>(userTimeout.count() / 2000)), count = 2;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+bool linkHasCarrier(const std::string& iface) {
+  Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  struct ifreq ifr;
+  std::memset(&ifr, 0, sizeof(ifr));
+  if (!fd.valid() || iface.size() >= sizeof(ifr.ifr_name)) return false;
+  std::memcpy(ifr.ifr_name, iface.data(), iface.size());
+  if (::ioctl(fd.get(), SIOCGIFFLAGS, &ifr) != 0) return false;
+  return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
 }
 
 void setNonBlocking(int fd, bool on) {

@@ -49,6 +49,7 @@ std::string interfaceAddress(const std::string& iface, const std::string& railNa
 struct SocketTuning {
   size_t buffer = 0;  // SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning alone
   bool noDelay = true;
+  std::chrono::milliseconds userTimeout{0};  // TCP_USER_TIMEOUT; 0 = the kernel's default
 };
 
 // Listening socket bound to `ip:port` and, when iface is non-empty, to the device itself so
@@ -66,6 +67,11 @@ Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const st
 Fd acceptUntil(int listenFd, Deadline deadline, int rail, const std::string& what);
 
 void applyTuning(int fd, const SocketTuning& t);
+// Control connections: TCP_USER_TIMEOUT plus fast keepalive, so a connection over a cut rail
+// (or to a host that vanished) is dropped by the kernel within about `userTimeout`.
+void setControlTimeouts(int fd, std::chrono::milliseconds userTimeout);
+// True when `iface` is up and has carrier (IFF_UP and IFF_RUNNING); false if it is missing.
+bool linkHasCarrier(const std::string& iface);
 void setNonBlocking(int fd, bool on);
 
 // Blocking I/O bounded by a deadline; throw RailError(rail) on timeout, EOF or error.

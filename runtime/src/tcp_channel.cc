@@ -21,9 +21,14 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       size_(o.worldSize),
       nstreams_(o.streamsPerPeer),
       token_(o.jobToken),
-      ioTimeout_(o.ioTimeout) {
+      ioTimeout_(o.ioTimeout),
+      // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
+      // was cut); the kernel then drops it, so it never fills up while the rail is down.
+      controlUserTimeout_(2 * o.progressFloor) {
   tuning_.buffer = o.socketBuffer;
   tuning_.noDelay = true;
+  // Data connections: unacknowledged data older than the I/O timeout means the path is gone.
+  tuning_.userTimeout = o.ioTimeout;
   listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
 }
 
@@ -33,21 +38,23 @@ RailEndpoint TcpChannel::endpoint() const {
 
 std::string TcpChannel::purpose(const std::string& session, int from, int to, int stream) const {
   return strCat(
-      "data session=", toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
+      stream == nstreams_ ? "control" : "data", " session=", toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
       " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
 }
 
 void TcpChannel::connect(const JobTable& job, Deadline deadline) {
   streams_.clear();
   streams_.resize(size_);
+  // Per peer: nstreams_ data streams, then the control connection (index nstreams_).
+  const int conns = nstreams_ + 1;
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) streams_[p].resize(nstreams_);
+    if (p != rank_) streams_[p].resize(conns);
   }
   // Dial lower ranks first, then accept higher ones: rank r's dials complete once every lower
   // rank reached its accept phase, which by induction always happens (rank 0 only accepts).
   for (int peer = 0; peer < rank_; ++peer) {
     const RailEndpoint& ep = job.ranks[peer].rails[rail_];
-    for (int s = 0; s < nstreams_; ++s) {
+    for (int s = 0; s < conns; ++s) {
       std::string what = strCat("rail ", spec_.name, " to rank ", peer);
       Fd fd = connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
       authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline, rail_,
@@ -55,7 +62,7 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
       streams_[peer][s] = std::move(fd);
     }
   }
-  int expected = (size_ - 1 - rank_) * nstreams_;
+  int expected = (size_ - 1 - rank_) * conns;
   while (expected > 0) {
     Fd fd = acceptUntil(listen_.get(), deadline, rail_,
                         strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
@@ -67,7 +74,7 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     }
     bool matched = false;
     for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
-      for (int s = 0; s < nstreams_ && !matched; ++s) {
+      for (int s = 0; s < conns && !matched; ++s) {
         if (got == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
           streams_[peer][s] = std::move(fd);
           matched = true;
@@ -81,8 +88,14 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     --expected;
   }
   listen_.reset();  // no more peers will come
-  for (auto& peer : streams_) {
-    for (auto& fd : peer) setNonBlocking(fd.get(), true);
+  control_.clear();
+  control_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    control_[p] = std::move(streams_[p][nstreams_]);
+    streams_[p].resize(nstreams_);
+    setControlTimeouts(control_[p].get(), controlUserTimeout_);
+    for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
   }
 }
 
@@ -214,6 +227,7 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
       progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
   std::vector<struct pollfd> pfds;
   std::vector<Queue*> owners;
+  auto lastProgress = Clock::now();
   while (pendingQueues > 0) {
     for (Queue& q : queues) {
       if (q.pending()) pump(q);
@@ -234,6 +248,11 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
     NEZHA_ENFORCE(!gatedOnly, "exchange deadlock: only forwarding sends remain");
     int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
     if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
+    if (n > 0) lastProgress = Clock::now();
+    if (n == 0 && Clock::now() - lastProgress < ioTimeout_ && peersStillComing_ &&
+        peersStillComing_()) {
+      continue;  // a peer is still on its way to this operation; the rail is not at fault
+    }
     if (n == 0) {
       std::ostringstream waiting;
       for (Queue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;

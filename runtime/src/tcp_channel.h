@@ -2,10 +2,12 @@
 // (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through another
 // NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives every
 // pending send/receive with non-blocking sockets and poll(), splitting each message across the
-// peer's streams.
+// peer's streams. One more connection per peer is opened with them for the control mesh
+// (control_mesh.h), so control messages never queue behind bulk data.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,8 @@ class TcpChannel : public Channel {
   // Connects to every peer (dial lower ranks, accept higher ones) and authenticates each
   // stream. Throws RailError / AuthError.
   void connect(const JobTable& job, Deadline deadline);
+  // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
+  std::vector<Fd> releaseControl() { return std::move(control_); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -32,6 +36,7 @@ class TcpChannel : public Channel {
   void exchange(std::vector<IoOp>& ops) override;
   void abort() override;
   void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
+  void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
 
  private:
   std::string purpose(const std::string& session, int from, int to, int stream) const;
@@ -44,9 +49,12 @@ class TcpChannel : public Channel {
   std::string token_;
   std::chrono::milliseconds ioTimeout_;
   std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
+  std::chrono::milliseconds controlUserTimeout_;
+  std::function<bool()> peersStillComing_;
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self
+  std::vector<Fd> control_;               // [peer]; until releaseControl()
   bool broken_ = false;  // set once an I/O error is seen; the channel never recovers
 };
 
