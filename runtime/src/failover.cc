@@ -71,8 +71,8 @@ std::string Impl::railError(int rail, const std::string& what) const {
   } else if (int by = reportedDownBy[rail]->load(); by > 0) {
     why = strCat("rank ", by - 1, " lost the link of rail ", rails[rail].name);
   }
-  if (why.empty()) return what;
-  return what.empty() ? why : strCat(why, "; ", what);
+  // The transport's own message is then only the echo of this rank aborting the rail.
+  return why.empty() ? what : why;
 }
 
 void Impl::onLinkDown(size_t rail) {

@@ -86,6 +86,31 @@ TEST(FailoverTest, OneRankCutsARailMidAllreduceEveryResultExact) {
   }
 }
 
+// A rank that reaches an operation long after its peers (computing, writing a checkpoint) is not
+// a dead rail: the waiting ranks ask it over the control mesh when their deadline expires.
+TEST(FailoverTest, LateRankIsNotTakenForADeadRail) {
+  auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
+    hotEqualSplit(o);
+    o.probeBytes = 1 << 20;  // measured loopback speed: deadlines come down to the floor
+    o.progressFloor = std::chrono::milliseconds(100);
+  }));
+  std::vector<long> wrong(2, 0);
+  runRanks(2, [&](int r) {
+    std::vector<int32_t> buf(1 << 16);
+    for (int i = 0; i < 4; ++i) {
+      if (r == 1 && i == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+      for (size_t j = 0; j < buf.size(); ++j) buf[j] = input(r, i, j);
+      comms[r]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < buf.size(); ++j) wrong[r] += buf[j] != expectedSum(2, i, j);
+    }
+  });
+  EXPECT_EQ(wrong, std::vector<long>(2, 0));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(comms[r]->metrics().failovers.empty()) << "rank " << r << ": "
+        << comms[r]->metrics().failovers[0].localError;
+  }
+}
+
 TEST(FailoverTest, SameRailCutOnAllRanksThreeRanks) {
   auto comms = testing::makeJob(jobOptions(3, 2, hotEqualSplit));
   auto wrong = allreduceUnderCut(comms, 20, 100000, {0, 1, 2}, 0, 3);
