@@ -15,9 +15,13 @@
 
 namespace nezha {
 
+using std::chrono::milliseconds;
+
 namespace {
 constexpr uint32_t kMagic = 0x5443'5a4e;  // "NZCT" little-endian
-enum : uint16_t { kAgree = 1, kRailDown = 2, kWhere = 3, kHere = 4 };
+// kResend asks a peer for its copy of a round again (on every rail): rounds go out on one rail
+// per peer, and the sender cannot tell whether that rail died under the copy.
+enum : uint16_t { kAgree = 1, kRailDown = 2, kWhere = 3, kHere = 4, kResend = 5 };
 constexpr size_t kHeaderBytes = 4 + 2 + 2 + 8 + 4;  // magic, type, rail, sequence, payload bytes
 constexpr size_t kMaxPayload = 1 << 20;
 // Rounds a peer may run ahead of this rank (it finished round k when it heard from everyone,
@@ -27,6 +31,8 @@ constexpr uint64_t kMaxRoundsAhead = 2;
 // must be finished or the stream is garbage). Control frames are tiny; this only happens when
 // the connection is dying.
 constexpr auto kFrameFinishBudget = std::chrono::milliseconds(200);
+// A round sent on one rail per peer goes out on every rail if it has not completed this soon.
+constexpr auto kResendAfter = std::chrono::milliseconds(3);
 
 std::string encodeFrame(uint16_t type, uint16_t rail, uint64_t seq,
                         const std::vector<double>& payload) {
@@ -195,6 +201,32 @@ void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, in
   }
 }
 
+bool ControlMesh::sendPrimary(const std::string& frame) {
+  std::vector<std::shared_ptr<Conn>> first(size_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : conns_) {
+      if (c->closed) continue;
+      auto& f = first[c->peer];
+      if (!f || c->rail < f->rail) f = c;
+    }
+  }
+  std::lock_guard<std::mutex> lock(sendMu_);
+  bool all = true;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (!first[p]) {
+      all = false;
+      continue;
+    }
+    ssize_t n = ::send(first[p]->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(frame.size())) continue;
+    all = false;
+    if (n > 0) first[p]->close();  // part of a frame: the stream is unusable
+  }
+  return all;
+}
+
 void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
   if (size_ > 1) sendEverywhere(encodeFrame(kRailDown, static_cast<uint16_t>(rail), generation, {}), false);
 }
@@ -234,8 +266,19 @@ bool ControlMesh::peersBehind(uint64_t op) {
 void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout) {
   if (size_ == 1) return;
   const uint64_t round = ++round_;
-  sendEverywhere(encodeFrame(kAgree, 0, round, values), true);
+  std::unique_lock<std::mutex> reading(readMu_);
+  // Healthy rounds go out once per peer; if the round is not complete soon (a rail died
+  // silently under the first copy), every rail carries a copy. Duplicates are dropped.
+  const std::string frame = encodeFrame(kAgree, 0, round, values);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_[round] = frame;  // kept for peers that ask again after this rank moved on
+    while (sent_.size() > 3) sent_.erase(sent_.begin());
+  }
+  bool everywhere = !sendPrimary(frame);
+  if (everywhere) sendEverywhere(frame, true);
   const auto start = Clock::now(), deadline = start + timeout;
+  const auto resendAt = start + kResendAfter;
   // Missing peers are asked where they are every quarter of the silence window; one that has
   // not answered anything for the whole window is unreachable.
   const auto askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
@@ -281,14 +324,47 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
       }
       return;
     }
-    if (Clock::now() >= nextAsk) {
-      lock.unlock();
-      ask(missingPeers, opsStarted_.load());
-      lock.lock();
-      nextAsk = Clock::now() + askEvery;
-      continue;
+    lock.unlock();
+    const bool firstResend = !everywhere && Clock::now() >= resendAt;
+    if (firstResend) {
+      sendEverywhere(frame, true);
+      everywhere = true;
     }
-    cv_.wait_until(lock, std::min(deadline, nextAsk));
+    if (firstResend || Clock::now() >= nextAsk) {
+      const std::string again = encodeFrame(kResend, 0, round, {});
+      for (int p : missingPeers) sendEverywhere(again, false, p);
+    }
+    if (Clock::now() >= nextAsk) {
+      ask(missingPeers, opsStarted_.load());
+      nextAsk = Clock::now() + askEvery;
+    }
+    const auto until = std::min(deadline, everywhere ? nextAsk : std::min(nextAsk, resendAt));
+    readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),
+                     std::chrono::microseconds(0)));
+    lock.lock();
+  }
+}
+
+void ControlMesh::readFor(std::chrono::microseconds wait) {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : conns_) {
+      if (!c->closed) snapshot.push_back(c);
+    }
+  }
+  std::vector<struct pollfd> pfds;
+  for (auto& c : snapshot) pfds.push_back({c->fd.get(), POLLIN, 0});
+  if (pfds.empty()) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  const struct timespec ts {
+    static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000 * 1000)
+  };
+  if (::ppoll(pfds.data(), pfds.size(), &ts, nullptr) <= 0) return;
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    if (pfds[i].revents != 0) readFrom(*snapshot[i]);
   }
 }
 
@@ -297,6 +373,16 @@ void ControlMesh::dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t
   lastHeard_[c.peer]->store(nowNs());
   if (type == kRailDown) {
     if (rail < rails_) onRailDown_(c.peer, rail, seq);
+    return;
+  }
+  if (type == kResend) {
+    std::string frame;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sent_.find(seq);
+      if (it != sent_.end()) frame = it->second;
+    }
+    if (!frame.empty()) sendEverywhere(frame, false, c.peer);
     return;
   }
   if (type == kWhere) {
@@ -343,7 +429,7 @@ void ControlMesh::readFrom(Conn& c) {
     std::string bad;
     if (magic != kMagic) {
       bad = "bad magic";
-    } else if (type < kAgree || type > kHere) {
+    } else if (type < kAgree || type > kResend) {
       bad = strCat("unknown type ", type);
     } else if (len > kMaxPayload || len % sizeof(double) != 0) {
       bad = strCat("payload of ", len, " bytes");
@@ -383,6 +469,7 @@ void ControlMesh::loop() {
       }
     }
     bool changed = false;
+    std::lock_guard<std::mutex> reading(readMu_);  // waits while a round reads for itself
     for (size_t i = 0; i < snapshot.size(); ++i) {
       if (pfds[i + 1].revents == 0) continue;
       readFrom(*snapshot[i]);

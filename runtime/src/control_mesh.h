@@ -71,12 +71,17 @@ class ControlMesh {
  private:
   struct Conn;
   void loop();
-  void readFrom(Conn& c);
+  void readFrom(Conn& c);  // readMu_ held
+  // Reads whatever arrives on open connections within `wait` (readMu_ held).
+  void readFor(std::chrono::microseconds wait);
   void dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t seq,
                 const std::string& payload);
   // Sends `frame` on every open connection (to `onlyPeer` alone when >= 0). With mustReachAll,
   // waits briefly for room where no copy got out to a peer.
   void sendEverywhere(const std::string& frame, bool mustReachAll, int onlyPeer = -1);
+  // Sends `frame` to each peer on one open connection (the lowest rail); true if it went out
+  // whole to every peer.
+  bool sendPrimary(const std::string& frame);
   void wake();
   bool peerReachable(int peer) const;  // mu_ held
   void ask(const std::vector<int>& peers, uint64_t op);
@@ -93,12 +98,17 @@ class ControlMesh {
   // Agreement values by round, per peer; rounds up to finished_ are done and late copies dropped.
   std::map<uint64_t, std::vector<std::unique_ptr<std::vector<double>>>> inbox_;  // mu_
   uint64_t finished_ = 0;                                                         // mu_
+  std::map<uint64_t, std::string> sent_;  // mu_: this rank's last rounds, for kResend
   uint64_t round_ = 0;  // the caller's thread only
   std::atomic<uint64_t> opsStarted_{0};                              // this rank
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> peerOpsStarted_;  // as last heard
   std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;       // steady ns, any frame
 
   std::mutex sendMu_;  // one frame at a time per connection
+  // Held while reading connections. A round's caller holds it for the whole round and reads
+  // the sockets itself (one thread hop less per round than waiting for the reader thread,
+  // which matters for small operations); the reader thread takes it around each read.
+  std::mutex readMu_;
   Fd wakeRead_, wakeWrite_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -29,7 +29,9 @@ struct Pair {
   std::atomic<uint64_t> downGen{0};
   std::unique_ptr<ControlMesh> m0, m1;
 
-  explicit Pair(int rails, milliseconds silence = milliseconds(300)) {
+  Fd blackHole;  // with silentRail0: rank 1's end of rail 0, held but never read
+
+  explicit Pair(int rails, milliseconds silence = milliseconds(300), bool silentRail0 = false) {
     auto onDown = [this](int peer, int rail, uint64_t gen) {
       downGen = gen;
       downRail = rail;
@@ -44,7 +46,11 @@ struct Pair {
       raw1.push_back(sv[1]);
       std::vector<Fd> c0(2), c1(2);
       c0[1] = Fd(sv[0]);  // rank 0's connection to peer 1
-      c1[0] = Fd(sv[1]);  // rank 1's connection to peer 0
+      if (silentRail0 && r == 0) {
+        blackHole = Fd(sv[1]);  // what rank 0 sends on rail 0 is never seen (a silent cut)
+      } else {
+        c1[0] = Fd(sv[1]);  // rank 1's connection to peer 0
+      }
       m0->attach(r, std::move(c0));
       m1->attach(r, std::move(c1));
     }
@@ -82,6 +88,16 @@ TEST(ControlMeshTest, RoundsCompleteWhenOneRailDiesEvenBetweenRounds) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   EXPECT_EQ(p.m0->openPeers(), (std::vector<int>{0, 1}));
+}
+
+// Rounds go out on one rail per peer: rank 0's copy vanishes on rail 0, and rank 0 finishes
+// the round at once (rank 1's copy came on rail 1) and moves on. Rank 1 must still get rank 0's
+// values by asking again on every rail.
+TEST(ControlMeshTest, RoundCompletesWhenTheFirstCopyIsLostSilently) {
+  Pair p(2, milliseconds(300), /*silentRail0=*/true);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(p.agree({static_cast<double>(i)}, {-1}), (std::vector<double>{double(i)}));
+  }
 }
 
 TEST(ControlMeshTest, GarbageOnOneConnectionDropsOnlyThatConnection) {
