@@ -111,6 +111,16 @@ TEST(FailoverTest, LateRankIsNotTakenForADeadRail) {
   }
 }
 
+// 24 MiB ops run as 4 MiB chunks per rail; a cut mid-op redoes only the chunks not finished on
+// every rank, and the mix of kept and redone chunks must still be exact everywhere.
+TEST(FailoverTest, ChunkedLargeOpsCutMidwayStayExact) {
+  auto comms = testing::makeJob(jobOptions(2, 2, hotEqualSplit));
+  auto wrong = allreduceUnderCut(comms, 6, 6 << 20, {0}, 0, 2);
+  EXPECT_EQ(wrong, std::vector<long>(2, 0));
+  expectOneAgreedFailover(comms, comms[0]->rails()[0].name);
+  EXPECT_GT(comms[0]->metrics().replayedSlices, 0u);
+}
+
 TEST(FailoverTest, SameRailCutOnAllRanksThreeRanks) {
   auto comms = testing::makeJob(jobOptions(3, 2, hotEqualSplit));
   auto wrong = allreduceUnderCut(comms, 20, 100000, {0, 1, 2}, 0, 3);
