@@ -122,6 +122,11 @@ void ControlMesh::attach(int rail, std::vector<Fd> conns) {
   wake();
 }
 
+void ControlMesh::closeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& c : conns_) c->close();
+}
+
 std::vector<int> ControlMesh::openPeers() const {
   std::vector<int> open(rails_, 0);
   std::lock_guard<std::mutex> lock(mu_);

@@ -65,6 +65,10 @@ class ControlMesh {
   // when the lengths differ.
   void maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout);
 
+  // Closes every connection: peers waiting on this rank learn at once that it is gone (used
+  // when this rank's communicator fails for good).
+  void closeAll();
+
   // Per rail: peers whose control connection on it is open (for /status).
   std::vector<int> openPeers() const;
 

@@ -49,6 +49,7 @@ void Impl::failStop(const RailError& e) {
     failureRail = e.rail();
   }
   for (auto& ch : channels) ch->abort();
+  if (mesh) mesh->closeAll();  // peers waiting in a round with this rank fail now, not later
   throw e;
 }
 
