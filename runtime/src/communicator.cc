@@ -322,9 +322,8 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
   }
   Plan plan = m.sched->plan(OpKind::kAllreduce, count, es);
   Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
-    char* b = out + sl.offset * es;
-    if (in != out) std::memcpy(b, in + sl.offset * es, sl.count * es);
-    nezha::allreduce(ch, b, sl.count, dtype, op, s, m.algo);
+    nezha::allreduce(ch, in + sl.offset * es, out + sl.offset * es, sl.count, dtype, op, s,
+                     m.algo);
   });
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllreduce, plan, ran);

@@ -10,5 +10,10 @@
 namespace nezha {
 
 void reduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+// out[i] = a[i] (op) b[i], the same combination reduceInto makes with dst = a; out overlaps
+// neither input. Lets an out-of-place ring write its first partial sums straight from the
+// caller's input instead of copying the input first.
+void reduceOutOfPlace(void* out, const void* a, const void* b, size_t count, DataType dtype,
+                      ReduceOp op);
 
 }  // namespace nezha

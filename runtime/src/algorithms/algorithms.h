@@ -42,8 +42,13 @@ BroadcastAlgorithm chooseBroadcast(size_t bytes, int ranks, const AlgoOptions& o
 // In place on buf[0, count). Every rank ends with bit-identical results.
 void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
                const AlgoOptions& o);
-void allreduceRing(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
-                   Scratch& scratch);
+// Out of place: in[0, count) is only read (a replay after a rail failure needs it intact),
+// out[0, count) gets the result; in == out is in place. The ring reads the input directly;
+// recursive doubling (small counts) copies it first.
+void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+               Scratch& scratch, const AlgoOptions& o);
+void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt,
+                   ReduceOp op, Scratch& scratch);
 void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
                                 Scratch& scratch);
 

@@ -27,17 +27,22 @@ AllreduceAlgorithm chooseAllreduce(size_t count, size_t elemSize, int ranks, con
 
 void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
                const AlgoOptions& o) {
-  if (ch.size() == 1 || count == 0) return;
-  switch (chooseAllreduce(count, dataTypeSize(dt), ch.size(), o)) {
-    case AllreduceAlgorithm::kRing:
-      return allreduceRing(ch, buf, count, dt, op, scratch);
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return allreduceRecursiveDoubling(ch, buf, count, dt, op, scratch);
-  }
+  allreduce(ch, buf, buf, count, dt, op, scratch, o);
 }
 
-void allreduceRing(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
-                   Scratch& scratch) {
+void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+               Scratch& scratch, const AlgoOptions& o) {
+  const size_t es = dataTypeSize(dt);
+  const bool ring = ch.size() > 1 && count > 0 &&
+                    chooseAllreduce(count, es, ch.size(), o) == AllreduceAlgorithm::kRing;
+  if (ring) return allreduceRing(ch, in, out, count, dt, op, scratch);
+  if (in != out && count > 0) std::memcpy(out, in, count * es);
+  if (ch.size() == 1 || count == 0) return;
+  allreduceRecursiveDoubling(ch, out, count, dt, op, scratch);
+}
+
+void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt,
+                   ReduceOp op, Scratch& scratch) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = dataTypeSize(dt);
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
@@ -52,23 +57,34 @@ void allreduceRing(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp o
   // on as soon as they are reduced and the socket buffers never drain between steps.
   std::vector<IoOp> ops;
   ops.reserve(4 * static_cast<size_t>(n - 1));  // gates point into ops: no reallocation
+  // Out of place, nothing copies the input first: step 0 sends this rank's chunk straight from
+  // `in`, each reduce-scatter receive writes out = in (op) received (the same combination as
+  // in place), and the allgather fills the rest of `out`. Every chunk of `out` is written:
+  // reduce-scatter covers all but chunk r, the allgather all but chunk r+1.
+  const bool apart = in != out;
   const IoOp* lastRecv = nullptr;
   for (int s = 0; s < n - 1; ++s) {
     int sendC = (r - s + n) % n;
     int recvC = (r - s - 1 + 2 * n) % n;
-    ops.push_back(IoOp::forward(next, buf + begin(sendC) * es, len(sendC) * es, es, lastRecv));
-    char* dst = buf + begin(recvC) * es;
+    const char* from = (s == 0 ? in : out) + begin(sendC) * es;
+    ops.push_back(IoOp::forward(next, from, len(sendC) * es, es, lastRecv));
+    char* dst = out + begin(recvC) * es;
+    const char* mine = in + begin(recvC) * es;
     char* land = tmp + begin(recvC) * es;
     ops.push_back(IoOp::recv(prev, land, len(recvC) * es, es, [=](size_t off, size_t bytes) {
-      reduceInto(dst + off, land + off, bytes / es, dt, op);
+      if (apart) {
+        reduceOutOfPlace(dst + off, mine + off, land + off, bytes / es, dt, op);
+      } else {
+        reduceInto(dst + off, land + off, bytes / es, dt, op);
+      }
     }));
     lastRecv = &ops.back();
   }
   for (int s = 0; s < n - 1; ++s) {
     int sendC = (r + 1 - s + n) % n;
     int recvC = (r - s + n) % n;
-    ops.push_back(IoOp::forward(next, buf + begin(sendC) * es, len(sendC) * es, es, lastRecv));
-    ops.push_back(IoOp::recv(prev, buf + begin(recvC) * es, len(recvC) * es, es));
+    ops.push_back(IoOp::forward(next, out + begin(sendC) * es, len(sendC) * es, es, lastRecv));
+    ops.push_back(IoOp::recv(prev, out + begin(recvC) * es, len(recvC) * es, es));
     lastRecv = &ops.back();
   }
   ch.exchange(ops);
