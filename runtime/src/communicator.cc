@@ -247,7 +247,12 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
     m.sched->setAlive(usable);
     m.opStart = std::chrono::steady_clock::now();
     for (size_t i = 0; i < usable.size(); ++i) {
-      if (!usable[i]) m.recordFailover(static_cast<int>(i), strCat("at start: ", downAtStart));
+      if (usable[i]) continue;
+      std::vector<int> ranks;
+      for (const RankInfo& ri : m.job.ranks) {
+        if (!ri.rails[i].linkUp) ranks.push_back(ri.rank);
+      }
+      m.recordFailover(static_cast<int>(i), strCat("at start: ", downAtStart), ranks);
     }
   }
   if (!m.o.controlAddr.empty()) {

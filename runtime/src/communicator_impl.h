@@ -68,7 +68,7 @@ struct Communicator::Impl {
   // failover as data slices. `fn` must be re-runnable.
   void runUnit(const std::function<void(Channel&, Scratch&)>& fn);
   void shutRail(int rail);
-  void recordFailover(int rail, const std::string& localError);
+  void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks);
   [[noreturn]] void allRailsDown(const std::vector<std::string>& errors);
   // Called from the watcher / mesh threads.
   void onLinkDown(size_t rail);

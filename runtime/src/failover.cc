@@ -123,8 +123,9 @@ void Impl::onPeerRailDown(int peer, int rail, uint64_t gen) {
   channels[rail]->abort();
 }
 
-void Impl::recordFailover(int rail, const std::string& localError) {
+void Impl::recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks) {
   FailoverEvent ev;
+  ev.ranks = ranks;
   ev.op = opCounter ? opCounter - 1 : 0;
   ev.rail = rails[rail].name;
   ev.unixSeconds =
@@ -239,6 +240,11 @@ Impl::Outcome Impl::runSlices(const Plan& plan,
         failed[n + r] = 0;
       }
     }
+    // Saw it here: own link down, or a slice failed for a reason other than a peer's notice.
+    std::vector<double> sawHere(n, 0.0);
+    for (size_t r = 0; r < n; ++r) {
+      sawHere[r] = linkDown[r]->load() || (failed[r] > 0 && reportedDownBy[r]->load() == 0);
+    }
     try {
       // Peers still blocked on a silent rail reach the round up to their longest deadline late.
       mesh->maxReduce(failed, longest + 2 * o.progressFloor);
@@ -261,13 +267,27 @@ Impl::Outcome Impl::runSlices(const Plan& plan,
       (stands ? out.done : redo).push_back(s);
     }
     std::vector<bool> alive = sched->alive();
-    bool changed = false;
+    std::vector<int> leaving;
     for (size_t r = 0; r < n; ++r) {
       if (failed[r] == 0 || !alive[r]) continue;
       alive[r] = false;
-      changed = true;
+      leaving.push_back(static_cast<int>(r));
       shutRail(static_cast<int>(r));
-      recordFailover(static_cast<int>(r), errors[r]);
+    }
+    const bool changed = !leaving.empty();
+    if (changed) {
+      // Which ranks saw each leaving rail fail themselves: one more round, only on a failover.
+      const size_t k = leaving.size();
+      std::vector<double> who(static_cast<size_t>(o.worldSize) * k, 0.0);
+      for (size_t j = 0; j < k; ++j) who[o.rank * k + j] = sawHere[leaving[j]];
+      agree(who, 2 * o.progressFloor);
+      for (size_t j = 0; j < k; ++j) {
+        std::vector<int> ranks;
+        for (int p = 0; p < o.worldSize; ++p) {
+          if (who[p * k + j] > 0) ranks.push_back(p);
+        }
+        recordFailover(leaving[j], errors[leaving[j]], ranks);
+      }
     }
     if (!changed && redo.empty()) break;
     if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) {

@@ -70,6 +70,8 @@ void expectOneAgreedFailover(std::vector<std::unique_ptr<Communicator>>& comms,
     EXPECT_EQ(m.failovers[0].rail, rail) << "rank " << r;
     EXPECT_EQ(m.failovers[0].op, op) << "rank " << r << ": ranks must agree on the operation";
     EXPECT_GE(m.failovers[0].stallSeconds, 0.0);
+    EXPECT_FALSE(m.failovers[0].ranks.empty()) << "rank " << r;
+    EXPECT_EQ(m.failovers[0].ranks, comms[0]->metrics().failovers[0].ranks) << "rank " << r;
     EXPECT_FALSE(m.rails.at(rail).alive) << "rank " << r;
   }
 }

@@ -105,6 +105,9 @@ int runLoop(Communicator& c, const BenchArgs& a) {
         e.set("t_unix", f.unixSeconds);
         e.set("stall_s", f.stallSeconds);
         e.set("local_error", f.localError);
+        Json ranks = Json::array();
+        for (int r : f.ranks) ranks.push(r);
+        e.set("ranks", ranks);
         arr.push(e);
       }
       return arr;

@@ -147,6 +147,7 @@ struct FailoverEvent {
   double unixSeconds = 0;   // when this rank agreed on the failure
   double stallSeconds = 0;  // op start -> failure agreed on this rank (detection + agreement)
   std::string localError;   // this rank's own error on the rail, empty if a peer saw it
+  std::vector<int> ranks;   // ranks that saw the failure themselves (the rest were told)
 };
 struct Metrics {
   uint64_t ops = 0;             // collectives incl. barriers
