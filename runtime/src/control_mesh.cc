@@ -143,6 +143,34 @@ bool ControlMesh::peerReachable(int peer) const {
   return false;
 }
 
+bool ControlMesh::writeFrame(Conn& c, const std::string& frame, bool waitForRoom) {
+  size_t sent = 0;
+  const auto giveUp = Clock::now() + kFrameFinishBudget;
+  while (sent < frame.size()) {
+    const ssize_t n = ::send(c.fd.get(), frame.data() + sent, frame.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+      c.close();  // the connection failed
+      return false;
+    }
+    if (sent == 0 && !waitForRoom) return false;  // full: let another rail carry it
+    if (Clock::now() >= giveUp) {
+      if (sent > 0) c.close();  // a torn frame would garble the stream
+      return false;
+    }
+    struct pollfd p {
+      c.fd.get(), POLLOUT, 0
+    };
+    ::poll(&p, 1, 10);
+  }
+  return true;
+}
+
 void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, int onlyPeer) {
   std::vector<std::shared_ptr<Conn>> snapshot;
   {
@@ -153,56 +181,15 @@ void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, in
   std::vector<bool> reached(size_, false);
   for (auto& c : snapshot) {
     if (c->closed || (onlyPeer >= 0 && c->peer != onlyPeer)) continue;
-    size_t sent = 0;
-    const auto giveUp = Clock::now() + kFrameFinishBudget;
-    while (sent < frame.size()) {
-      ssize_t n = ::send(c->fd.get(), frame.data() + sent, frame.size() - sent,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      // A connection with no room at the start of a frame is congested or dying: skip it (the
-      // other rails carry the frame). Once part of a frame went out it must be finished.
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && sent > 0 &&
-          Clock::now() < giveUp) {
-        struct pollfd p {
-          c->fd.get(), POLLOUT, 0
-        };
-        ::poll(&p, 1, 10);
-        continue;
-      }
-      if (sent > 0 || !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) c->close();
-      break;
-    }
-    if (sent == frame.size()) reached[c->peer] = true;
+    if (writeFrame(*c, frame, false)) reached[c->peer] = true;
   }
   if (!mustReachAll) return;
-  // No copy of the frame got out to some peer (every connection to it full): retry those
-  // peers' connections with a short wait rather than lose an agreement message.
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || reached[p] || (onlyPeer >= 0 && p != onlyPeer)) continue;
-    for (auto& c : snapshot) {
-      if (c->peer != p || c->closed || reached[p]) continue;
-      size_t sent = 0;
-      const auto giveUp = Clock::now() + kFrameFinishBudget;
-      while (sent < frame.size() && Clock::now() < giveUp) {
-        struct pollfd pf {
-          c->fd.get(), POLLOUT, 0
-        };
-        if (::poll(&pf, 1, 10) <= 0) continue;
-        ssize_t n = ::send(c->fd.get(), frame.data() + sent, frame.size() - sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) sent += static_cast<size_t>(n);
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
-      }
-      if (sent == frame.size()) {
-        reached[p] = true;
-      } else if (sent > 0) {
-        c->close();
-      }
-    }
+  // No copy got out to some peer (every connection to it full): wait briefly for room rather
+  // than lose an agreement message.
+  for (auto& c : snapshot) {
+    if (c->closed || reached[c->peer] || c->peer == rank_) continue;
+    if (onlyPeer >= 0 && c->peer != onlyPeer) continue;
+    if (writeFrame(*c, frame, true)) reached[c->peer] = true;
   }
 }
 
@@ -219,15 +206,7 @@ bool ControlMesh::sendPrimary(const std::string& frame) {
   std::lock_guard<std::mutex> lock(sendMu_);
   bool all = true;
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    if (!first[p]) {
-      all = false;
-      continue;
-    }
-    ssize_t n = ::send(first[p]->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n == static_cast<ssize_t>(frame.size())) continue;
-    all = false;
-    if (n > 0) first[p]->close();  // part of a frame: the stream is unusable
+    if (p != rank_ && !(first[p] && writeFrame(*first[p], frame, false))) all = false;
   }
   return all;
 }

@@ -86,6 +86,10 @@ class ControlMesh {
   // Sends `frame` to each peer on one open connection (the lowest rail); true if it went out
   // whole to every peer.
   bool sendPrimary(const std::string& frame);
+  // Writes `frame` whole on `c` (sendMu_ held). A socket full at the start of the frame is
+  // skipped (false; the connection stays usable) unless waitForRoom; once part of the frame
+  // went out it is finished within a short budget or the connection is closed.
+  bool writeFrame(Conn& c, const std::string& frame, bool waitForRoom);
   void wake();
   bool peerReachable(int peer) const;  // mu_ held
   void ask(const std::vector<int>& peers, uint64_t op);
