@@ -1,0 +1,83 @@
+# Shared by the test-bed scripts (sourced, not run). The caller sets BENCH, TESTBED, BED, TOKEN,
+# WORK, PORT, passes and failures, builds the bed and owns cleanup. Ranks are nezha-bench
+# processes, one per bed host; logs and exit codes land in $WORK.
+# shellcheck shell=bash
+
+log() { echo "testbed: $*" >&2; }
+pass() { passes=$((passes + 1)); log "PASS $*"; }
+fail() { failures=$((failures + 1)); log "FAIL $*"; }
+
+addr() { "$TESTBED" addr --name "$BED" --host "$1" --rail "$2"; }
+
+# run_job NAME HOSTS RAILS [VAR=VALUE ...] -- BENCH_ARGS...
+# Starts one nezha-bench per host, waits for all; exit codes land in $WORK/NAME.rc.I, output in
+# $WORK/NAME.log.I. Returns 0 iff every rank exited 0.
+run_job() {
+  local name=$1 hosts=$2 rails=$3
+  shift 3
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local spec="" k i
+  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
+  PORT=$((PORT + 1))
+  local rdv
+  rdv="$(addr 0 0):$PORT"
+  local pids=()
+  for ((i = 0; i < hosts; i++)); do
+    "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" NEZHA_RANK="$i" \
+      NEZHA_WORLD_SIZE="$hosts" NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" \
+      NEZHA_RENDEZVOUS_TIMEOUT_MS=20000 "${envs[@]}" "$BENCH" "$@" \
+      >"$WORK/$name.log.$i" 2>&1 &
+    pids+=($!)
+  done
+  local ok=0 rc
+  for ((i = 0; i < hosts; i++)); do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "$rc" >"$WORK/$name.rc.$i"
+    [ "$rc" = 0 ] || ok=1
+  done
+  return $ok
+}
+
+show() { # name hosts: dump logs on failure
+  local i
+  for ((i = 0; i < $2; i++)); do sed "s/^/  [$1 rank $i] /" "$WORK/$1.log.$i" >&2; done
+}
+
+check_job() { # name hosts rails [env...] -- args
+  local name=$1 hosts=$2
+  if run_job "$@"; then pass "$name"; else fail "$name"; show "$name" "$hosts"; fi
+}
+
+expect_error() { # name rank pattern: rank's exit code non-zero and its log contains pattern
+  local name=$1 rank=$2 pattern=$3
+  if [ "$(cat "$WORK/$name.rc.$rank")" != 0 ] && grep -q -- "$pattern" "$WORK/$name.log.$rank"; then
+    pass "$name (rank $rank: $pattern)"
+  else
+    fail "$name: rank $rank wanted non-zero exit and '$pattern'"
+    sed "s/^/  [$name rank $rank] /" "$WORK/$name.log.$rank" >&2
+  fi
+}
+
+
+# ---- loop jobs (failover): every op checked on every rank, rank 0 writes a trace ----------------
+# `trace_get FILE EXPR` evaluates EXPR on the trace `t`.
+trace_get() { python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# loop_job NAME HOSTS RAILS SECONDS [VAR=VALUE ...] -- runs the job (callers background it).
+loop_job() {
+  local name=$1 hosts=$2 rails=$3 secs=$4
+  shift 4
+  run_job "$name" "$hosts" "$rails" NEZHA_COLD_THRESHOLD=0 NEZHA_MIN_SLICE_BYTES=0 \
+    NEZHA_IO_TIMEOUT_MS=10000 "$@" -- --quiet --max-bytes 4M --loop-seconds "$secs" \
+    --trace "$WORK/$name.trace.json"
+}
+all_rc() { # name hosts want: every rank's exit code equals want
+  local i
+  for ((i = 0; i < $2; i++)); do [ "$(cat "$WORK/$1.rc.$i")" = "$3" ] || return 1; done
+}
+# Stall: the longest op that ended after the first failover, in ms.
+stall_ms() {
+  trace_get "$1" "round(max([d for (e, d) in t['ops'] if e >= t['failovers'][0]['t_unix']] or [0]) / 1e3)"
+}

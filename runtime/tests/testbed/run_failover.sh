@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Test-bed failover scenarios of libnezha (issue 4; needs root): ranks are nezha-bench loop jobs
+# in network namespaces built by hack/testbed.sh, a "cut" takes a host's switch port down (only
+# that host sees NO-CARRIER; its peers' sockets just go silent). Every scenario asserts exact
+# results on every operation (loop mode checks each one on every rank), bounded completion and
+# the failover / re-admission events rank 0 recorded.
+#
+#   run_failover.sh NEZHA_BENCH TESTBED_SH
+#
+# Bed name `nzf1`; everything is torn down on exit.
+set -euo pipefail
+BENCH=$(realpath "$1")
+TESTBED=$(realpath "$2")
+BED=nzf1
+TOKEN="tf-$RANDOM$RANDOM"
+WORK=$(mktemp -d /tmp/nzf-testbed.XXXXXX)
+PORT=29800
+failures=0
+passes=0
+
+cleanup() {
+  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+# shellcheck source=runtime/tests/testbed/lib.sh
+source "$(dirname "$(realpath "$0")")/lib.sh"
+
+[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
+restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
+# http HOST METHOD PATH: the HTTP status of a request to that host's control endpoint.
+http() {
+  "$TESTBED" exec --name "$BED" --host "$1" -- curl -s -o /dev/null -w '%{http_code}' \
+    -X "$2" "http://$(addr "$1" 0):9402$3"
+}
+# rail_state HOST RAIL: that rail's state in the host's GET /status.
+rail_state() {
+  "$TESTBED" exec --name "$BED" --host "$1" -- curl -s "http://$(addr "$1" 0):9402/status" |
+    python3 -c "import json,sys; print([r['state'] for r in json.load(sys.stdin)['rails'] if r['name'] == sys.argv[1]][0])" "$2"
+}
+
+"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+"$TESTBED" up --name "$BED" --hosts 3 --rails 2 >/dev/null
+
+# One rank's rail cut in the middle of a 4 MiB split allreduce loop: the cut host tells its peer
+# over r0 at once, both redo r1's unfinished part on r0.
+loop_job cut1 2 2 6 &
+job=$!
+sleep 2.5
+cut 1 1
+wait $job || true
+restore 1 1
+T=$WORK/cut1.trace.json
+if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[(f['rail'], f['ranks']) for f in t['failovers']]")" = "[('r1', [1])]" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = failed ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1] == [1, 0]")" = True ]; then
+  pass "cut one rank's rail: exact results, r1 failed over (seen by rank 1), stall $(stall_ms "$T") ms," \
+    "$(trace_get "$T" "t['completed']") ops"
+else
+  fail "cut one rank's rail"
+  show cut1 2
+fi
+
+# The same rail cut on every host (three ranks).
+loop_job cutall 3 2 6 &
+job=$!
+sleep 2.5
+for h in 0 1 2; do cut $h 0; done
+wait $job || true
+for h in 0 1 2; do restore $h 0; done
+T=$WORK/cutall.trace.json
+if all_rc cutall 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r0']" ]; then
+  pass "same rail cut on all ranks: exact results, stall $(stall_ms "$T") ms"
+else
+  fail "same rail cut on all ranks"
+  show cutall 3
+fi
+
+# Cut during rendezvous: host 1's r1 has no carrier when the ranks start. The job starts on r0
+# alone on every rank (a failover at op 0, seen by rank 1), and r1 joins once restored.
+cut 1 1
+loop_job rdvcut 2 2 8 NEZHA_READMIT_HOLDDOWN_MS=1000 &
+job=$!
+sleep 3
+restore 1 1
+restored_at=$(date +%s.%N)
+wait $job || true
+T=$WORK/rdvcut.trace.json
+if all_rc rdvcut 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[(f['rail'], f['op'], f['ranks']) for f in t['failovers']]")" = "[('r1', 0, [1])]" ] &&
+  [ "$(trace_get "$T" "t['op_split'][0] == [1, 0]")" = True ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "cut during rendezvous: started on r0, r1 joined $(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $restored_at, 2)") s" \
+    "after the restore, carrying $(trace_get "$T" "round(t['op_split'][-1][1], 2)") of the split"
+else
+  fail "cut during rendezvous: want a start on r0 alone, then r1 re-admitted"
+  show rdvcut 2
+fi
+
+# A rail flapping 10 times during a loop of at least 200 operations: results stay exact; it
+# leaves at the first cut and the hold-down (1 s, doubling per re-admission) keeps it from
+# re-entering more than once or twice while it flaps.
+loop_job flap 2 2 8 &
+job=$!
+sleep 1.5
+for _ in $(seq 10); do
+  cut 0 1
+  sleep 0.2
+  restore 0 1
+  sleep 0.2
+done
+wait $job || true
+T=$WORK/flap.trace.json
+if all_rc flap 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "t['completed'] >= 200")" = True ] &&
+  [ "$(trace_get "$T" "1 <= len(t['failovers']) <= 3 and len(t['readmissions']) <= 2")" = True ]; then
+  pass "flapping rail: exact results over $(trace_get "$T" "t['completed']") ops," \
+    "$(trace_get "$T" "len(t['failovers'])") failover(s), $(trace_get "$T" "len(t['readmissions'])") re-admission(s)"
+else
+  fail "flapping rail"
+  show flap 2
+fi
+
+# Restore: the rail comes back after the hold-down and carries its share again.
+loop_job readmit 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 NEZHA_VERBOSE=1 &
+job=$!
+sleep 2
+cut 1 1
+sleep 2
+restore 1 1
+restored_at=$(date +%s.%N)
+wait $job || true
+T=$WORK/readmit.trace.json
+if all_rc readmit 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = up ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "restore: r1 re-admitted $(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $restored_at, 2)") s" \
+    "after the restore, carrying $(trace_get "$T" "round(t['op_split'][-1][1], 2)") of the split"
+else
+  fail "restore: want r1 re-admitted and carrying a share"
+  show readmit 2
+fi
+
+# Planned maintenance through the control endpoint: drain r1 on rank 0 only, restore it on
+# rank 1 only; both are applied by every rank at an agreed operation. No failover happens.
+loop_job drain 2 2 9 NEZHA_CONTROL_ADDR=:9402 &
+job=$!
+sleep 2.5
+codes="drain=$(http 0 POST /rails/r1/drain)"
+sleep 1
+states="$(rail_state 0 r1)/$(rail_state 1 r1)"
+codes+=" nosuch=$(http 0 POST /rails/nosuch/drain) get=$(http 1 GET /rails/r1/drain)"
+sleep 1.5
+codes+=" restore=$(http 1 POST /rails/r1/restore)"
+wait $job || true
+T=$WORK/drain.trace.json
+if all_rc drain 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$codes" = "drain=202 nosuch=404 get=405 restore=202" ] &&
+  [ "$states" = "drained/drained" ] &&
+  [ "$(trace_get "$T" "t['failovers']")" = "[]" ] &&
+  [ "$(trace_get "$T" "any(s[1] == 0 for s in t['op_split'])")" = True ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "drain/restore via the endpoint: both ranks drained, $(trace_get "$T" "sum(s[1] == 0 for s in t['op_split'])")" \
+    "ops on r0 alone, r1 back with $(trace_get "$T" "round(t['op_split'][-1][1], 2)") of the split, no failover"
+else
+  fail "drain/restore via the endpoint (HTTP: $codes; states: $states)"
+  show drain 2
+fi
+
+# Both rails of host 1 cut: every rank fails with a clear error soon after the cut: host 1 at
+# once (no link left), host 0 after its progress deadline and the control mesh's silence window.
+loop_job cutboth 2 2 30 &
+job=$!
+sleep 2
+cut 1 0
+cut 1 1
+cut_at=$(date +%s.%N)
+wait $job || true
+took=$(python3 -c "import time; print(round(time.time() - $cut_at, 1))")
+for r in 0 1; do restore 1 $r; done
+T=$WORK/cutboth.trace.json
+if all_rc cutboth 2 3 && grep -q "no rail left" "$WORK/cutboth.log.0" "$WORK/cutboth.log.1" &&
+  [ "$(trace_get "$T" "t['error'] is not None")" = True ] &&
+  python3 -c "import sys; sys.exit(0 if $took < 5 else 1)"; then
+  pass "both rails cut: clear error on every rank ${took} s after the cut"
+else
+  fail "both rails cut (took ${took} s)"
+  show cutboth 2
+fi
+
+log "$passes passed, $failures failed"
+[ "$failures" = 0 ]
