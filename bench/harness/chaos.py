@@ -10,10 +10,12 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Timeline:
-    loop_seconds: int = 30
-    cut_at: float = 10.0  # seconds after the ranks start
-    restore_at: float = 20.0
-    bytes: int = 16 << 20
+    # 64 MiB as issue 4 asks: ~1 s per op on the 800/300 rails with 4 ranks, so the windows are
+    # long enough for tens of ops before, during and after the cut.
+    loop_seconds: int = 42
+    cut_at: float = 12.0  # seconds after the ranks start
+    restore_at: float = 26.0
+    bytes: int = 64 << 20
     settle: float = 1.0  # ignored after restore before measuring "after" throughput
 
 
@@ -36,8 +38,30 @@ def _rate_gbps(ends: list[float], lo: float, hi: float, nbytes: int) -> Optional
     return n * nbytes / (hi - lo) / 1e9
 
 
-def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_unix: float) -> dict:
-    """Stall/recovery metrics of one loop trace. Times in the result are seconds after the cut."""
+def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, rail: int) -> Optional[float]:
+    """Seconds from the restore to the first op whose split gives `rail` at least half its median
+    pre-cut share again (the rail "carrying its share"); None without per-op splits or if it
+    never happened."""
+    splits = trace.get("op_split")
+    if not splits or len(splits) != len(trace["ops"]):
+        return None
+    before = [sp[rail] for op, sp in zip(trace["ops"], splits) if op[0] <= cut_unix]
+    if not before or median(before) <= 0:
+        return None
+    want = median(before) / 2
+    for op, sp in zip(trace["ops"], splits):
+        if op[0] > restore_unix and sp[rail] >= want:
+            return op[0] - restore_unix
+    return None
+
+
+def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_unix: float,
+            cut_rail: Optional[int] = None) -> dict:
+    """Stall/recovery metrics of one loop trace. Times in the result are seconds after the cut.
+
+    stall_s is the op in flight's extra time beyond the surviving rails' own pace (the median op
+    during the cut): losing the rail's bandwidth is not a stall. slowdown_vs_before_s is the
+    same gap against the pace before the cut (what earlier reports called the stall)."""
     nbytes = trace["bytes"]
     ends = [op[0] for op in trace["ops"]]
     before = [op for op in trace["ops"] if op[0] <= cut_unix]
@@ -58,17 +82,27 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
     after_cut = [t for t in ends if t > cut_unix]
     out["ops_after_cut"] = len(after_cut)
     if after_cut:
-        # Longest wait for an op to complete once the rail is gone, beyond a normal op's time.
+        # Longest wait for an op to complete once the rail is gone.
         prev, worst = last_before, 0.0
         for t in after_cut:
             if t > window_end:
                 break
             worst = max(worst, t - prev)
             prev = t
-        out["stall_s"] = max(worst - (baseline_s or 0.0), 0.0) if worst else None
+        during = [op[1] / 1e6 for op in trace["ops"] if after_cut[0] < op[0] <= window_end]
+        pace_s = median(during) if during else baseline_s
+        out["pace_during_cut_s"] = pace_s
+        out["stall_s"] = max(worst - (pace_s or 0.0), 0.0) if worst else None
+        out["slowdown_vs_before_s"] = max(worst - (baseline_s or 0.0), 0.0) if worst else None
         out["first_op_after_cut_s"] = after_cut[0] - cut_unix
+        # From the link event: when the op in flight ended, beyond a fresh op at the survivors'
+        # pace started at the cut (an upper bound: part of that op ran before the cut).
+        out["stall_after_link_event_s"] = max(after_cut[0] - cut_unix - (pace_s or 0.0), 0.0)
     else:
         out["stall_s"] = None  # never completed another op: the stall is unbounded
+        out["slowdown_vs_before_s"] = None
+        out["stall_after_link_event_s"] = None
+        out["pace_during_cut_s"] = None
         out["first_op_after_cut_s"] = None
     # Throughput while the rail is down, from the first completion after the cut (the stall is
     # reported separately) to the restore.
@@ -78,6 +112,8 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
     if restore_unix is not None:
         out["algbw_after_restore_gbps"] = _rate_gbps(ends, restore_unix + Timeline.settle, end_unix, nbytes)
         out["ops_after_restore"] = sum(1 for t in ends if t > restore_unix)
+        out["share_back_after_restore_s"] = (share_back_after_restore(trace, cut_unix, restore_unix, cut_rail)
+                                             if cut_rail is not None else None)
     # Recovered: kept completing ops after the cut and never failed.
     out["survived"] = not out["failed"] and bool(after_cut)
     return out

@@ -147,7 +147,8 @@ def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host:
         return {**out, "status": "failed", "reason": "the ranks ended before the cut", "trace": trace}
     # The loop's own end: the last completion or the failure, not when we noticed.
     last = max([op[0] for op in trace["ops"]] + [trace["error"]["t_unix"] if trace["error"] else 0])
-    out["metrics"] = analyze(trace, cut_unix, events.get("restore_unix"), min(last, events["end_unix"]))
+    out["metrics"] = analyze(trace, cut_unix, events.get("restore_unix"), min(last, events["end_unix"]),
+                             cut_rail if cs.tool == "nezha" else None)
     out["events"] = _relative(events)
     out["t0_unix"] = events["start_unix"]  # events are seconds after this
     out["trace"] = trace

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 
+from .chaos_goals import chaos_goals_text
 from .series import SERIES_ORDER
 from .tables import format_table, goals_table, ratio_table, series_table
 
@@ -98,13 +99,17 @@ def chaos_text(chaos: dict) -> str:
             if not m["failed"]:
                 notes.append(f"{name}: mean over the whole run {_s((m['algbw_whole_run_gbps'] or 0) * 8, ' Gbit/s', 3)}")
         gbps = lambda v: _s(v * 8 if v is not None else None, "", 3)  # noqa: E731 (Gbit/s)
-        rows.append([name, outcome, _s(m["stall_s"]), gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
+        rows.append([name, outcome, _s(m["stall_s"]), _s(m.get("slowdown_vs_before_s")),
+                     gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
                      gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"] or "n/a"),
                      _phase_share(s.get("events", {}), chaos["cut_rail"])])
     cut = f"r{chaos['cut_rail']} share"
-    table = format_table(["series", "outcome", "stall", "before Gbit/s", "rail cut Gbit/s", "after restore",
-                          "ops", f"{cut} before/cut/after"], rows, align="llrrrrrr") if rows else "(no traces)"
-    return "\n".join([head, table, *notes])
+    table = format_table(["series", "outcome", "stall", "vs before", "before Gbit/s", "rail cut Gbit/s",
+                          "after restore", "ops", f"{cut} before/cut/after"], rows,
+                         align="llrrrrrrr") if rows else "(no traces)"
+    legend = ("stall: the op in flight's extra time beyond the surviving rails' pace (median op during "
+              "the cut); vs before: the same gap against the pace before the cut")
+    return "\n".join([head, table, legend, *notes, "", chaos_goals_text(chaos)])
 
 
 def write_outputs(doc: dict, results_dir: str, stamp: str, plot_fn=None, prefix: str = "bench") -> dict:

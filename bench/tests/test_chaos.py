@@ -69,3 +69,51 @@ def test_fallback_survival_needs_the_cut_to_have_happened():
     m = analyze_fallback(True, True, T0 + 10, T0 + 30, 250_000.0, 100, 1 << 24, None)
     assert m["survived"] and m["algbw_whole_run_gbps"] == pytest.approx((1 << 24) / 0.25 / 1e9)
     assert not analyze_fallback(True, False, None, T0 + 5, 250_000.0, 100, 1 << 24, None)["survived"]
+
+
+def test_stall_is_measured_against_the_surviving_pace():
+    # 0.5 s ops before the cut, 0.7 s ops on the surviving rail; the op in flight took 0.8 s.
+    before = [(0.5 * i, 500_000) for i in range(1, 21)]  # up to t=10.0
+    after = [(10.8, 800_000)] + [(10.8 + 0.7 * i, 700_000) for i in range(1, 20)]
+    t = {"bytes": 1 << 26, "start_unix": T0, "error": None,
+         "ops": [[T0 + e, d] for e, d in before + after]}
+    m = analyze(t, T0 + 10.2, None, T0 + 24.0)
+    assert m["pace_during_cut_s"] == pytest.approx(0.7)
+    assert m["stall_s"] == pytest.approx(0.8 - 0.7, abs=1e-6)
+    assert m["slowdown_vs_before_s"] == pytest.approx(0.8 - 0.5, abs=1e-6)
+    # Ended 0.6 s after the link event: sooner than a fresh op on the survivors would have.
+    assert m["stall_after_link_event_s"] == pytest.approx(0.0)
+
+
+def test_share_back_after_restore_needs_half_the_precut_share():
+    from harness.chaos import share_back_after_restore
+
+    ends = [1.0 * i for i in range(1, 31)]
+    split = [[0.7, 0.3]] * 10 + [[1.0, 0.0]] * 12 + [[0.9, 0.1], [0.8, 0.2], [0.75, 0.25]] + [[0.7, 0.3]] * 5
+    t = {"bytes": 1, "start_unix": T0, "error": None, "ops": [[T0 + e, 1000] for e in ends], "op_split": split}
+    # Restore at t=21.5; op 23 (t=23) has 0.1 < 0.15, op 24 (t=24) has 0.2 >= 0.15.
+    assert share_back_after_restore(t, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(2.5)
+    assert share_back_after_restore(t, T0 + 10.5, T0 + 29.5, 1) is not None
+    assert share_back_after_restore({**t, "op_split": [[1.0, 0.0]] * 30}, T0 + 10.5, T0 + 21.5, 1) is None
+
+
+def _series(stall, link, during, back, failed=False):
+    return {"metrics": {"failed": failed, "stall_s": stall, "stall_after_link_event_s": link,
+                        "algbw_during_cut_gbps": during, "share_back_after_restore_s": back}}
+
+
+def test_chaos_goals_pass_miss_and_incomplete():
+    from harness.chaos_goals import evaluate_chaos
+
+    chaos = {"series": {"nezha-adaptive": _series(0.12, 0.03, 0.096, 1.4),
+                        "gloo-best-rail": _series(0.0, 0.0, 0.1, None)}}
+    verdicts = {g["id"]: g["verdict"] for g in evaluate_chaos(chaos)}
+    assert verdicts == {"chaos-stall": "PASS", "chaos-stall-aim": "PASS", "chaos-throughput": "PASS",
+                        "chaos-readmit": "PASS"}
+    chaos["series"]["nezha-adaptive"] = _series(0.25, 0.2, 0.09, 2.5)
+    verdicts = {g["id"]: g["verdict"] for g in evaluate_chaos(chaos)}
+    assert set(verdicts.values()) == {"MISS"}
+    chaos["series"]["nezha-adaptive"] = _series(None, None, 0.0, None, failed=True)
+    del chaos["series"]["gloo-best-rail"]
+    verdicts = {g["id"]: g["verdict"] for g in evaluate_chaos(chaos)}
+    assert set(verdicts.values()) == {"INCOMPLETE"}
