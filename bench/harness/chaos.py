@@ -39,9 +39,9 @@ def _rate_gbps(ends: list[float], lo: float, hi: float, nbytes: int) -> Optional
 
 
 def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, rail: int) -> Optional[float]:
-    """Seconds from the restore to the first op whose split gives `rail` at least half its median
-    pre-cut share again (the rail "carrying its share"); None without per-op splits or if it
-    never happened."""
+    """Seconds from the restore to the start of the first op (started after the restore) whose
+    split gives `rail` at least half its median pre-cut share again (the rail "carrying its
+    share"); None without per-op splits or if it never happened."""
     splits = trace.get("op_split")
     if not splits or len(splits) != len(trace["ops"]):
         return None
@@ -50,8 +50,9 @@ def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, 
         return None
     want = median(before) / 2
     for op, sp in zip(trace["ops"], splits):
-        if op[0] > restore_unix and sp[rail] >= want:
-            return op[0] - restore_unix
+        start = op[0] - op[1] / 1e6
+        if start >= restore_unix and sp[rail] >= want:
+            return start - restore_unix  # the rail carries its share from this op's start
     return None
 
 
@@ -59,9 +60,12 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
             cut_rail: Optional[int] = None) -> dict:
     """Stall/recovery metrics of one loop trace. Times in the result are seconds after the cut.
 
-    stall_s is the op in flight's extra time beyond the surviving rails' own pace (the median op
-    during the cut): losing the rail's bandwidth is not a stall. slowdown_vs_before_s is the
-    same gap against the pace before the cut (what earlier reports called the stall)."""
+    stall_s is the op in flight's extra time: the gap from the last completion before the cut to
+    the first one after it, beyond the surviving rails' own pace (the median op during the cut);
+    losing the rail's bandwidth is not a stall. worst_gap_excess_s is the longest gap anywhere in
+    the cut window beyond that pace (a failure noticed only in a later op shows here; so does
+    plain jitter — compare with the control series). slowdown_vs_before_s is the longest gap
+    against the pace before the cut (what earlier reports called the stall)."""
     nbytes = trace["bytes"]
     ends = [op[0] for op in trace["ops"]]
     before = [op for op in trace["ops"] if op[0] <= cut_unix]
@@ -92,7 +96,8 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
         during = [op[1] / 1e6 for op in trace["ops"] if after_cut[0] < op[0] <= window_end]
         pace_s = median(during) if during else baseline_s
         out["pace_during_cut_s"] = pace_s
-        out["stall_s"] = max(worst - (pace_s or 0.0), 0.0) if worst else None
+        out["stall_s"] = max(after_cut[0] - last_before - (pace_s or 0.0), 0.0)
+        out["worst_gap_excess_s"] = max(worst - (pace_s or 0.0), 0.0) if worst else None
         out["slowdown_vs_before_s"] = max(worst - (baseline_s or 0.0), 0.0) if worst else None
         out["first_op_after_cut_s"] = after_cut[0] - cut_unix
         # From the link event: when the op in flight ended, beyond a fresh op at the survivors'
@@ -100,6 +105,7 @@ def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_uni
         out["stall_after_link_event_s"] = max(after_cut[0] - cut_unix - (pace_s or 0.0), 0.0)
     else:
         out["stall_s"] = None  # never completed another op: the stall is unbounded
+        out["worst_gap_excess_s"] = None
         out["slowdown_vs_before_s"] = None
         out["stall_after_link_event_s"] = None
         out["pace_during_cut_s"] = None

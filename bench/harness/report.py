@@ -99,16 +99,18 @@ def chaos_text(chaos: dict) -> str:
             if not m["failed"]:
                 notes.append(f"{name}: mean over the whole run {_s((m['algbw_whole_run_gbps'] or 0) * 8, ' Gbit/s', 3)}")
         gbps = lambda v: _s(v * 8 if v is not None else None, "", 3)  # noqa: E731 (Gbit/s)
-        rows.append([name, outcome, _s(m["stall_s"]), _s(m.get("slowdown_vs_before_s")),
+        rows.append([name, outcome, _s(m["stall_s"]), _s(m.get("worst_gap_excess_s")),
+                     _s(m.get("slowdown_vs_before_s")),
                      gbps(m["algbw_before_gbps"]), gbps(m["algbw_during_cut_gbps"]),
                      gbps(m.get("algbw_after_restore_gbps")), str(m["ops_total"] or "n/a"),
                      _phase_share(s.get("events", {}), chaos["cut_rail"])])
     cut = f"r{chaos['cut_rail']} share"
-    table = format_table(["series", "outcome", "stall", "vs before", "before Gbit/s", "rail cut Gbit/s",
-                          "after restore", "ops", f"{cut} before/cut/after"], rows,
-                         align="llrrrrrrr") if rows else "(no traces)"
-    legend = ("stall: the op in flight's extra time beyond the surviving rails' pace (median op during "
-              "the cut); vs before: the same gap against the pace before the cut")
+    table = format_table(["series", "outcome", "stall", "worst gap", "vs before", "before Gbit/s",
+                          "rail cut Gbit/s", "after restore", "ops", f"{cut} before/cut/after"], rows,
+                         align="llrrrrrrrr") if rows else "(no traces)"
+    legend = ("stall: the op in flight's extra time beyond the surviving rails' pace (median op during the cut); "
+              "worst gap: the longest gap in the cut window beyond that pace (jitter shows here too: see the "
+              "control series); vs before: the longest gap against the pace before the cut")
     return "\n".join([head, table, legend, *notes, "", chaos_goals_text(chaos)])
 
 

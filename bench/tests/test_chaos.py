@@ -18,6 +18,16 @@ def test_steady_run_through_cut_has_no_stall():
     assert m["algbw_before_gbps"] == pytest.approx(10 * (1 << 20) / 1e9, rel=0.05)
 
 
+def test_jitter_after_the_in_flight_op_is_not_its_stall():
+    # The op in flight ends on time; a later op is slow. stall_s (the op in flight) stays 0, the
+    # longest gap in the window shows the later one.
+    ends = [1.0 * i for i in range(1, 11)] + [11.0, 13.0] + [13.0 + i for i in range(1, 10)]
+    t = {"bytes": 1, "start_unix": T0, "error": None, "ops": [[T0 + e, 1_000_000] for e in ends]}
+    m = analyze(t, T0 + 10.5, None, T0 + 22.0)
+    assert m["stall_s"] == pytest.approx(0.0)
+    assert m["worst_gap_excess_s"] == pytest.approx(1.0)
+
+
 def test_stall_then_slower_progress():
     before = [0.1 * i for i in range(1, 101)]  # up to t=10.0
     after = [12.0 + 0.2 * i for i in range(0, 40)]  # 2 s stall, then half speed
@@ -79,7 +89,8 @@ def test_stall_is_measured_against_the_surviving_pace():
          "ops": [[T0 + e, d] for e, d in before + after]}
     m = analyze(t, T0 + 10.2, None, T0 + 24.0)
     assert m["pace_during_cut_s"] == pytest.approx(0.7)
-    assert m["stall_s"] == pytest.approx(0.8 - 0.7, abs=1e-6)
+    assert m["stall_s"] == pytest.approx(0.8 - 0.7, abs=1e-6)  # gap 10.0 -> 10.8, pace 0.7
+    assert m["worst_gap_excess_s"] == pytest.approx(0.8 - 0.7, abs=1e-6)
     assert m["slowdown_vs_before_s"] == pytest.approx(0.8 - 0.5, abs=1e-6)
     # Ended 0.6 s after the link event: sooner than a fresh op on the survivors would have.
     assert m["stall_after_link_event_s"] == pytest.approx(0.0)
@@ -91,8 +102,9 @@ def test_share_back_after_restore_needs_half_the_precut_share():
     ends = [1.0 * i for i in range(1, 31)]
     split = [[0.7, 0.3]] * 10 + [[1.0, 0.0]] * 12 + [[0.9, 0.1], [0.8, 0.2], [0.75, 0.25]] + [[0.7, 0.3]] * 5
     t = {"bytes": 1, "start_unix": T0, "error": None, "ops": [[T0 + e, 1000] for e in ends], "op_split": split}
-    # Restore at t=21.5; op 23 (t=23) has 0.1 < 0.15, op 24 (t=24) has 0.2 >= 0.15.
-    assert share_back_after_restore(t, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(2.5)
+    # Ops take 1 ms. Restore at t=21.5; the op ending at 23 has 0.1 < 0.15, the one ending at 24
+    # (started 23.999) has 0.2 >= 0.15.
+    assert share_back_after_restore(t, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(2.499)
     assert share_back_after_restore(t, T0 + 10.5, T0 + 29.5, 1) is not None
     assert share_back_after_restore({**t, "op_split": [[1.0, 0.0]] * 30}, T0 + 10.5, T0 + 21.5, 1) is None
 
