@@ -21,7 +21,7 @@ const std::vector<Param>& allParams() {
       {"NEZHA_RENDEZVOUS_TIMEOUT_MS", "60000", "how long to wait for all ranks to join"},
       {"NEZHA_IO_TIMEOUT_MS", "30000", "a rail with no progress for this long fails"},
       {"NEZHA_FAILOVER", "replay", "replay (agree + redo failed slices on survivors) | stop"},
-      {"NEZHA_READMIT_HOLDDOWN_MS", "1000",
+      {"NEZHA_READMIT_HOLDDOWN_MS", "500",
        "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
       {"NEZHA_CONTROL_ADDR", "", "control endpoint host:port or :port (/status, /metrics, drain)"},
       {"NEZHA_PROGRESS_FLOOR_MS", "1000",

@@ -102,7 +102,7 @@ struct Options {
   std::chrono::milliseconds progressFloor{1000};
   // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
   // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
-  std::chrono::milliseconds readmitHoldDown{1000};
+  std::chrono::milliseconds readmitHoldDown{500};
   // Control endpoint "host:port" or ":port" (GET /status, /metrics; POST /rails/{name}/drain,
   // /restore); empty = none. Port 0 picks one (see Communicator::controlPort()).
   std::string controlAddr;

@@ -77,7 +77,8 @@ all_rc() { # name hosts want: every rank's exit code equals want
   local i
   for ((i = 0; i < $2; i++)); do [ "$(cat "$WORK/$1.rc.$i")" = "$3" ] || return 1; done
 }
-# Stall: the longest op that ended after the first failover, in ms.
-stall_ms() {
+# The longest op that ended after the first failover, in ms (includes the replay and the slower
+# pace on the surviving rails; the bench reports the stall proper).
+longest_op_ms() {
   trace_get "$1" "round(max([d for (e, d) in t['ops'] if e >= t['failovers'][0]['t_unix']] or [0]) / 1e3)"
 }

@@ -56,7 +56,7 @@ if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[(f['rail'], f['ranks']) for f in t['failovers']]")" = "[('r1', [1])]" ] &&
   [ "$(trace_get "$T" "t['rail_states']['r1']")" = failed ] &&
   [ "$(trace_get "$T" "t['op_split'][-1] == [1, 0]")" = True ]; then
-  pass "cut one rank's rail: exact results, r1 failed over (seen by rank 1), stall $(stall_ms "$T") ms," \
+  pass "cut one rank's rail: exact results, r1 failed over (seen by rank 1), longest op after it $(longest_op_ms "$T") ms," \
     "$(trace_get "$T" "t['completed']") ops"
 else
   fail "cut one rank's rail"
@@ -73,7 +73,7 @@ for h in 0 1 2; do restore $h 0; done
 T=$WORK/cutall.trace.json
 if all_rc cutall 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r0']" ]; then
-  pass "same rail cut on all ranks: exact results, stall $(stall_ms "$T") ms"
+  pass "same rail cut on all ranks: exact results, longest op after it $(longest_op_ms "$T") ms"
 else
   fail "same rail cut on all ranks"
   show cutall 3
@@ -102,7 +102,7 @@ else
 fi
 
 # A rail flapping 10 times during a loop of at least 200 operations: results stay exact; it
-# leaves at the first cut and the hold-down (1 s, doubling per re-admission) keeps it from
+# leaves at the first cut and the hold-down (0.5 s, doubling per re-admission) keeps it from
 # re-entering more than once or twice while it flaps.
 loop_job flap 2 2 8 &
 job=$!
