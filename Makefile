@@ -85,8 +85,9 @@ e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack
 	$(PYTHON) -m pytest -q e2e
 
 .PHONY: bench
-bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split (~20 min; quiet machine).
+bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split, then the rail-failure chaos run (~25 min; quiet machine).
 	$(PYTHON) bench/run_bench.py
+	$(PYTHON) bench/run_bench.py --chaos
 
 .PHONY: demo
 demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
@@ -95,11 +96,11 @@ demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-r
 ##@ Quality
 
 .PHONY: lint
-lint: ## go vet, gofmt, clang-format check, shellcheck on hack/.
+lint: ## go vet, gofmt, clang-format check, shellcheck on hack/ and the test-bed scripts.
 	go vet ./...
 	@out=$$(gofmt -l operator cni hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	find runtime bench -name '*.cc' -o -name '*.h' | grep -v '/build/' | xargs -r clang-format --dry-run --Werror
-	shellcheck -x hack/*.sh .ci/run
+	shellcheck -x hack/*.sh .ci/run runtime/tests/testbed/*.sh
 
 .PHONY: clean
 clean: ## Remove build outputs (caches in ~/.cache/nezha are kept).

@@ -121,8 +121,7 @@ Table Impl::loadTable(const std::vector<std::string>& names, int rail) {
       broadcastBinomialTree(ch, reinterpret_cast<char*>(&len), sizeof(len), 0);
     });
     if (len == UINT64_MAX) {
-      throw ConfigError(readError.empty() ? "rank 0 cannot read its NEZHA_TABLE file"
-                                          : readError);
+      throw ConfigError(readError.empty() ? "rank 0 cannot read its NEZHA_TABLE file" : readError);
     }
     text.resize(len);
     runOn(rail, [&](Channel& ch, Scratch&) { nezha::broadcast(ch, text.data(), len, 0, algo); });
@@ -150,7 +149,7 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   }
 
   std::vector<bool> usable(m.rails.size(), true);  // rails that start in the split
-  std::string downAtStart;                          // why the others do not
+  std::string downAtStart;                         // why the others do not
   if (m.o.worldSize > 1) {
     std::vector<std::unique_ptr<TcpChannel>> tcp;
     RankInfo mine;
@@ -180,8 +179,8 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
       downAtStart += strCat(downAtStart.empty() ? "" : "; ", m.rails[i].name, " (",
                             m.rails[i].iface, ") has no link on rank ", ranks);
     }
-    if (!downAtStart.empty() && (!m.o.failover || std::none_of(usable.begin(), usable.end(),
-                                                                [](bool u) { return u; }))) {
+    if (!downAtStart.empty() &&
+        (!m.o.failover || std::none_of(usable.begin(), usable.end(), [](bool u) { return u; }))) {
       throw RailError(-1, strCat("cannot start: ", downAtStart,
                                  m.o.failover ? "; no rail is up on every rank"
                                               : " (NEZHA_FAILOVER=stop needs every rail)"));
@@ -327,8 +326,7 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
   }
   Plan plan = m.sched->plan(OpKind::kAllreduce, count, es);
   Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
-    nezha::allreduce(ch, in + sl.offset * es, out + sl.offset * es, sl.count, dtype, op, s,
-                     m.algo);
+    nezha::allreduce(ch, in + sl.offset * es, out + sl.offset * es, sl.count, dtype, op, s, m.algo);
   });
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllreduce, plan, ran);

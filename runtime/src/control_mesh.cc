@@ -57,7 +57,7 @@ struct ControlMesh::Conn {
   Fd fd;
   int peer = -1;
   int rail = -1;
-  std::string in;                  // bytes of an unfinished frame; reader thread only
+  std::string in;                   // bytes of an unfinished frame; reader thread only
   std::atomic<bool> closed{false};  // EOF, error, bad frame or replaced
 
   void close() {
@@ -147,8 +147,8 @@ bool ControlMesh::writeFrame(Conn& c, const std::string& frame, bool waitForRoom
   size_t sent = 0;
   const auto giveUp = Clock::now() + kFrameFinishBudget;
   while (sent < frame.size()) {
-    const ssize_t n = ::send(c.fd.get(), frame.data() + sent, frame.size() - sent,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        ::send(c.fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
       continue;
@@ -212,7 +212,8 @@ bool ControlMesh::sendPrimary(const std::string& frame) {
 }
 
 void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
-  if (size_ > 1) sendEverywhere(encodeFrame(kRailDown, static_cast<uint16_t>(rail), generation, {}), false);
+  if (size_ > 1)
+    sendEverywhere(encodeFrame(kRailDown, static_cast<uint16_t>(rail), generation, {}), false);
 }
 
 int64_t ControlMesh::nowNs() const {
@@ -283,10 +284,14 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
         silent += strCat(silent.empty() ? "" : ", ", p);
       }
     }
-    if (!gone.empty()) gone = strCat("rank(s) ", gone, " closed their control connections on every rail (process gone, or every rail between us failed)");
+    if (!gone.empty())
+      gone = strCat("rank(s) ", gone,
+                    " closed their control connections on every rail (process gone, or every rail "
+                    "between us failed)");
     if (gone.empty() && !silent.empty()) {
-      gone = strCat("rank(s) ", silent, " answered nothing for ", silence_.count(),
-                    " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
+      gone = strCat(
+          "rank(s) ", silent, " answered nothing for ", silence_.count(),
+          " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
     }
     if (missing.empty() || !gone.empty() || Clock::now() >= deadline) {
       std::vector<std::unique_ptr<std::vector<double>>> got = std::move(slot);
@@ -422,8 +427,9 @@ void ControlMesh::readFrom(Conn& c) {
       if (seq > finished_ + kMaxRoundsAhead) bad = strCat("round ", seq, " too far ahead");
     }
     if (!bad.empty()) {
-      std::fprintf(stderr, "nezha: rank %d: dropping control connection to rank %d on rail %d: %s\n",
-                   rank_, c.peer, c.rail, bad.c_str());
+      std::fprintf(stderr,
+                   "nezha: rank %d: dropping control connection to rank %d on rail %d: %s\n", rank_,
+                   c.peer, c.rail, bad.c_str());
       c.close();
       break;
     }

@@ -105,12 +105,12 @@ class ControlMesh {
   std::vector<std::shared_ptr<Conn>> conns_;  // mu_; the reader and senders work on snapshots
   // Agreement values by round, per peer; rounds up to finished_ are done and late copies dropped.
   std::map<uint64_t, std::vector<std::unique_ptr<std::vector<double>>>> inbox_;  // mu_
-  uint64_t finished_ = 0;                                                         // mu_
+  uint64_t finished_ = 0;                                                        // mu_
   std::map<uint64_t, std::string> sent_;  // mu_: this rank's last rounds, for kResend
-  uint64_t round_ = 0;  // the caller's thread only
-  std::atomic<uint64_t> opsStarted_{0};                              // this rank
+  uint64_t round_ = 0;                    // the caller's thread only
+  std::atomic<uint64_t> opsStarted_{0};   // this rank
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> peerOpsStarted_;  // as last heard
-  std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;       // steady ns, any frame
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;        // steady ns, any frame
 
   std::mutex sendMu_;  // one frame at a time per connection
   // Held while reading connections. A round's caller holds it for the whole round and reads

@@ -57,9 +57,7 @@ void Impl::publish() {
     const std::string& name = rails[r].name;
     const RailMetrics& m = metrics.rails[name];
     const bool alive = sched ? sched->alive()[r] : true;
-    std::string state = alive                              ? "healthy"
-                        : drained.size() > r && drained[r] ? "drained"
-                                                           : "failed";
+    std::string state = alive ? "healthy" : drained.size() > r && drained[r] ? "drained" : "failed";
     if (!alive && state == "failed" && o.worldSize > 1 && readyLocally(static_cast<int>(r))) {
       state = "probing";  // hold-down passed here; re-enters once every rank agrees
     }
@@ -117,8 +115,7 @@ HttpReply Impl::handleControl(const std::string& method, const std::string& path
     }
     return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n")};
   }
-  return {404, "text/plain",
-          "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n"};
+  return {404, "text/plain", "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n"};
 }
 
 }  // namespace nezha

@@ -73,8 +73,8 @@ void Impl::agree(std::vector<double>& v, std::chrono::milliseconds timeout) {
   try {
     mesh->maxReduce(v, timeout);
   } catch (const RailError& e) {
-    failStop(RailError(-1, strCat("operation ", opCounter ? opCounter - 1 : 0,
-                                  " failed: ", e.what())));
+    failStop(
+        RailError(-1, strCat("operation ", opCounter ? opCounter - 1 : 0, " failed: ", e.what())));
   } catch (const Error&) {
     for (auto& ch : channels) ch->abort();
     if (failure.empty()) failure = "ranks disagreed";

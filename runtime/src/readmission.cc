@@ -93,8 +93,7 @@ void Impl::readmit(const std::vector<int>& railsReady) {
     ev.op = opCounter - 1;
     ev.rail = rails[r].name;
     ev.unixSeconds =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     ev.stallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     metrics.readmissions.push_back(ev);
     // A rail that fails again soon after coming back waits longer next time.

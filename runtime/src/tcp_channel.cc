@@ -37,9 +37,9 @@ RailEndpoint TcpChannel::endpoint() const {
 }
 
 std::string TcpChannel::purpose(const std::string& session, int from, int to, int stream) const {
-  return strCat(
-      stream == nstreams_ ? "control" : "data", " session=", toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
-      " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
+  return strCat(stream == nstreams_ ? "control" : "data", " session=",
+                toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
+                " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
 }
 
 void TcpChannel::connect(const JobTable& job, Deadline deadline) {

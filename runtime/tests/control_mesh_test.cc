@@ -132,8 +132,7 @@ TEST(ControlMeshTest, AlivePeerThatNeverJoinsTheRoundTimesOut) {
     p.m0->maxReduce(v, milliseconds(600));  // rank 1 answers questions but sends no values
     FAIL() << "expected RailError";
   } catch (const RailError& e) {
-    EXPECT_NE(std::string(e.what()).find("no word from rank(s) 1 within 600 ms"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("no word from rank(s) 1 within 600 ms"), std::string::npos)
         << e.what();
   }
 }
@@ -168,7 +167,7 @@ TEST(ControlMeshTest, PeersBehindTellsALatePeerFromAnUnreachableOne) {
   Pair p(1, milliseconds(200));
   p.m0->setCurrentOp(3);
   p.m1->setCurrentOp(1);
-  EXPECT_TRUE(p.m0->peersBehind(3));  // rank 1 answers: it is still at op 1
+  EXPECT_TRUE(p.m0->peersBehind(3));   // rank 1 answers: it is still at op 1
   EXPECT_FALSE(p.m1->peersBehind(1));  // rank 0 already started op 3
   p.m1->setCurrentOp(3);
   EXPECT_FALSE(p.m0->peersBehind(3));

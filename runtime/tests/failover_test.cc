@@ -108,8 +108,8 @@ TEST(FailoverTest, LateRankIsNotTakenForADeadRail) {
   });
   EXPECT_EQ(wrong, std::vector<long>(2, 0));
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(comms[r]->metrics().failovers.empty()) << "rank " << r << ": "
-        << comms[r]->metrics().failovers[0].localError;
+    EXPECT_TRUE(comms[r]->metrics().failovers.empty())
+        << "rank " << r << ": " << comms[r]->metrics().failovers[0].localError;
   }
 }
 

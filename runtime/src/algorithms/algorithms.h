@@ -47,8 +47,8 @@ void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, S
 // recursive doubling (small counts) copies it first.
 void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
                Scratch& scratch, const AlgoOptions& o);
-void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt,
-                   ReduceOp op, Scratch& scratch);
+void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+                   Scratch& scratch);
 void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
                                 Scratch& scratch);
 

@@ -41,8 +41,8 @@ void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt
   allreduceRecursiveDoubling(ch, out, count, dt, op, scratch);
 }
 
-void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt,
-                   ReduceOp op, Scratch& scratch) {
+void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+                   Scratch& scratch) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = dataTypeSize(dt);
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
