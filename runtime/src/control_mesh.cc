@@ -410,7 +410,9 @@ void ControlMesh::readFrom(Conn& c) {
     c.close();  // EOF or error: the peer (or the rail) is gone
     break;
   }
-  while (c.in.size() >= kHeaderBytes && !c.closed) {
+  // Frames that arrived before an EOF still count: a peer that sends its last round and then
+  // closes (its communicator failed) must not lose that round.
+  while (c.in.size() >= kHeaderBytes) {
     const uint32_t magic = readU32(c.in, 0), typeRail = readU32(c.in, 4);
     const uint16_t type = typeRail & 0xffff, rail = typeRail >> 16;
     const uint64_t seq = readU64(c.in, 8);
@@ -431,6 +433,7 @@ void ControlMesh::readFrom(Conn& c) {
                    "nezha: rank %d: dropping control connection to rank %d on rail %d: %s\n", rank_,
                    c.peer, c.rail, bad.c_str());
       c.close();
+      c.in.clear();
       break;
     }
     if (c.in.size() < kHeaderBytes + len) break;

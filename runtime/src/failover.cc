@@ -280,7 +280,12 @@ Impl::Outcome Impl::runSlices(const Plan& plan,
       const size_t k = leaving.size();
       std::vector<double> who(static_cast<size_t>(o.worldSize) * k, 0.0);
       for (size_t j = 0; j < k; ++j) who[o.rank * k + j] = sawHere[leaving[j]];
-      agree(who, 2 * o.progressFloor);
+      try {
+        mesh->maxReduce(who, 2 * o.progressFloor);
+      } catch (const RailError& e) {
+        errors.push_back(e.what());
+        allRailsDown(errors);
+      }
       for (size_t j = 0; j < k; ++j) {
         std::vector<int> ranks;
         for (int p = 0; p < o.worldSize; ++p) {

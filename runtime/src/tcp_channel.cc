@@ -228,6 +228,7 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
   std::vector<struct pollfd> pfds;
   std::vector<Queue*> owners;
   auto lastProgress = Clock::now();
+  bool waitedForPeer = false;
   while (pendingQueues > 0) {
     for (Queue& q : queues) {
       if (q.pending()) pump(q);
@@ -249,9 +250,17 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
     int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
     if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
     if (n > 0) lastProgress = Clock::now();
-    if (n == 0 && Clock::now() - lastProgress < ioTimeout_ && peersStillComing_ &&
-        peersStillComing_()) {
-      continue;  // a peer is still on its way to this operation; the rail is not at fault
+    if (n == 0 && Clock::now() - lastProgress < ioTimeout_ && peersStillComing_) {
+      // A peer still on its way to this operation is not the rail's fault; once it arrived it
+      // gets one full deadline of its own before silence counts against the rail.
+      if (peersStillComing_()) {
+        waitedForPeer = true;
+        continue;
+      }
+      if (waitedForPeer) {
+        waitedForPeer = false;
+        continue;
+      }
     }
     if (n == 0) {
       std::ostringstream waiting;

@@ -221,6 +221,9 @@ TEST(FailoverTest, FailedRailIsReadmittedAfterHoldDown) {
   auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
     hotEqualSplit(o);
     o.readmitHoldDown = std::chrono::milliseconds(150);
+    // Fixed equal ratios: the test is about re-admission, not about the tuner (whose ratios
+    // swing on loopback, where 100 KB slices take tens of microseconds).
+    o.policy = Policy::kStatic;
   }));
   const int n = 2;
   const size_t count = 50000;
@@ -254,7 +257,7 @@ TEST(FailoverTest, FailedRailIsReadmittedAfterHoldDown) {
         << "ranks must re-admit at the same operation";
     EXPECT_GT(m.readmissions[0].op, m.failovers[0].op);
     EXPECT_TRUE(m.rails.at("r1").alive);
-    EXPECT_GT(lastShare[r], 0.2) << "rank " << r << ": r1 must carry its share again";
+    EXPECT_NEAR(lastShare[r], 0.5, 0.01) << "rank " << r << ": r1 must carry its share again";
   }
 }
 
