@@ -77,7 +77,11 @@ Table Table::fromJson(const std::string& text, const std::vector<std::string>& r
   const Json& cold = root.at("cold_threshold", what);
   if (!cold.isNull()) {
     double c = cold.number(what + " field cold_threshold");
-    if (c < 0 || c > 1e15) throw ConfigError(strCat(what, ": cold_threshold ", c, " out of range"));
+    // 2^50 bytes is the largest size anywhere in Nezha; nezha-tune writes it for "never split".
+    if (c < 0 || c > static_cast<double>(kNeverSplitBytes) ||
+        c != static_cast<double>(static_cast<size_t>(c))) {
+      throw ConfigError(strCat(what, ": cold_threshold ", c, " out of range (0..2^50 bytes)"));
+    }
     t.coldThreshold = static_cast<size_t>(c);
   }
   const auto& list = root.at("entries", what).items(what + " field entries");

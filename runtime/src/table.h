@@ -14,6 +14,10 @@
 
 namespace nezha {
 
+// A cold threshold no operation reaches: the largest size anywhere in Nezha (counts and byte
+// parameters are capped at 2^50).
+constexpr size_t kNeverSplitBytes = size_t(1) << 50;
+
 // Bucket b holds sizes in [2^b, 2^(b+1)); 0 bytes is bucket 0.
 int sizeBucket(size_t bytes);
 

@@ -63,6 +63,20 @@ std::string errorOf(const std::string& text) {
   }
 }
 
+// nezha-tune writes 2^50 when hot never wins; its own loader must take that table back
+// (a test-bed run once produced one and the load failed).
+TEST(TableTest, NeverSplitThresholdRoundTrips) {
+  Table t({"r0", "r1"});
+  t.coldThreshold = kNeverSplitBytes;
+  Table back = Table::fromJson(t.toJson().dump(), {"r0", "r1"}, "t.json");
+  ASSERT_TRUE(back.coldThreshold.has_value());
+  EXPECT_EQ(*back.coldThreshold, kNeverSplitBytes);
+  std::string over = t.toJson().dump();
+  over.replace(over.find("1125899906842624"), 16, "1125899906842625");
+  EXPECT_NE(errorOf(over).find("cold_threshold 1.1259e+15 out of range"), std::string::npos)
+      << errorOf(over);
+}
+
 TEST(TableTest, ValidationErrorsNameTheField) {
   EXPECT_EQ(errorOf(validTable()), "");
   auto with = [](const std::string& from, const std::string& to) {

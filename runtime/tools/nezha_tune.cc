@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "bench_args.h"
+#include "table.h"
 
 namespace {
 
@@ -63,7 +64,7 @@ int run(int argc, char** argv) {
   nezha::Communicator c(opts);
   const int world = c.worldSize();
   const size_t es = nezha::dataTypeSize(a.dtype);
-  const size_t never = size_t(1) << 50;
+  const size_t never = nezha::kNeverSplitBytes;
   auto sizes = tools::sizeSweep(a.minBytes, a.maxBytes, a.factor);
   std::vector<bool> hotWins;
   if (c.rank() == 0 && !a.quiet) {
