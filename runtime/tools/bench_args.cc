@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "dtype.h"
-#include "error.h"
-#include "params.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/params.h"
 
 namespace nezha::tools {
 

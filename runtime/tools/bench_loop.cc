@@ -5,7 +5,7 @@
 #include <fstream>
 #include <vector>
 
-#include "json.h"
+#include "util/json.h"
 
 namespace nezha::tools {
 namespace {

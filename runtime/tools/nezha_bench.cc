@@ -11,7 +11,7 @@
 
 #include "bench_args.h"
 #include "bench_loop.h"
-#include "json.h"
+#include "util/json.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "bench_args.h"
-#include "table.h"
+#include "schedule/table.h"
 
 namespace {
 

@@ -1,0 +1,227 @@
+#include "bootstrap/rendezvous.h"
+
+#include <poll.h>
+
+#include <map>
+
+#include "bootstrap/auth.h"
+#include "core/error.h"
+#include "util/wire.h"
+
+namespace nezha {
+
+namespace {
+constexpr char kPurpose[] = "rendezvous";
+// One slow or hostile client may hold the (sequential) server only this long.
+constexpr auto kPerClientBudget = std::chrono::seconds(5);
+
+std::string encodeInfo(const RankInfo& info) {
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(info.rank)).u32(static_cast<uint32_t>(info.worldSize));
+  w.str(info.fingerprint).u32(static_cast<uint32_t>(info.rails.size()));
+  for (const auto& r : info.rails) {
+    w.str(r.name).str(r.transport).str(r.address).u32(static_cast<uint32_t>(r.port));
+    w.u8(r.linkUp ? 1 : 0);
+  }
+  return w.data();
+}
+
+RankInfo decodeInfo(const std::string& data) {
+  WireReader r(data, "rendezvous registration");
+  RankInfo info;
+  info.rank = static_cast<int>(r.u32());
+  info.worldSize = static_cast<int>(r.u32());
+  info.fingerprint = r.str();
+  uint32_t n = r.u32();
+  if (n > 64) throw Error(strCat("malformed rendezvous registration: ", n, " rails"));
+  for (uint32_t i = 0; i < n; ++i) {
+    RailEndpoint e;
+    e.name = r.str(64);
+    e.transport = r.str(64);
+    e.address = r.str(64);
+    e.port = static_cast<int>(r.u32());
+    const uint8_t up = r.u8();
+    if (up > 1) throw Error(strCat("malformed rendezvous registration: link state ", up));
+    e.linkUp = up == 1;
+    info.rails.push_back(e);
+  }
+  r.finish();
+  return info;
+}
+
+std::string railList(const RankInfo& info) {
+  std::string s = "[";
+  for (size_t i = 0; i < info.rails.size(); ++i) {
+    s += strCat(i ? "," : "", info.rails[i].name, ":", info.rails[i].transport);
+  }
+  return s + "]";
+}
+
+// Why `got` cannot join a job described by `want` ("" if it can).
+std::string disagreement(const RankInfo& want, const RankInfo& got) {
+  if (got.worldSize != want.worldSize) {
+    return strCat("rank ", got.rank, " has world size ", got.worldSize, " but rank 0 has ",
+                  want.worldSize);
+  }
+  if (got.rank < 0 || got.rank >= want.worldSize) {
+    return strCat("a rank registered as ", got.rank, ", outside world size ", want.worldSize);
+  }
+  if (railList(got) != railList(want)) {
+    return strCat("rank ", got.rank, " has rails ", railList(got), " but rank 0 has ",
+                  railList(want));
+  }
+  if (got.fingerprint != want.fingerprint) {
+    return strCat("rank ", got.rank, " has settings {", got.fingerprint, "} but rank 0 has {",
+                  want.fingerprint, "}");
+  }
+  return "";
+}
+}  // namespace
+
+std::string configFingerprint(const Options& o) {
+  return strCat("policy=", toString(o.policy),
+                ";cold=", o.coldThreshold ? std::to_string(*o.coldThreshold) : std::string("auto"),
+                ";streams=", o.streamsPerPeer, ";probe=", o.probeBytes,
+                ";tune_interval=", o.tuneInterval, ";tune_gain=", o.tuneGain,
+                ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
+                ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop");
+}
+
+RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {
+  host_ = rank0.rendezvousHost;
+  // Listen on every address: NEZHA_RENDEZVOUS usually names rank 0 through DNS or a Service
+  // address that is not an interface address here. Only token holders get past the handshake.
+  listen_ = listenOn("0.0.0.0", rank0.rendezvousPort, "");
+  port_ = localPort(listen_.get());
+  thread_ = std::thread([this] { serve(); });
+}
+
+RendezvousServer::~RendezvousServer() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void RendezvousServer::serve() {
+  const Deadline deadline = Clock::now() + options_.rendezvousTimeout;
+  std::map<int, RankInfo> joined;
+  std::map<int, Fd> conns;
+  std::string fatal;
+  int answered = 0;
+  auto reply = [&](int fd, const std::string& msg) {
+    try {
+      sendFrame(fd, msg, Clock::now() + kPerClientBudget, -1);
+    } catch (const Error&) {
+      // The client went away; it will report its own error.
+    }
+  };
+  auto errorFrame = [](const std::string& why) {
+    return WireWriter().u8(0).str("rendezvous rejected the job: " + why).data();
+  };
+
+  while (!stop_ && Clock::now() < deadline && answered < options_.worldSize) {
+    struct pollfd p = {listen_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    Fd conn;
+    try {
+      conn = acceptUntil(listen_.get(), Clock::now() + std::chrono::milliseconds(100), -1,
+                         "rendezvous");
+    } catch (const RailError&) {
+      continue;
+    }
+    Deadline clientDeadline = std::min(deadline, Clock::now() + kPerClientBudget);
+    RankInfo info;
+    try {
+      authenticateClient(conn.get(), options_.jobToken, clientDeadline, -1);
+      info = decodeInfo(recvFrame(conn.get(), clientDeadline, -1));
+    } catch (const Error& e) {
+      if (options_.verbose) fprintf(stderr, "nezha: rendezvous: %s\n", e.what());
+      continue;  // unauthenticated or broken clients never influence the job
+    }
+    if (fatal.empty()) {
+      RankInfo want;
+      want.worldSize = options_.worldSize;
+      want.fingerprint = configFingerprint(options_);
+      for (const auto& r : options_.rails) want.rails.push_back({r.name, r.transport, "", 0});
+      std::string why = disagreement(want, info);
+      if (why.empty() && joined.count(info.rank)) {
+        why = strCat("two processes registered as rank ", info.rank);
+      }
+      if (!why.empty()) {
+        fatal = why;
+        for (auto& [rank, fd] : conns) {
+          reply(fd.get(), errorFrame(fatal));
+          ++answered;
+        }
+        conns.clear();
+      }
+    }
+    if (!fatal.empty()) {
+      reply(conn.get(), errorFrame(fatal));
+      ++answered;
+      continue;
+    }
+    joined[info.rank] = info;
+    conns[info.rank] = std::move(conn);
+    if (static_cast<int>(joined.size()) == options_.worldSize) {
+      std::string session(16, '\0');
+      randomBytes(session.data(), session.size());
+      WireWriter w;
+      w.u8(1).str(session).u32(static_cast<uint32_t>(joined.size()));
+      for (const auto& [rank, ri] : joined) w.str(encodeInfo(ri));
+      for (auto& [rank, fd] : conns) {
+        reply(fd.get(), w.data());
+        ++answered;
+      }
+      conns.clear();
+    }
+  }
+  // Ranks still waiting learn who is missing instead of timing out blind.
+  if (!conns.empty()) {
+    std::string missing;
+    for (int r = 0; r < options_.worldSize; ++r) {
+      if (!joined.count(r)) missing += strCat(missing.empty() ? "" : ",", r);
+    }
+    std::string why =
+        strCat("only ", joined.size(), " of ", options_.worldSize, " ranks joined within ",
+               options_.rendezvousTimeout.count(), " ms (missing ranks: ", missing, ")");
+    for (auto& [rank, fd] : conns) reply(fd.get(), errorFrame(why));
+  }
+}
+
+JobTable rendezvous(const Options& o, const RankInfo& mine) {
+  const Deadline deadline = Clock::now() + o.rendezvousTimeout;
+  std::string where = strCat("rendezvous ", o.rendezvousHost, ":", o.rendezvousPort);
+  Fd fd = connectTo(o.rendezvousHost, o.rendezvousPort, "", "", deadline, -1, where);
+  // The server answers once everyone joined; allow a little beyond our own deadline so the
+  // server's "missing ranks" message (sent at its deadline) can arrive.
+  Deadline replyDeadline = deadline + std::chrono::seconds(2);
+  authenticateAsClient(fd.get(), o.jobToken, kPurpose, replyDeadline, -1, where);
+  sendFrame(fd.get(), encodeInfo(mine), replyDeadline, -1);
+  std::string answer;
+  try {
+    answer = recvFrame(fd.get(), replyDeadline, -1, 16 << 20);
+  } catch (const RailError& e) {
+    throw RailError(-1, strCat(where, ": no answer (", e.what(), ")"));
+  }
+  WireReader r(answer, "rendezvous answer");
+  if (r.u8() != 1) throw ConfigError(r.str());
+  JobTable table;
+  table.session = r.str(64);
+  uint32_t n = r.u32();
+  if (static_cast<int>(n) != o.worldSize) {
+    throw Error(strCat("malformed rendezvous answer: ", n, " ranks"));
+  }
+  for (uint32_t i = 0; i < n; ++i) table.ranks.push_back(decodeInfo(r.str(1 << 16)));
+  r.finish();
+  for (int i = 0; i < o.worldSize; ++i) {
+    NEZHA_ENFORCE(table.ranks[i].rank == i, "rendezvous table out of order");
+  }
+  return table;
+}
+
+std::shared_ptr<RendezvousServer> startRendezvousServer(const Options& rank0Options) {
+  return std::make_shared<RendezvousServer>(rank0Options);
+}
+int rendezvousServerPort(const RendezvousServer& server) { return server.port(); }
+
+}  // namespace nezha

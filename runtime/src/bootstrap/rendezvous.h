@@ -1,0 +1,67 @@
+// Rendezvous: every rank dials rank 0's server (NEZHA_RENDEZVOUS), proves the job token and
+// registers its per-rail listening addresses; once all ranks joined, each receives the full
+// address table. The server also checks that ranks agree (world size, rails, tunables that
+// change algorithms) and sends every rank the same clear error when they do not.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nezha/nezha.hpp"
+#include "util/socket.h"
+
+namespace nezha {
+
+struct RailEndpoint {
+  std::string name, transport, address;
+  int port = 0;
+  // The rail's link had carrier on this rank when it registered. A rail down on any rank at
+  // start is left out of the split on every rank and joins later through re-admission.
+  bool linkUp = true;
+};
+
+struct RankInfo {
+  int rank = 0;
+  int worldSize = 0;
+  std::string fingerprint;  // "key=value;..." of settings all ranks must share
+  std::vector<RailEndpoint> rails;
+};
+
+struct JobTable {
+  std::string session;  // random id of this job instance, bound into data handshakes
+  std::vector<RankInfo> ranks;
+};
+
+// Settings every rank must share; differences are reported by key.
+std::string configFingerprint(const Options& o);
+
+class RendezvousServer {
+ public:
+  // Binds the rendezvous port on all addresses now (so the port is known) and serves on a
+  // thread until every rank was answered or the timeout passes.
+  explicit RendezvousServer(const Options& rank0);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  void serve();
+  Options options_;
+  std::string host_;
+  int port_ = 0;
+  Fd listen_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Client side, run by every rank (rank 0 too). Throws RailError(-1) if the server cannot be
+// reached in time, AuthError on token mismatch, ConfigError if the server reports
+// disagreement.
+JobTable rendezvous(const Options& o, const RankInfo& mine);
+
+}  // namespace nezha

@@ -1,0 +1,69 @@
+// Collective algorithms over ONE rail (a Channel). The scheduler hands each rail a slice of the
+// operation; these functions neither know nor care about other rails.
+//
+// Vocabulary: a *chunk* is the 1/n part of a rail's slice that one rank owns during a ring; a
+// *block* is one rank's contribution in allgather/reduce_scatter layouts (block i lives at
+// base + i*stride); to *forward* is to send bytes on as soon as they were received (and
+// reduced), which is how rings and chains pipeline without fixed-size segments.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "transport/channel.h"
+#include "nezha/nezha.hpp"
+
+namespace nezha {
+
+// Reusable temporary memory of one rail (only its rail thread touches it).
+class Scratch {
+ public:
+  char* get(int slot, size_t bytes) {
+    if (slots_.size() <= static_cast<size_t>(slot)) slots_.resize(slot + 1);
+    if (slots_[slot].size() < bytes) slots_[slot].resize(bytes);
+    return slots_[slot].data();
+  }
+
+ private:
+  std::vector<std::vector<char>> slots_;
+};
+
+struct AlgoOptions {
+  size_t ringThreshold = 64 << 10;    // allreduce below this (bytes): recursive doubling
+  size_t chainThreshold = 256 << 10;  // broadcasts above this use the pipelined chain
+};
+
+enum class AllreduceAlgorithm { kRing, kRecursiveDoubling };
+enum class BroadcastAlgorithm { kBinomialTree, kPipelinedChain };
+
+AllreduceAlgorithm chooseAllreduce(size_t count, size_t elemSize, int ranks, const AlgoOptions& o);
+BroadcastAlgorithm chooseBroadcast(size_t bytes, int ranks, const AlgoOptions& o);
+
+// In place on buf[0, count). Every rank ends with bit-identical results.
+void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
+               const AlgoOptions& o);
+// Out of place: in[0, count) is only read (a replay after a rail failure needs it intact),
+// out[0, count) gets the result; in == out is in place. The ring reads the input directly;
+// recursive doubling (small counts) copies it first.
+void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+               Scratch& scratch, const AlgoOptions& o);
+void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
+                   Scratch& scratch);
+void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
+                                Scratch& scratch);
+
+void broadcast(Channel& ch, char* buf, size_t bytes, int root, const AlgoOptions& o);
+void broadcastBinomialTree(Channel& ch, char* buf, size_t bytes, int root);
+void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root);
+
+// Blocks of `bytes` at base + i*stride; this rank's block is already in place.
+void allgatherRing(Channel& ch, char* base, size_t stride, size_t bytes);
+
+// Input blocks of `count` elements at in + i*inStride (not modified); the reduced block of this
+// rank goes to out (which may alias this rank's input block).
+void reduceScatterRing(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
+                       DataType dt, ReduceOp op, Scratch& scratch);
+
+void barrierDissemination(Channel& ch);
+
+}  // namespace nezha

@@ -1,0 +1,124 @@
+// The communicator's state, shared by the files that implement it:
+//   communicator.cc   construction, the public collectives, operation numbering, reports
+//   failover.cc       running slices, failure agreement, replay on survivors
+//   readmission.cc    bringing a healed rail back
+//   control_status.cc drain/restore, /status and /metrics
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "core/config.h"
+#include "failover/control_mesh.h"
+#include "control/control_server.h"
+#include "failover/link_watch.h"
+#include "core/rail_worker.h"
+#include "bootstrap/rendezvous.h"
+#include "schedule/scheduler.h"
+
+namespace nezha {
+
+struct Communicator::Impl {
+  Options o;
+  AlgoOptions algo;
+  std::vector<RailInfo> rails;
+  std::vector<std::unique_ptr<Channel>> channels;    // empty when worldSize == 1
+  std::vector<std::unique_ptr<RailWorker>> workers;  // one per channel
+  std::vector<Scratch> scratch;                      // touched only by the rail's worker
+  std::unique_ptr<Scheduler> sched;
+  uint64_t opCounter = 0;
+  OpReport last;
+  Metrics metrics;
+  JobTable job;
+
+  // The first fatal error's message; afterwards every operation is refused (the connections
+  // were broken so peers fail at once instead of after their timeout).
+  std::string failure;
+  int failureRail = -1;
+  [[noreturn]] void failStop(const RailError& e);
+  void checkUsable() const;
+  // Runs fn on `rail`'s thread outside any operation (start-up); a failure is fatal.
+  void runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn);
+
+  // ---- failover (failover.cc) -------------------------------------------------------------
+  std::vector<bool> localDown;  // rails this rank has shut (failed here or agreed dead)
+  // Per rail, set from other threads: the link watcher (this rank lost carrier) and the control
+  // mesh (peer + 1 of the rank that reported losing it; 0 = none).
+  std::vector<std::unique_ptr<std::atomic<bool>>> linkDown;
+  std::vector<std::unique_ptr<std::atomic<int>>> reportedDownBy;
+  std::chrono::steady_clock::time_point opStart;
+
+  struct Outcome {
+    std::vector<double> secs;  // per rail, summed over attempts
+    std::vector<Slice> done;   // slices that completed on every rank
+    bool replayed = false;
+  };
+  // Runs every slice on its rail concurrently and, with failover, redoes failed slices on the
+  // surviving rails until every slice completed on every rank (or no rail is left: RailError).
+  // `fn` must be re-runnable for a slice: it reads only preserved inputs.
+  Outcome runSlices(const Plan& plan,
+                    const std::function<void(Channel&, Scratch&, const Slice&)>& fn);
+  // A small control task (barrier) as a one-unit operation on the cold rail, with the same
+  // failover as data slices. `fn` must be re-runnable.
+  void runUnit(const std::function<void(Channel&, Scratch&)>& fn);
+  void shutRail(int rail);
+  void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks);
+  [[noreturn]] void allRailsDown(const std::vector<std::string>& errors);
+  // Called from the watcher / mesh threads.
+  void onLinkDown(size_t rail);
+  void onLinkUp(size_t rail);
+  void onPeerRailDown(int peer, int rail, uint64_t generation);
+  std::string railError(int rail, const std::string& what) const;
+
+  // Element-wise max over all ranks on the control mesh; `timeout` bounds the wait for a peer
+  // that is alive but slow. A peer that cannot be reached is fatal (failStop).
+  void agree(std::vector<double>& v, std::chrono::milliseconds timeout);
+
+  // ---- re-admission (readmission.cc) -------------------------------------------------------
+  std::vector<int> ready;  // rails agreed ready in the last round
+  bool readmitting = false;
+  // Per rail, bumped per re-admission attempt; names the rail's connections so bytes (and
+  // rail-down notices) of an older generation are never taken for the current one.
+  std::vector<std::unique_ptr<std::atomic<uint64_t>>> generation;
+  std::vector<std::chrono::steady_clock::time_point> failedAt;
+  std::vector<std::chrono::milliseconds> holdDown;
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> linkUpAt;  // steady ns; watcher thread
+  std::mutex channelMu;  // channels[r] swap vs. abort from the watcher / mesh threads
+  bool readyLocally(int rail) const;
+  void readmit(const std::vector<int>& railsReady);
+
+  // ---- control endpoint (control_status.cc) ------------------------------------------------
+  static constexpr int kDrain = 1, kRestore = 2;
+  std::vector<std::unique_ptr<std::atomic<int>>> controlRequest;  // set by the HTTP thread
+  std::vector<bool> drained;  // out of the split on request (connections kept)
+  std::mutex statusMu;
+  std::string statusJson = "{}", metricsText;
+  void applyControl(const std::vector<double>& agreed);
+  void publish();
+  HttpReply handleControl(const std::string& method, const std::string& path);
+
+  // ---- operations (communicator.cc) --------------------------------------------------------
+  // Running hash of the operations since the last tuning agreement (kind, size, dtype, root),
+  // so the round can tell when ranks called different collectives or sizes. 32 bits: exact in
+  // a double.
+  uint32_t signature = 2166136261u;
+  uint64_t signatureSince = 0;
+  void fold(uint64_t v);
+  void beginOp(OpKind op, size_t count, DataType dt, int root);
+  void report(OpKind op, const Plan& plan, const Outcome& outcome);
+  void report(OpKind op, const Plan& plan, const std::vector<double>& secs);
+  Table loadTable(const std::vector<std::string>& names, int rail);
+
+  // Last members: their threads stop (join) before the state they read is destroyed.
+  std::unique_ptr<ControlMesh> mesh;  // agreement rounds and notices over every rail at once
+  std::unique_ptr<LinkWatcher> watcher;
+  std::unique_ptr<ControlServer> control;
+};
+
+}  // namespace nezha

@@ -1,0 +1,126 @@
+#include "core/params.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace nezha {
+
+const std::vector<Param>& allParams() {
+  static const std::vector<Param> params = {
+      {"NEZHA_RAILS", "", "rails as name=iface:transport,... (transport: tcp)"},
+      {"NEZHA_RANK", "", "this process's rank (falls back to RANK)"},
+      {"NEZHA_WORLD_SIZE", "", "number of ranks (falls back to WORLD_SIZE)"},
+      {"NEZHA_RENDEZVOUS", "", "host:port rank 0 listens on and others dial (needed if >1 rank)"},
+      {"NEZHA_JOB_TOKEN", "", "per-job secret proven by HMAC-SHA256 (needed if >1 rank)"},
+      {"NEZHA_POLICY", "adaptive", "adaptive | static | single"},
+      {"NEZHA_COLD_THRESHOLD", "auto", "bytes below which an op runs whole on one rail, or auto"},
+      {"NEZHA_STREAMS_PER_PEER", "2", "TCP connections per peer per rail (1..16)"},
+      {"NEZHA_RENDEZVOUS_TIMEOUT_MS", "60000", "how long to wait for all ranks to join"},
+      {"NEZHA_IO_TIMEOUT_MS", "30000", "a rail with no progress for this long fails"},
+      {"NEZHA_FAILOVER", "replay", "replay (agree + redo failed slices on survivors) | stop"},
+      {"NEZHA_READMIT_HOLDDOWN_MS", "500",
+       "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
+      {"NEZHA_CONTROL_ADDR", "", "control endpoint host:port or :port (/status, /metrics, drain)"},
+      {"NEZHA_PROGRESS_FLOOR_MS", "1000",
+       "least no-progress deadline of an op slice (deadline = max(floor, 4 x predicted))"},
+      {"NEZHA_PROBE_BYTES", "1M", "allreduce size of the per-rail bandwidth probe at init"},
+      {"NEZHA_TUNE_INTERVAL", "5", "operations between agreements on timing statistics"},
+      {"NEZHA_TUNE_GAIN", "0.6", "step of the online split update (0..1]"},
+      {"NEZHA_TABLE", "", "data-length table JSON to start from (rank 0 reads and shares it)"},
+      {"NEZHA_RING_THRESHOLD", "64K", "allreduce slices below this use recursive doubling"},
+      {"NEZHA_CHAIN_THRESHOLD", "256K", "broadcasts above this use the pipelined chain"},
+      {"NEZHA_SOCKET_BUFFER", "4M", "socket send/receive buffer per stream (0 = autotune)"},
+      {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation"},
+      {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},
+  };
+  return params;
+}
+
+static const Param& findParam(const char* env) {
+  for (const auto& p : allParams()) {
+    if (std::strcmp(p.env, env) == 0) return p;
+  }
+  NEZHA_ENFORCE(false, "undeclared parameter ", env);
+}
+
+bool paramIsSet(const char* env) {
+  const char* v = std::getenv(env);
+  return v != nullptr && *v != '\0';
+}
+
+std::string paramString(const char* env, const char* fallbackEnv) {
+  const Param& p = findParam(env);
+  if (paramIsSet(env)) return std::getenv(env);
+  if (fallbackEnv != nullptr && paramIsSet(fallbackEnv)) return std::getenv(fallbackEnv);
+  return p.defaultValue;
+}
+
+static std::string nameOf(const char* env, const char* fallbackEnv) {
+  if (!paramIsSet(env) && fallbackEnv != nullptr && paramIsSet(fallbackEnv)) return fallbackEnv;
+  return env;
+}
+
+long long parseInt(const std::string& text, const std::string& what, long long min, long long max) {
+  if (text.empty()) throw ConfigError(strCat(what, " is empty; want an integer"));
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0') {
+    throw ConfigError(strCat(what, "=\"", text, "\" is not an integer"));
+  }
+  if (v < min || v > max) {
+    throw ConfigError(strCat(what, "=", v, " is out of range [", min, ", ", max, "]"));
+  }
+  return v;
+}
+
+long long paramInt(const char* env, long long min, long long max, const char* fallbackEnv) {
+  return parseInt(paramString(env, fallbackEnv), nameOf(env, fallbackEnv), min, max);
+}
+
+size_t parseBytes(const std::string& text, const std::string& what) {
+  size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0) {
+    throw ConfigError(strCat(what, "=\"", text, "\" is not a byte size (e.g. 4096, 64K, 1M)"));
+  }
+  if (i > 15) throw ConfigError(strCat(what, "=\"", text, "\" is too large"));
+  unsigned long long v = std::stoull(text.substr(0, i));
+  std::string suffix = text.substr(i);
+  unsigned long long mult = 1;
+  if (suffix.empty() || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "K" || suffix == "KiB" || suffix == "k") {
+    mult = 1ULL << 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    mult = 1ULL << 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    mult = 1ULL << 30;
+  } else {
+    throw ConfigError(
+        strCat(what, "=\"", text, "\" has unknown unit \"", suffix, "\" (use K, M or G)"));
+  }
+  if (v > (1ULL << 50) / mult) throw ConfigError(strCat(what, "=\"", text, "\" is too large"));
+  return static_cast<size_t>(v * mult);
+}
+
+size_t paramBytes(const char* env) { return parseBytes(paramString(env), env); }
+
+double paramDouble(const char* env, double min, double max) {
+  std::string text = paramString(env);
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0') {
+    throw ConfigError(strCat(env, "=\"", text, "\" is not a number"));
+  }
+  if (!(v >= min && v <= max)) {
+    throw ConfigError(strCat(env, "=", text, " is out of range [", min, ", ", max, "]"));
+  }
+  return v;
+}
+
+}  // namespace nezha

@@ -1,0 +1,60 @@
+#include "core/rail_worker.h"
+
+#include <chrono>
+
+namespace nezha {
+
+void TaskHandle::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+RailWorker::RailWorker() : thread_([this] { loop(); }) {}
+
+RailWorker::~RailWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RailWorker::submit(std::function<void()> task, TaskHandle* handle) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(task), handle);
+  }
+  cv_.notify_one();
+}
+
+void RailWorker::loop() {
+  while (true) {
+    std::pair<std::function<void()>, TaskHandle*> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::exception_ptr error;
+    try {
+      item.first();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TaskHandle* h = item.second;
+    // Notify under the lock: the waiter may destroy the handle as soon as it sees done_.
+    std::lock_guard<std::mutex> lock(h->mu_);
+    h->done_ = true;
+    h->error_ = error;
+    h->seconds_ = secs;
+    h->cv_.notify_all();
+  }
+}
+
+}  // namespace nezha

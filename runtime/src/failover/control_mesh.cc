@@ -1,0 +1,478 @@
+#include "failover/control_mesh.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "nezha/nezha.hpp"
+#include "util/wire.h"
+
+namespace nezha {
+
+using std::chrono::milliseconds;
+
+namespace {
+constexpr uint32_t kMagic = 0x5443'5a4e;  // "NZCT" little-endian
+// kResend asks a peer for its copy of a round again (on every rail): rounds go out on one rail
+// per peer, and the sender cannot tell whether that rail died under the copy.
+enum : uint16_t { kAgree = 1, kRailDown = 2, kWhere = 3, kHere = 4, kResend = 5 };
+constexpr size_t kHeaderBytes = 4 + 2 + 2 + 8 + 4;  // magic, type, rail, sequence, payload bytes
+constexpr size_t kMaxPayload = 1 << 20;
+// Rounds a peer may run ahead of this rank (it finished round k when it heard from everyone,
+// so it can be at most one ahead; more means a broken or hostile sender).
+constexpr uint64_t kMaxRoundsAhead = 2;
+// How long a send may wait for room in a socket that already took part of a frame (the frame
+// must be finished or the stream is garbage). Control frames are tiny; this only happens when
+// the connection is dying.
+constexpr auto kFrameFinishBudget = std::chrono::milliseconds(200);
+// A round sent on one rail per peer goes out on every rail if it has not completed this soon.
+constexpr auto kResendAfter = std::chrono::milliseconds(3);
+
+std::string encodeFrame(uint16_t type, uint16_t rail, uint64_t seq,
+                        const std::vector<double>& payload) {
+  WireWriter w;
+  w.u32(kMagic).u32(static_cast<uint32_t>(type) | static_cast<uint32_t>(rail) << 16).u64(seq);
+  w.u32(static_cast<uint32_t>(payload.size() * sizeof(double)));
+  for (double v : payload) w.f64(v);
+  return w.data();
+}
+
+uint32_t readU32(const std::string& s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+uint64_t readU64(const std::string& s, size_t at) {
+  return static_cast<uint64_t>(readU32(s, at + 4)) << 32 | readU32(s, at);
+}
+}  // namespace
+
+struct ControlMesh::Conn {
+  Fd fd;
+  int peer = -1;
+  int rail = -1;
+  std::string in;                   // bytes of an unfinished frame; reader thread only
+  std::atomic<bool> closed{false};  // EOF, error, bad frame or replaced
+
+  void close() {
+    if (!closed.exchange(true)) ::shutdown(fd.get(), SHUT_RDWR);
+  }
+};
+
+ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
+                         RailDownFn onRailDown)
+    : rank_(rank),
+      size_(worldSize),
+      rails_(rails),
+      silence_(silence),
+      onRailDown_(std::move(onRailDown)) {
+  for (int p = 0; p < size_; ++p) {
+    peerOpsStarted_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+    lastHeard_.push_back(std::make_unique<std::atomic<int64_t>>(nowNs()));
+  }
+  int fds[2];
+  NEZHA_ENFORCE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0, sysError("pipe2", errno));
+  wakeRead_ = Fd(fds[0]);
+  wakeWrite_ = Fd(fds[1]);
+  thread_ = std::thread([this] { loop(); });
+}
+
+ControlMesh::~ControlMesh() {
+  stop_ = true;
+  wake();
+  thread_.join();
+}
+
+void ControlMesh::wake() {
+  const char b = 1;
+  ssize_t ignored = ::write(wakeWrite_.get(), &b, 1);  // a full pipe already wakes the reader
+  (void)ignored;
+}
+
+void ControlMesh::attach(int rail, std::vector<Fd> conns) {
+  std::vector<std::shared_ptr<Conn>> fresh;
+  for (int p = 0; p < static_cast<int>(conns.size()); ++p) {
+    if (!conns[p].valid()) continue;
+    setNonBlocking(conns[p].get(), true);
+    auto c = std::make_shared<Conn>();
+    c->fd = std::move(conns[p]);
+    c->peer = p;
+    c->rail = rail;
+    fresh.push_back(std::move(c));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<Conn>> kept;
+    for (auto& c : conns_) {
+      if (c->rail == rail) {
+        c->close();  // snapshots still holding it keep the fd open until they let go
+      } else {
+        kept.push_back(std::move(c));
+      }
+    }
+    for (auto& c : fresh) kept.push_back(std::move(c));
+    conns_ = std::move(kept);
+  }
+  wake();
+}
+
+void ControlMesh::closeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& c : conns_) c->close();
+}
+
+std::vector<int> ControlMesh::openPeers() const {
+  std::vector<int> open(rails_, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& c : conns_) {
+    if (!c->closed) ++open[c->rail];
+  }
+  return open;
+}
+
+bool ControlMesh::peerReachable(int peer) const {
+  for (const auto& c : conns_) {
+    if (c->peer == peer && !c->closed) return true;
+  }
+  return false;
+}
+
+bool ControlMesh::writeFrame(Conn& c, const std::string& frame, bool waitForRoom) {
+  size_t sent = 0;
+  const auto giveUp = Clock::now() + kFrameFinishBudget;
+  while (sent < frame.size()) {
+    const ssize_t n =
+        ::send(c.fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+      c.close();  // the connection failed
+      return false;
+    }
+    if (sent == 0 && !waitForRoom) return false;  // full: let another rail carry it
+    if (Clock::now() >= giveUp) {
+      if (sent > 0) c.close();  // a torn frame would garble the stream
+      return false;
+    }
+    struct pollfd p {
+      c.fd.get(), POLLOUT, 0
+    };
+    ::poll(&p, 1, 10);
+  }
+  return true;
+}
+
+void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, int onlyPeer) {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot = conns_;
+  }
+  std::lock_guard<std::mutex> lock(sendMu_);
+  std::vector<bool> reached(size_, false);
+  for (auto& c : snapshot) {
+    if (c->closed || (onlyPeer >= 0 && c->peer != onlyPeer)) continue;
+    if (writeFrame(*c, frame, false)) reached[c->peer] = true;
+  }
+  if (!mustReachAll) return;
+  // No copy got out to some peer (every connection to it full): wait briefly for room rather
+  // than lose an agreement message.
+  for (auto& c : snapshot) {
+    if (c->closed || reached[c->peer] || c->peer == rank_) continue;
+    if (onlyPeer >= 0 && c->peer != onlyPeer) continue;
+    if (writeFrame(*c, frame, true)) reached[c->peer] = true;
+  }
+}
+
+bool ControlMesh::sendPrimary(const std::string& frame) {
+  std::vector<std::shared_ptr<Conn>> first(size_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : conns_) {
+      if (c->closed) continue;
+      auto& f = first[c->peer];
+      if (!f || c->rail < f->rail) f = c;
+    }
+  }
+  std::lock_guard<std::mutex> lock(sendMu_);
+  bool all = true;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && !(first[p] && writeFrame(*first[p], frame, false))) all = false;
+  }
+  return all;
+}
+
+void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
+  if (size_ > 1)
+    sendEverywhere(encodeFrame(kRailDown, static_cast<uint16_t>(rail), generation, {}), false);
+}
+
+int64_t ControlMesh::nowNs() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+void ControlMesh::ask(const std::vector<int>& peers, uint64_t op) {
+  const std::string frame = encodeFrame(kWhere, 0, op, {});
+  for (int p : peers) sendEverywhere(frame, false, p);
+}
+
+bool ControlMesh::peersBehind(uint64_t op) {
+  std::vector<int> asked;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peerOpsStarted_[p]->load() < op + 1) asked.push_back(p);
+  }
+  if (asked.empty()) return false;
+  const int64_t since = nowNs();
+  ask(asked, op);
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool answered = cv_.wait_for(lock, silence_, [&] {
+    for (int p : asked) {
+      if (lastHeard_[p]->load() < since) return false;
+    }
+    return true;
+  });
+  if (!answered) return false;  // someone is unreachable: the silence is not just lateness
+  for (int p : asked) {
+    if (peerOpsStarted_[p]->load() < op + 1) return true;
+  }
+  return false;
+}
+
+void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout) {
+  if (size_ == 1) return;
+  const uint64_t round = ++round_;
+  std::unique_lock<std::mutex> reading(readMu_);
+  // Healthy rounds go out once per peer; if the round is not complete soon (a rail died
+  // silently under the first copy), every rail carries a copy. Duplicates are dropped.
+  const std::string frame = encodeFrame(kAgree, 0, round, values);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_[round] = frame;  // kept for peers that ask again after this rank moved on
+    while (sent_.size() > 3) sent_.erase(sent_.begin());
+  }
+  bool everywhere = !sendPrimary(frame);
+  if (everywhere) sendEverywhere(frame, true);
+  const auto start = Clock::now(), deadline = start + timeout;
+  const auto resendAt = start + kResendAfter;
+  // Missing peers are asked where they are every quarter of the silence window; one that has
+  // not answered anything for the whole window is unreachable.
+  const auto askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
+  auto nextAsk = start + askEvery;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto& slot = inbox_[round];
+    slot.resize(size_);
+    std::string missing, gone, silent;
+    std::vector<int> missingPeers;
+    const int64_t now = nowNs(), silenceNs = silence_.count() * 1000000;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || slot[p]) continue;
+      missing += strCat(missing.empty() ? "" : ", ", p);
+      missingPeers.push_back(p);
+      if (!peerReachable(p)) gone += strCat(gone.empty() ? "" : ", ", p);
+      if (Clock::now() - start >= silence_ && now - lastHeard_[p]->load() >= silenceNs) {
+        silent += strCat(silent.empty() ? "" : ", ", p);
+      }
+    }
+    if (!gone.empty())
+      gone = strCat("rank(s) ", gone,
+                    " closed their control connections on every rail (process gone, or every rail "
+                    "between us failed)");
+    if (gone.empty() && !silent.empty()) {
+      gone = strCat(
+          "rank(s) ", silent, " answered nothing for ", silence_.count(),
+          " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
+    }
+    if (missing.empty() || !gone.empty() || Clock::now() >= deadline) {
+      std::vector<std::unique_ptr<std::vector<double>>> got = std::move(slot);
+      inbox_.erase(round);
+      finished_ = round;
+      if (!gone.empty()) throw RailError(-1, strCat("agreement round ", round, ": ", gone));
+      if (!missing.empty()) {
+        throw RailError(-1, strCat("agreement round ", round, ": no word from rank(s) ", missing,
+                                   " within ", timeout.count(), " ms on any rail"));
+      }
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        if (got[p]->size() != values.size()) {
+          throw ConfigError(strCat("agreement round ", round, ": rank ", p, " sent ",
+                                   got[p]->size(), " values, this rank ", values.size(),
+                                   " (ranks called different collectives?)"));
+        }
+        for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], (*got[p])[i]);
+      }
+      return;
+    }
+    lock.unlock();
+    const bool firstResend = !everywhere && Clock::now() >= resendAt;
+    if (firstResend) {
+      sendEverywhere(frame, true);
+      everywhere = true;
+    }
+    if (firstResend || Clock::now() >= nextAsk) {
+      const std::string again = encodeFrame(kResend, 0, round, {});
+      for (int p : missingPeers) sendEverywhere(again, false, p);
+    }
+    if (Clock::now() >= nextAsk) {
+      ask(missingPeers, opsStarted_.load());
+      nextAsk = Clock::now() + askEvery;
+    }
+    const auto until = std::min(deadline, everywhere ? nextAsk : std::min(nextAsk, resendAt));
+    readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),
+                     std::chrono::microseconds(0)));
+    lock.lock();
+  }
+}
+
+void ControlMesh::readFor(std::chrono::microseconds wait) {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : conns_) {
+      if (!c->closed) snapshot.push_back(c);
+    }
+  }
+  std::vector<struct pollfd> pfds;
+  for (auto& c : snapshot) pfds.push_back({c->fd.get(), POLLIN, 0});
+  if (pfds.empty()) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  const struct timespec ts {
+    static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000 * 1000)
+  };
+  if (::ppoll(pfds.data(), pfds.size(), &ts, nullptr) <= 0) return;
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    if (pfds[i].revents != 0) readFrom(*snapshot[i]);
+  }
+}
+
+void ControlMesh::dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t seq,
+                           const std::string& payload) {
+  lastHeard_[c.peer]->store(nowNs());
+  if (type == kRailDown) {
+    if (rail < rails_) onRailDown_(c.peer, rail, seq);
+    return;
+  }
+  if (type == kResend) {
+    std::string frame;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sent_.find(seq);
+      if (it != sent_.end()) frame = it->second;
+    }
+    if (!frame.empty()) sendEverywhere(frame, false, c.peer);
+    return;
+  }
+  if (type == kWhere) {
+    sendEverywhere(encodeFrame(kHere, 0, opsStarted_.load(), {}), false, c.peer);
+    return;
+  }
+  if (type == kHere) {
+    auto& started = *peerOpsStarted_[c.peer];
+    uint64_t cur = started.load();
+    while (cur < seq && !started.compare_exchange_weak(cur, seq)) {
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+    return;
+  }
+  std::vector<double> values(payload.size() / sizeof(double));
+  if (!values.empty()) std::memcpy(values.data(), payload.data(), payload.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seq <= finished_) return;  // a late copy from a slower rail
+  auto& slot = inbox_[seq];
+  slot.resize(size_);
+  if (!slot[c.peer]) slot[c.peer] = std::make_unique<std::vector<double>>(std::move(values));
+  cv_.notify_all();
+}
+
+void ControlMesh::readFrom(Conn& c) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      c.in.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    c.close();  // EOF or error: the peer (or the rail) is gone
+    break;
+  }
+  // Frames that arrived before an EOF still count: a peer that sends its last round and then
+  // closes (its communicator failed) must not lose that round.
+  while (c.in.size() >= kHeaderBytes) {
+    const uint32_t magic = readU32(c.in, 0), typeRail = readU32(c.in, 4);
+    const uint16_t type = typeRail & 0xffff, rail = typeRail >> 16;
+    const uint64_t seq = readU64(c.in, 8);
+    const uint32_t len = readU32(c.in, 16);
+    std::string bad;
+    if (magic != kMagic) {
+      bad = "bad magic";
+    } else if (type < kAgree || type > kResend) {
+      bad = strCat("unknown type ", type);
+    } else if (len > kMaxPayload || len % sizeof(double) != 0) {
+      bad = strCat("payload of ", len, " bytes");
+    } else if (type == kAgree) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (seq > finished_ + kMaxRoundsAhead) bad = strCat("round ", seq, " too far ahead");
+    }
+    if (!bad.empty()) {
+      std::fprintf(stderr,
+                   "nezha: rank %d: dropping control connection to rank %d on rail %d: %s\n", rank_,
+                   c.peer, c.rail, bad.c_str());
+      c.close();
+      c.in.clear();
+      break;
+    }
+    if (c.in.size() < kHeaderBytes + len) break;
+    dispatch(c, type, rail, seq, c.in.substr(kHeaderBytes, len));
+    c.in.erase(0, kHeaderBytes + len);
+  }
+}
+
+void ControlMesh::loop() {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  std::vector<struct pollfd> pfds;
+  while (!stop_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      snapshot.clear();
+      for (auto& c : conns_) {
+        if (!c->closed) snapshot.push_back(c);
+      }
+    }
+    pfds.assign(1, {wakeRead_.get(), POLLIN, 0});
+    for (auto& c : snapshot) pfds.push_back({c->fd.get(), POLLIN, 0});
+    if (::poll(pfds.data(), pfds.size(), 1000) < 0 && errno != EINTR) break;
+    if (pfds[0].revents) {
+      char drain[64];
+      while (::read(wakeRead_.get(), drain, sizeof(drain)) > 0) {
+      }
+    }
+    bool changed = false;
+    std::lock_guard<std::mutex> reading(readMu_);  // waits while a round reads for itself
+    for (size_t i = 0; i < snapshot.size(); ++i) {
+      if (pfds[i + 1].revents == 0) continue;
+      readFrom(*snapshot[i]);
+      changed = changed || snapshot[i]->closed;
+    }
+    if (changed) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();  // a waiting round re-checks whether its peers are still reachable
+    }
+  }
+}
+
+}  // namespace nezha

@@ -1,0 +1,177 @@
+#include "schedule/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "schedule/tuner.h"
+
+namespace nezha {
+
+Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
+    : o_(o),
+      nrails_(o.rails.size()),
+      probe_(probe),
+      coldRail_(lowestLatencyRail(probe.latency)),
+      bestRail_(highestBandwidthRail(probe.bandwidth)),
+      baseRatios_(ratiosFromBandwidth(probe.bandwidth)),
+      table_(std::move(table)),
+      alive_(o.rails.size(), true) {
+  NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
+                "probe covers ", probe.latency.size(), " of ", nrails_, " rails");
+  // An explicit threshold wins, then a loaded table's, then the probe's estimate.
+  if (o.coldThreshold) {
+    coldThreshold_ = *o.coldThreshold;
+  } else if (table_.coldThreshold) {
+    coldThreshold_ = *table_.coldThreshold;
+  } else {
+    coldThreshold_ = autoColdThreshold(probe.latency, probe.bandwidth);
+  }
+  table_.coldThreshold = coldThreshold_;
+}
+
+Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
+  Plan p;
+  p.op = op;
+  p.units = units;
+  p.unitBytes = unitBytes;
+  const size_t bytes = units * unitBytes;
+  p.key = TableKey{op, o_.worldSize, sizeBucket(bytes)};
+  auto whole = [&](int rail) {
+    if (units > 0) p.slices.push_back(Slice{rail, 0, units});
+    return p;
+  };
+  if (op == OpKind::kBarrier) return whole(coldRail_);
+  // Cold start (paper Eq. 4): the one rail with the least latency + bytes/bandwidth.
+  auto coldFor = [&] {
+    int best = 0;
+    double bestTime = 1e300;
+    for (size_t i = 0; i < nrails_; ++i) {
+      if (!alive_[i]) continue;
+      double t = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
+      if (t < bestTime) {
+        bestTime = t;
+        best = static_cast<int>(i);
+      }
+    }
+    return best;
+  };
+  const size_t minUnits =
+      unitBytes == 0 ? 1 : (o_.minSliceBytes + unitBytes - 1) / std::max<size_t>(unitBytes, 1);
+  switch (o_.policy) {
+    case Policy::kSingle:
+      return whole(bestRail_);
+    case Policy::kStatic:
+      p.slices = splitCount(units, toWeights(masked(baseRatios_)), minUnits);
+      p.hot = p.slices.size() > 1;
+      return p;
+    case Policy::kAdaptive: {
+      if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldFor());
+      if (std::count(alive_.begin(), alive_.end(), true) == 1) return whole(coldFor());
+      // Entries are created by record(), so sizes that never really split leave no trace.
+      const TableEntry* e = table_.find(p.key);
+      p.slices = splitCount(units, toWeights(masked(e ? e->ratios : baseRatios_)), minUnits);
+      p.hot = p.slices.size() > 1;
+      return p;
+    }
+  }
+  NEZHA_ENFORCE(false, "unknown policy");
+}
+
+std::vector<double> Scheduler::masked(const std::vector<double>& ratios) const {
+  std::vector<double> m = ratios;
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (!alive_[i]) m[i] = 0;
+  }
+  // Ratios are positive by construction; guard against a tuned-to-zero survivor anyway.
+  if (std::all_of(m.begin(), m.end(), [](double x) { return x <= 0; })) {
+    for (size_t i = 0; i < nrails_; ++i) m[i] = alive_[i] ? 1.0 : 0.0;
+  }
+  return m;
+}
+
+void Scheduler::setAlive(const std::vector<bool>& alive) {
+  NEZHA_ENFORCE(alive.size() == nrails_, "alive mask has ", alive.size(), " rails");
+  NEZHA_ENFORCE(std::count(alive.begin(), alive.end(), true) > 0, "no live rail");
+  alive_ = alive;
+  std::vector<double> lat = probe_.latency, bw = probe_.bandwidth;
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (!alive_[i]) {
+      lat[i] = 1e300;
+      bw[i] = 0;
+    }
+  }
+  coldRail_ = lowestLatencyRail(lat);
+  bestRail_ = highestBandwidthRail(bw);
+}
+
+std::vector<Slice> Scheduler::resplit(const Plan& plan, const std::vector<Slice>& failed) const {
+  const TableEntry* e = plan.hot ? table_.find(plan.key) : nullptr;
+  std::vector<uint32_t> w = toWeights(masked(e ? e->ratios : baseRatios_));
+  const size_t minUnits =
+      plan.unitBytes == 0 ? 1 : (o_.minSliceBytes + plan.unitBytes - 1) / plan.unitBytes;
+  std::vector<Slice> out;
+  for (const Slice& f : failed) {
+    for (Slice s : splitCount(f.count, w, minUnits)) {
+      s.offset += f.offset;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+double Scheduler::predictSeconds(int rail, size_t bytes) const {
+  return probe_.latency[rail] + static_cast<double>(bytes) / probe_.bandwidth[rail];
+}
+
+void Scheduler::record(const Plan& plan, const std::vector<double>& railSeconds) {
+  if (o_.policy != Policy::kAdaptive || !plan.hot) return;
+  TableEntry& e = table_.entry(plan.key, baseRatios_);
+  ++e.ops;
+  ++e.pendingOps;
+  for (const Slice& s : plan.slices) {
+    e.pendingSeconds[s.rail] += railSeconds[s.rail];
+    e.pendingBytes[s.rail] += static_cast<double>(s.count * plan.unitBytes);
+  }
+}
+
+bool Scheduler::agreementDue(uint64_t opNumber) const {
+  return o_.policy == Policy::kAdaptive && opNumber > 0 &&
+         opNumber % static_cast<uint64_t>(o_.tuneInterval) == 0;
+}
+
+std::vector<double> Scheduler::pendingStats() const {
+  std::vector<double> stats;
+  for (const auto& [key, e] : table_.entries()) {
+    if (e.pendingOps == 0) continue;
+    stats.insert(stats.end(), e.pendingSeconds.begin(), e.pendingSeconds.end());
+  }
+  return stats;
+}
+
+void Scheduler::applyAgreed(const std::vector<double>& agreed) {
+  size_t pos = 0;
+  for (auto& [key, e] : table_.entries()) {
+    if (e.pendingOps == 0) continue;
+    NEZHA_ENFORCE(pos + nrails_ <= agreed.size(), "agreed stats too short");
+    std::vector<double> secs(agreed.begin() + static_cast<long>(pos),
+                             agreed.begin() + static_cast<long>(pos + nrails_));
+    pos += nrails_;
+    e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
+    ++e.updates;
+    if (o_.verbose && o_.rank == 0) {
+      std::fprintf(stderr, "nezha: tune %s bucket 2^%d update %llu:", toString(key.op), key.bucket,
+                   static_cast<unsigned long long>(e.updates));
+      for (size_t i = 0; i < nrails_; ++i) {
+        std::fprintf(stderr, " %s=%.3f", o_.rails[i].name.c_str(), e.ratios[i]);
+      }
+      std::fprintf(stderr, "\n");
+    }
+    e.pendingOps = 0;
+    std::fill(e.pendingSeconds.begin(), e.pendingSeconds.end(), 0.0);
+    std::fill(e.pendingBytes.begin(), e.pendingBytes.end(), 0.0);
+  }
+  NEZHA_ENFORCE(pos == agreed.size(), "agreed stats length ", agreed.size(), " != ", pos);
+}
+
+}  // namespace nezha

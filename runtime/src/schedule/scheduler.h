@@ -1,0 +1,85 @@
+// The multi-rail scheduler (load balancer): decides, identically on every rank, which rails
+// carry which part of each operation.
+//
+//   cold start  bytes < cold threshold: the whole operation on the lowest-latency rail
+//   hot start   split by the data-length table entry of (collective, world size, size bucket)
+//
+// Agreement: every rank records per-rail slice times locally. Every `tuneInterval` operations
+// (operation numbers are the same on all ranks because collectives are called in the same
+// order) the pending times are max-reduced on the control mesh and every rank applies the same
+// deterministic update before running that operation, so splits never diverge.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nezha/nezha.hpp"
+#include "schedule/split.h"
+#include "schedule/table.h"
+
+namespace nezha {
+
+struct ProbeResult {
+  std::vector<double> latency;    // seconds, small allreduce, agreed (max over ranks)
+  std::vector<double> bandwidth;  // bytes/s, probe allreduce, agreed
+};
+
+struct Plan {
+  OpKind op = OpKind::kBarrier;
+  bool hot = false;
+  TableKey key{OpKind::kBarrier, 0, 0};
+  size_t units = 0;      // elements being split (per block for allgather/reduce_scatter)
+  size_t unitBytes = 0;  // bytes of the operation per unit
+  std::vector<Slice> slices;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Options& o, const ProbeResult& probe, Table table);
+
+  Plan plan(OpKind op, size_t units, size_t unitBytes);
+  // Local timings of a finished operation (seconds per rail, 0 for unused rails).
+  void record(const Plan& plan, const std::vector<double>& railSeconds);
+
+  // Whether operation number `opNumber` starts with an agreement round.
+  bool agreementDue(uint64_t opNumber) const;
+  // This rank's pending per-rail seconds, entry by entry in table order (same layout on every
+  // rank). Empty when nothing is pending.
+  std::vector<double> pendingStats() const;
+  // Applies the max-reduced stats from pendingStats() and clears the pending timings.
+  void applyAgreed(const std::vector<double>& agreed);
+
+  // Rails that may carry slices (all, until a failover removes one). Plans only use live rails,
+  // each keeping its own ratio (renormalized over the survivors). At least one must be live.
+  void setAlive(const std::vector<bool>& alive);
+  const std::vector<bool>& alive() const { return alive_; }
+  // Re-splits failed slices [offset, offset+count) over the live rails by their ratios for
+  // `plan`'s table entry; the pieces keep the original element ranges.
+  std::vector<Slice> resplit(const Plan& plan, const std::vector<Slice>& failed) const;
+  // Predicted seconds of `bytes` on `rail` from the probe (latency + bytes / bandwidth).
+  double predictSeconds(int rail, size_t bytes) const;
+
+  int coldRail() const { return coldRail_; }  // lowest-latency live rail
+  int bestRail() const { return bestRail_; }  // highest-bandwidth live rail
+  size_t coldThreshold() const { return coldThreshold_; }
+  void setColdThreshold(size_t bytes) {
+    coldThreshold_ = bytes;
+    table_.coldThreshold = bytes;
+  }
+  const std::vector<double>& baseRatios() const { return baseRatios_; }
+  const Table& table() const { return table_; }
+  Table& table() { return table_; }
+
+ private:
+  Options o_;
+  size_t nrails_;
+  ProbeResult probe_;
+  int coldRail_, bestRail_;
+  size_t coldThreshold_;
+  std::vector<double> baseRatios_;
+  Table table_;
+  std::vector<bool> alive_;
+  std::vector<double> masked(const std::vector<double>& ratios) const;  // dead rails -> 0
+};
+
+}  // namespace nezha

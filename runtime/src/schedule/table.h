@@ -1,0 +1,67 @@
+// The data-length table: per (collective, world size, size bucket) the share of each rail in a
+// hot (split) operation, plus the cold-start threshold. Kept identical on every rank (it only
+// changes at agreed operation numbers), saved/loaded as JSON ("nezha-table/v1").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+#include "nezha/nezha.hpp"
+
+namespace nezha {
+
+// A cold threshold no operation reaches: the largest size anywhere in Nezha (counts and byte
+// parameters are capped at 2^50).
+constexpr size_t kNeverSplitBytes = size_t(1) << 50;
+
+// Bucket b holds sizes in [2^b, 2^(b+1)); 0 bytes is bucket 0.
+int sizeBucket(size_t bytes);
+
+struct TableKey {
+  OpKind op;
+  int worldSize;
+  int bucket;
+  bool operator<(const TableKey& o) const {
+    if (op != o.op) return op < o.op;
+    if (worldSize != o.worldSize) return worldSize < o.worldSize;
+    return bucket < o.bucket;
+  }
+};
+
+struct TableEntry {
+  std::vector<double> ratios;  // per rail (Options::rails order), sum 1
+  uint64_t ops = 0;            // hot operations run with this entry
+  uint64_t updates = 0;        // agreed ratio updates applied
+  // Timing since the last agreement, per rail; local to this rank until agreed.
+  std::vector<double> pendingSeconds, pendingBytes;
+  uint64_t pendingOps = 0;
+};
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> rails) : rails_(std::move(rails)) {}
+  const std::vector<std::string>& rails() const { return rails_; }
+
+  // The entry for key, created with `initial` ratios if absent.
+  TableEntry& entry(const TableKey& key, const std::vector<double>& initial);
+  const TableEntry* find(const TableKey& key) const;
+  std::map<TableKey, TableEntry>& entries() { return entries_; }
+  const std::map<TableKey, TableEntry>& entries() const { return entries_; }
+
+  std::optional<size_t> coldThreshold;  // saved with the table when known
+
+  Json toJson() const;
+  // Parses and validates against this job's rails; throws ConfigError naming the field.
+  static Table fromJson(const std::string& text, const std::vector<std::string>& rails,
+                        const std::string& what);
+
+ private:
+  std::vector<std::string> rails_;
+  std::map<TableKey, TableEntry> entries_;
+};
+
+}  // namespace nezha

@@ -1,0 +1,273 @@
+#include "transport/tcp/tcp_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "bootstrap/auth.h"
+#include "core/error.h"
+#include "util/sha256.h"
+
+namespace nezha {
+
+TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
+    : spec_(o.rails.at(railIndex)),
+      address_(address),
+      rail_(railIndex),
+      rank_(o.rank),
+      size_(o.worldSize),
+      nstreams_(o.streamsPerPeer),
+      token_(o.jobToken),
+      ioTimeout_(o.ioTimeout),
+      // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
+      // was cut); the kernel then drops it, so it never fills up while the rail is down.
+      controlUserTimeout_(2 * o.progressFloor) {
+  tuning_.buffer = o.socketBuffer;
+  tuning_.noDelay = true;
+  // Data connections: unacknowledged data older than the I/O timeout means the path is gone.
+  tuning_.userTimeout = o.ioTimeout;
+  listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
+}
+
+RailEndpoint TcpChannel::endpoint() const {
+  return {spec_.name, spec_.transport, address_, localPort(listen_.get())};
+}
+
+std::string TcpChannel::purpose(const std::string& session, int from, int to, int stream) const {
+  return strCat(stream == nstreams_ ? "control" : "data", " session=",
+                toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
+                " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
+}
+
+void TcpChannel::connect(const JobTable& job, Deadline deadline) {
+  streams_.clear();
+  streams_.resize(size_);
+  // Per peer: nstreams_ data streams, then the control connection (index nstreams_).
+  const int conns = nstreams_ + 1;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) streams_[p].resize(conns);
+  }
+  // Dial lower ranks first, then accept higher ones: rank r's dials complete once every lower
+  // rank reached its accept phase, which by induction always happens (rank 0 only accepts).
+  for (int peer = 0; peer < rank_; ++peer) {
+    const RailEndpoint& ep = job.ranks[peer].rails[rail_];
+    for (int s = 0; s < conns; ++s) {
+      std::string what = strCat("rail ", spec_.name, " to rank ", peer);
+      Fd fd = connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
+      authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline, rail_,
+                           what);
+      streams_[peer][s] = std::move(fd);
+    }
+  }
+  int expected = (size_ - 1 - rank_) * conns;
+  while (expected > 0) {
+    Fd fd = acceptUntil(listen_.get(), deadline, rail_,
+                        strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
+    std::string got;
+    try {
+      got = authenticateClient(fd.get(), token_, deadline, rail_);
+    } catch (const AuthError&) {
+      continue;  // not a peer of this job; keep waiting for the real ones
+    }
+    bool matched = false;
+    for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
+      for (int s = 0; s < conns && !matched; ++s) {
+        if (got == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
+          streams_[peer][s] = std::move(fd);
+          matched = true;
+        }
+      }
+    }
+    if (!matched) {
+      throw RailError(rail_,
+                      strCat("rail ", spec_.name, ": unexpected data connection \"", got, "\""));
+    }
+    --expected;
+  }
+  listen_.reset();  // no more peers will come
+  control_.clear();
+  control_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    control_[p] = std::move(streams_[p][nstreams_]);
+    streams_[p].resize(nstreams_);
+    setControlTimeouts(control_[p].get(), controlUserTimeout_);
+    for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
+  }
+}
+
+void TcpChannel::abort() {
+  // shutdown() (not close()) is safe while the rail thread polls these fds: they stay valid,
+  // every pending and later send/recv on them fails at once, and the peer sees EOF.
+  for (auto& peer : streams_) {
+    for (auto& fd : peer) {
+      if (fd.valid()) ::shutdown(fd.get(), SHUT_RDWR);
+    }
+  }
+}
+
+void TcpChannel::fail(const std::string& what) {
+  broken_ = true;
+  abort();  // the peers learn at once instead of after their own timeout
+  throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, "): ", what));
+}
+
+namespace {
+// A contiguous piece of one IoOp carried by one stream.
+struct Part {
+  IoOp* op;
+  size_t offset;  // within op->buf
+  size_t len;
+  size_t done = 0;
+  size_t reported = 0;         // bytes delivered (passed to onRecv when there is one)
+  const Part* gate = nullptr;  // sends: may not pass gate->reported
+};
+// Parts queued on one (peer, stream, direction); served strictly in order.
+struct Queue {
+  int fd = -1;
+  int peer = -1;
+  bool send = false;
+  std::vector<Part> parts;
+  size_t cursor = 0;
+  bool pending() const { return cursor < parts.size(); }
+  // A send whose head part waits for its gate cannot progress by itself.
+  bool gated() const {
+    if (!send || !pending()) return false;
+    const Part& p = parts[cursor];
+    return p.gate != nullptr && p.done >= p.gate->reported;
+  }
+};
+}  // namespace
+
+void TcpChannel::exchange(std::vector<IoOp>& ops) {
+  if (broken_) fail("used after an earlier failure");
+  const size_t nq = static_cast<size_t>(size_) * nstreams_ * 2;
+  std::vector<Queue> queues(nq);
+  size_t pendingQueues = 0;
+  // Where each op's per-stream parts live: (queue, index) or (-1, -1) for an empty part.
+  std::vector<std::vector<std::pair<long, long>>> where(ops.size());
+  for (size_t oi = 0; oi < ops.size(); ++oi) {
+    IoOp& op = ops[oi];
+    where[oi].assign(nstreams_, {-1, -1});
+    if (op.len == 0) continue;
+    NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
+    NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0, "length ", op.len, " not aligned to ",
+                  op.align);
+    size_t units = op.len / op.align;
+    for (int s = 0; s < nstreams_; ++s) {
+      size_t begin = units * s / nstreams_ * op.align;
+      size_t end = units * (s + 1) / nstreams_ * op.align;
+      if (end == begin) continue;
+      size_t qi = (static_cast<size_t>(op.peer) * nstreams_ + s) * 2 + (op.kind == IoOp::kSend);
+      Queue& q = queues[qi];
+      if (!q.pending()) ++pendingQueues;
+      q.fd = fdOf(op.peer, s);
+      q.peer = op.peer;
+      q.send = op.kind == IoOp::kSend;
+      where[oi][s] = {static_cast<long>(qi), static_cast<long>(q.parts.size())};
+      q.parts.push_back(Part{&op, begin, end - begin});
+    }
+  }
+  // Resolve forwarding gates now that the part vectors no longer move.
+  for (size_t oi = 0; oi < ops.size(); ++oi) {
+    const IoOp& op = ops[oi];
+    if (op.after == nullptr || op.len == 0) continue;
+    size_t gi = static_cast<size_t>(op.after - ops.data());
+    NEZHA_ENFORCE(gi < ops.size() && op.kind == IoOp::kSend && op.after->kind == IoOp::kRecv &&
+                      op.after->len == op.len && op.after->align == op.align,
+                  "forward gate must be a receive of the same shape in this exchange");
+    for (int s = 0; s < nstreams_; ++s) {
+      auto [qi, pi] = where[oi][s];
+      if (qi < 0) continue;
+      auto [gq, gp] = where[gi][s];
+      queues[qi].parts[pi].gate = &queues[gq].parts[gp];
+    }
+  }
+
+  // Moves as many bytes as the socket takes without blocking.
+  auto pump = [&](Queue& q) {
+    while (q.pending()) {
+      Part& part = q.parts[q.cursor];
+      char* base = static_cast<char*>(part.op->buf) + part.offset;
+      ssize_t n;
+      if (q.send) {
+        size_t limit = part.gate ? part.gate->reported : part.len;
+        if (part.done >= limit) break;  // waiting for the data it forwards
+        n = ::send(q.fd, base + part.done, limit - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else {
+        n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
+        if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        fail(strCat(q.send ? "send to" : "receive from", " rank ", q.peer, ": ",
+                    std::strerror(errno)));
+      }
+      part.done += static_cast<size_t>(n);
+      if (!q.send) {
+        size_t whole = part.done / part.op->align * part.op->align;
+        if (whole > part.reported) {
+          if (part.op->onRecv) part.op->onRecv(part.offset + part.reported, whole - part.reported);
+          part.reported = whole;
+        }
+      }
+      if (part.done == part.len) {
+        ++q.cursor;
+        if (!q.pending()) --pendingQueues;
+      } else if (q.send && part.gate == nullptr) {
+        break;  // socket buffer full
+      }
+    }
+  };
+
+  const std::chrono::milliseconds timeout =
+      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
+  std::vector<struct pollfd> pfds;
+  std::vector<Queue*> owners;
+  auto lastProgress = Clock::now();
+  bool waitedForPeer = false;
+  while (pendingQueues > 0) {
+    for (Queue& q : queues) {
+      if (q.pending()) pump(q);
+    }
+    if (pendingQueues == 0) break;
+    pfds.clear();
+    owners.clear();
+    bool gatedOnly = true;
+    for (Queue& q : queues) {
+      if (!q.pending()) continue;
+      if (q.gated()) continue;  // wakes up through the receive it forwards
+      gatedOnly = false;
+      pfds.push_back({q.fd, static_cast<short>(q.send ? POLLOUT : POLLIN), 0});
+      owners.push_back(&q);
+    }
+    // A gated send's receive is always pending while it waits, so this means ops were
+    // matched wrongly by the algorithm.
+    NEZHA_ENFORCE(!gatedOnly, "exchange deadlock: only forwarding sends remain");
+    int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
+    if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
+    if (n > 0) lastProgress = Clock::now();
+    if (n == 0 && Clock::now() - lastProgress < ioTimeout_ && peersStillComing_) {
+      // A peer still on its way to this operation is not the rail's fault; once it arrived it
+      // gets one full deadline of its own before silence counts against the rail.
+      if (peersStillComing_()) {
+        waitedForPeer = true;
+        continue;
+      }
+      if (waitedForPeer) {
+        waitedForPeer = false;
+        continue;
+      }
+    }
+    if (n == 0) {
+      std::ostringstream waiting;
+      for (Queue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
+      fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
+    }
+  }
+}
+
+}  // namespace nezha

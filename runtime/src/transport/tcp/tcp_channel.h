@@ -1,0 +1,61 @@
+// TCP rail transport: `streams` connections to every peer, all bound to the rail's interface
+// (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through another
+// NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives every
+// pending send/receive with non-blocking sockets and poll(), splitting each message across the
+// peer's streams. One more connection per peer is opened with them for the control mesh
+// (failover/control_mesh.h), so control messages never queue behind bulk data.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "transport/channel.h"
+#include "bootstrap/rendezvous.h"
+#include "util/socket.h"
+
+namespace nezha {
+
+class TcpChannel : public Channel {
+ public:
+  // Opens the rail's listening socket now so its port can be published at rendezvous.
+  TcpChannel(const Options& o, int railIndex, const std::string& address);
+
+  RailEndpoint endpoint() const;
+  // Connects to every peer (dial lower ranks, accept higher ones) and authenticates each
+  // stream. Throws RailError / AuthError.
+  void connect(const JobTable& job, Deadline deadline);
+  // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
+  std::vector<Fd> releaseControl() { return std::move(control_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int railIndex() const override { return rail_; }
+  const std::string& name() const override { return spec_.name; }
+  void exchange(std::vector<IoOp>& ops) override;
+  void abort() override;
+  void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
+  void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
+
+ private:
+  std::string purpose(const std::string& session, int from, int to, int stream) const;
+  int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
+  [[noreturn]] void fail(const std::string& what);
+
+  RailSpec spec_;
+  std::string address_;
+  int rail_, rank_, size_, nstreams_;
+  std::string token_;
+  std::chrono::milliseconds ioTimeout_;
+  std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
+  std::chrono::milliseconds controlUserTimeout_;
+  std::function<bool()> peersStillComing_;
+  SocketTuning tuning_;
+  Fd listen_;
+  std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self
+  std::vector<Fd> control_;               // [peer]; until releaseControl()
+  bool broken_ = false;  // set once an I/O error is seen; the channel never recovers
+};
+
+}  // namespace nezha

@@ -1,0 +1,179 @@
+// Environment parsing: every malformed case fails with a ConfigError whose message names the
+// variable (or flag) and the offending piece.
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <ostream>
+
+#include "core/params.h"
+
+namespace nezha {
+namespace {
+
+// Sets NEZHA_* variables for one test and restores a clean slate afterwards.
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override { clear(); }
+  void TearDown() override { clear(); }
+  static void clear() {
+    for (const auto& p : allParams()) unsetenv(p.env);
+    for (const char* v : {"RANK", "WORLD_SIZE"}) unsetenv(v);
+  }
+  static void set(const std::map<std::string, std::string>& vars) {
+    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
+  }
+  static void setValid() {
+    set({{"NEZHA_RAILS", "r0=lo:tcp,r1=lo:tcp"},
+         {"NEZHA_RANK", "1"},
+         {"NEZHA_WORLD_SIZE", "2"},
+         {"NEZHA_RENDEZVOUS", "127.0.0.1:29500"},
+         {"NEZHA_JOB_TOKEN", "s3cret"}});
+  }
+  // The ConfigError message of Options::fromEnv(), or "" if it succeeded.
+  static std::string error() {
+    try {
+      Options::fromEnv();
+      return "";
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+  }
+};
+
+TEST_F(EnvTest, ValidEnvironment) {
+  setValid();
+  set({{"NEZHA_POLICY", "static"}, {"NEZHA_COLD_THRESHOLD", "64K"}});
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.worldSize, 2);
+  ASSERT_EQ(o.rails.size(), 2u);
+  EXPECT_EQ(o.rails[1].name, "r1");
+  EXPECT_EQ(o.rails[1].iface, "lo");
+  EXPECT_EQ(o.rails[1].transport, "tcp");
+  EXPECT_EQ(o.rendezvousHost, "127.0.0.1");
+  EXPECT_EQ(o.rendezvousPort, 29500);
+  EXPECT_EQ(o.policy, Policy::kStatic);
+  EXPECT_EQ(*o.coldThreshold, 65536u);
+}
+
+TEST_F(EnvTest, DefaultsAndFallbacks) {
+  set({{"NEZHA_RAILS", "r0=lo:tcp"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.rank, 0);
+  EXPECT_EQ(o.worldSize, 1);
+  EXPECT_EQ(o.policy, Policy::kAdaptive);
+  EXPECT_FALSE(o.coldThreshold.has_value());  // auto
+  EXPECT_EQ(o.streamsPerPeer, 2);
+  EXPECT_TRUE(o.failover);
+  EXPECT_EQ(o.progressFloor.count(), 1000);
+  set({{"NEZHA_FAILOVER", "stop"}, {"NEZHA_PROGRESS_FLOOR_MS", "250"}});
+  o = Options::fromEnv();
+  EXPECT_FALSE(o.failover);
+  EXPECT_EQ(o.progressFloor.count(), 250);
+}
+
+struct BadCase {
+  const char* name;
+  std::map<std::string, std::string> vars;  // applied over a valid environment
+  std::string message;                      // must appear in the error
+};
+
+// gtest prints parameters in ctest names and failures; without this it dumps raw bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+class BadEnvTest : public EnvTest, public ::testing::WithParamInterface<BadCase> {};
+
+TEST_P(BadEnvTest, ClearErrorNamingTheField) {
+  setValid();
+  for (const auto& [k, v] : GetParam().vars) {
+    if (v == "<unset>") {
+      unsetenv(k.c_str());
+    } else {
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  std::string err = error();
+  EXPECT_NE(err.find(GetParam().message), std::string::npos) << "got: \"" << err << "\"";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, BadEnvTest,
+    ::testing::Values(
+        BadCase{"RailsUnset", {{"NEZHA_RAILS", "<unset>"}}, "NEZHA_RAILS is empty"},
+        BadCase{"RailsNoEquals", {{"NEZHA_RAILS", "eth0:tcp"}}, "has no '='"},
+        BadCase{"RailsNoTransport", {{"NEZHA_RAILS", "r0=eth0"}}, "has no ':transport'"},
+        BadCase{"RailsEmptyEntry", {{"NEZHA_RAILS", "r0=lo:tcp,,r1=lo:tcp"}}, "empty entry"},
+        BadCase{"RailsTrailingComma", {{"NEZHA_RAILS", "r0=lo:tcp,"}}, "empty entry"},
+        BadCase{"RailsBadName", {{"NEZHA_RAILS", "r 0=lo:tcp"}}, "rail name \"r 0\""},
+        BadCase{"RailsEmptyName", {{"NEZHA_RAILS", "=lo:tcp"}}, "rail name \"\""},
+        BadCase{"RailsEmptyIface", {{"NEZHA_RAILS", "r0=:tcp"}}, "interface name \"\""},
+        BadCase{"RailsLongIface", {{"NEZHA_RAILS", "r0=abcdefghijklmnopq:tcp"}}, "1-15 characters"},
+        BadCase{
+            "RailsUnknownTransport", {{"NEZHA_RAILS", "r0=lo:udp"}}, "unknown transport \"udp\""},
+        BadCase{
+            "RailsRdmaNotBuilt", {{"NEZHA_RAILS", "r0=lo:rdma"}}, "not available in this build"},
+        BadCase{"RailsDuplicateName", {{"NEZHA_RAILS", "r0=lo:tcp,r0=lo:tcp"}}, "appears twice"},
+        BadCase{"RankUnset", {{"NEZHA_RANK", "<unset>"}}, "NEZHA_RANK (or RANK) is not set"},
+        BadCase{"RankNotNumber", {{"NEZHA_RANK", "one"}}, "NEZHA_RANK=\"one\" is not an integer"},
+        BadCase{"RankNegative", {{"NEZHA_RANK", "-1"}}, "NEZHA_RANK=-1 is out of range"},
+        BadCase{"RankTooLarge", {{"NEZHA_RANK", "2"}}, "NEZHA_RANK=2 must be < NEZHA_WORLD_SIZE=2"},
+        BadCase{"RankFallbackBad", {{"NEZHA_RANK", "<unset>"}, {"RANK", "x"}}, "RANK=\"x\""},
+        BadCase{
+            "WorldUnset", {{"NEZHA_WORLD_SIZE", "<unset>"}}, "NEZHA_WORLD_SIZE (or WORLD_SIZE)"},
+        BadCase{"WorldZero", {{"NEZHA_WORLD_SIZE", "0"}}, "NEZHA_WORLD_SIZE=0 is out of range"},
+        BadCase{"WorldTrailingJunk", {{"NEZHA_WORLD_SIZE", "4x"}}, "is not an integer"},
+        BadCase{
+            "RendezvousUnset", {{"NEZHA_RENDEZVOUS", "<unset>"}}, "NEZHA_RENDEZVOUS is not set"},
+        BadCase{"RendezvousNoPort", {{"NEZHA_RENDEZVOUS", "10.0.0.1"}}, "is not host:port"},
+        BadCase{
+            "RendezvousBadPort", {{"NEZHA_RENDEZVOUS", "h:99999"}}, "NEZHA_RENDEZVOUS port=99999"},
+        BadCase{"RendezvousEmptyHost", {{"NEZHA_RENDEZVOUS", ":80"}}, "is not host:port"},
+        BadCase{"TokenMissing", {{"NEZHA_JOB_TOKEN", "<unset>"}}, "NEZHA_JOB_TOKEN is empty"},
+        BadCase{
+            "PolicyUnknown", {{"NEZHA_POLICY", "fastest"}}, "NEZHA_POLICY=\"fastest\" is unknown"},
+        BadCase{
+            "ColdThresholdJunk", {{"NEZHA_COLD_THRESHOLD", "big"}}, "NEZHA_COLD_THRESHOLD=\"big\""},
+        BadCase{"ColdThresholdUnit", {{"NEZHA_COLD_THRESHOLD", "64X"}}, "unknown unit \"X\""},
+        BadCase{"StreamsZero", {{"NEZHA_STREAMS_PER_PEER", "0"}}, "NEZHA_STREAMS_PER_PEER=0"},
+        BadCase{"TimeoutJunk", {{"NEZHA_IO_TIMEOUT_MS", "10s"}}, "NEZHA_IO_TIMEOUT_MS=\"10s\""},
+        BadCase{"GainRange", {{"NEZHA_TUNE_GAIN", "2"}}, "NEZHA_TUNE_GAIN=2 is out of range"},
+        BadCase{"ProbeBytesJunk", {{"NEZHA_PROBE_BYTES", "-1"}}, "NEZHA_PROBE_BYTES=\"-1\""},
+        BadCase{"VerboseJunk", {{"NEZHA_VERBOSE", "yes"}}, "NEZHA_VERBOSE=\"yes\""},
+        BadCase{"FailoverUnknown",
+                {{"NEZHA_FAILOVER", "sometimes"}},
+                "NEZHA_FAILOVER=\"sometimes\" is unknown"},
+        BadCase{"ProgressFloorTiny",
+                {{"NEZHA_PROGRESS_FLOOR_MS", "1"}},
+                "NEZHA_PROGRESS_FLOOR_MS=1 is out of range"}),
+    [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+TEST(ParseBytesTest, Units) {
+  EXPECT_EQ(parseBytes("4096", "x"), 4096u);
+  EXPECT_EQ(parseBytes("1K", "x"), 1024u);
+  EXPECT_EQ(parseBytes("256M", "x"), 256u << 20);
+  EXPECT_EQ(parseBytes("2GiB", "x"), size_t(2) << 30);
+  EXPECT_THROW(parseBytes("", "x"), ConfigError);
+  EXPECT_THROW(parseBytes("1.5M", "x"), ConfigError);
+  EXPECT_THROW(parseBytes("99999999999999999999", "x"), ConfigError);
+}
+
+TEST(ValidateOptionsTest, RejectsBadHandBuiltOptions) {
+  Options o;
+  o.rails = {{"r0", "lo", "tcp", ""}};
+  o.worldSize = 2;
+  o.rank = 2;
+  o.jobToken = "t";
+  EXPECT_THROW(validateOptions(o), ConfigError);
+  o.rank = 0;
+  o.jobToken = "";
+  EXPECT_THROW(validateOptions(o), ConfigError);
+  o.jobToken = "t";
+  o.rails.clear();
+  EXPECT_THROW(validateOptions(o), ConfigError);
+}
+
+}  // namespace
+}  // namespace nezha

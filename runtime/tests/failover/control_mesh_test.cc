@@ -1,0 +1,180 @@
+// The control mesh between two ranks in one process, rails as socket pairs: agreement survives
+// losing a rail (even mid-stream), garbage on a connection drops that connection and nothing
+// else, a silent or vanished peer gives a bounded, clear error, rail-down notices and "which
+// operation are you in" answers arrive.
+#include "failover/control_mesh.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nezha/nezha.hpp"
+
+namespace nezha {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Two meshes (rank 0 and rank 1) joined by one socket pair per rail.
+struct Pair {
+  std::vector<int> raw0, raw1;  // per rail: rank 0's and rank 1's end (owned by the meshes)
+  std::atomic<int> downPeer{-1}, downRail{-1};
+  std::atomic<uint64_t> downGen{0};
+  std::unique_ptr<ControlMesh> m0, m1;
+
+  Fd blackHole;  // with silentRail0: rank 1's end of rail 0, held but never read
+
+  explicit Pair(int rails, milliseconds silence = milliseconds(300), bool silentRail0 = false) {
+    auto onDown = [this](int peer, int rail, uint64_t gen) {
+      downGen = gen;
+      downRail = rail;
+      downPeer = peer;
+    };
+    m0 = std::make_unique<ControlMesh>(0, 2, rails, silence, onDown);
+    m1 = std::make_unique<ControlMesh>(1, 2, rails, silence, onDown);
+    for (int r = 0; r < rails; ++r) {
+      int sv[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+      raw0.push_back(sv[0]);
+      raw1.push_back(sv[1]);
+      std::vector<Fd> c0(2), c1(2);
+      c0[1] = Fd(sv[0]);  // rank 0's connection to peer 1
+      if (silentRail0 && r == 0) {
+        blackHole = Fd(sv[1]);  // what rank 0 sends on rail 0 is never seen (a silent cut)
+      } else {
+        c1[0] = Fd(sv[1]);  // rank 1's connection to peer 0
+      }
+      m0->attach(r, std::move(c0));
+      m1->attach(r, std::move(c1));
+    }
+  }
+
+  // Both ranks max-reduce at once; returns rank 0's result (rank 1's must match).
+  std::vector<double> agree(std::vector<double> a, std::vector<double> b,
+                            milliseconds timeout = milliseconds(5000)) {
+    auto f = std::async(std::launch::async, [&] {
+      m1->maxReduce(b, timeout);
+      return b;
+    });
+    m0->maxReduce(a, timeout);
+    EXPECT_EQ(f.get(), a);
+    return a;
+  }
+};
+
+TEST(ControlMeshTest, MaxReduceAcrossRanks) {
+  Pair p(2);
+  EXPECT_EQ(p.agree({1, 0, 5}, {0, 2, 3}), (std::vector<double>{1, 2, 5}));
+  EXPECT_EQ(p.agree({-1}, {-2}), (std::vector<double>{-1}));
+  EXPECT_EQ(p.m0->openPeers(), (std::vector<int>{1, 1}));
+}
+
+TEST(ControlMeshTest, RoundsCompleteWhenOneRailDiesEvenBetweenRounds) {
+  Pair p(2);
+  EXPECT_EQ(p.agree({1}, {2}), (std::vector<double>{2}));
+  ::shutdown(p.raw0[0], SHUT_RDWR);  // rail 0 gone in both directions
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(p.agree({static_cast<double>(i)}, {0}), (std::vector<double>{double(i)}));
+  }
+  // The dead rail's connection is noticed and counted as closed.
+  for (int i = 0; i < 100 && p.m0->openPeers()[0] != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(p.m0->openPeers(), (std::vector<int>{0, 1}));
+}
+
+// Rounds go out on one rail per peer: rank 0's copy vanishes on rail 0, and rank 0 finishes
+// the round at once (rank 1's copy came on rail 1) and moves on. Rank 1 must still get rank 0's
+// values by asking again on every rail.
+TEST(ControlMeshTest, RoundCompletesWhenTheFirstCopyIsLostSilently) {
+  Pair p(2, milliseconds(300), /*silentRail0=*/true);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(p.agree({static_cast<double>(i)}, {-1}), (std::vector<double>{double(i)}));
+  }
+}
+
+TEST(ControlMeshTest, GarbageOnOneConnectionDropsOnlyThatConnection) {
+  Pair p(2);
+  const std::string junk(64, 'x');
+  ASSERT_EQ(::write(p.raw1[1], junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  for (int i = 0; i < 100 && p.m0->openPeers()[1] != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(p.m0->openPeers(), (std::vector<int>{1, 0}));
+  EXPECT_EQ(p.agree({3}, {4}), (std::vector<double>{4}));
+}
+
+TEST(ControlMeshTest, SilentPeerFailsAfterTheSilenceWindowNotTheTimeout) {
+  Pair p(1, milliseconds(200));
+  p.m1.reset();  // rank 1's process is gone: its ends close
+  std::vector<double> v{1};
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    p.m0->maxReduce(v, milliseconds(30000));
+    FAIL() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(5000));
+}
+
+TEST(ControlMeshTest, AlivePeerThatNeverJoinsTheRoundTimesOut) {
+  Pair p(1, milliseconds(100));
+  std::vector<double> v{1};
+  try {
+    p.m0->maxReduce(v, milliseconds(600));  // rank 1 answers questions but sends no values
+    FAIL() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("no word from rank(s) 1 within 600 ms"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ControlMeshTest, DifferentLengthsAreAConfigError) {
+  Pair p(1);
+  auto f = std::async(std::launch::async, [&] {
+    std::vector<double> b{1, 2};
+    try {
+      p.m1->maxReduce(b, milliseconds(5000));
+    } catch (const ConfigError&) {
+    }
+  });
+  std::vector<double> a{1};
+  EXPECT_THROW(p.m0->maxReduce(a, milliseconds(5000)), ConfigError);
+  f.get();
+}
+
+TEST(ControlMeshTest, RailDownNoticeReachesThePeerOverTheOtherRail) {
+  Pair p(2);
+  ::shutdown(p.raw0[1], SHUT_RDWR);  // the rail that went down carries nothing
+  p.m1->notifyRailDown(1, 7);
+  for (int i = 0; i < 200 && p.downPeer.load() < 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(p.downPeer.load(), 1);
+  EXPECT_EQ(p.downRail.load(), 1);
+  EXPECT_EQ(p.downGen.load(), 7u);
+}
+
+TEST(ControlMeshTest, PeersBehindTellsALatePeerFromAnUnreachableOne) {
+  Pair p(1, milliseconds(200));
+  p.m0->setCurrentOp(3);
+  p.m1->setCurrentOp(1);
+  EXPECT_TRUE(p.m0->peersBehind(3));   // rank 1 answers: it is still at op 1
+  EXPECT_FALSE(p.m1->peersBehind(1));  // rank 0 already started op 3
+  p.m1->setCurrentOp(3);
+  EXPECT_FALSE(p.m0->peersBehind(3));
+  EXPECT_TRUE(p.m0->peersBehind(4));
+  p.m1.reset();
+  EXPECT_FALSE(p.m0->peersBehind(5));  // nobody answers: not "late", unreachable
+}
+
+}  // namespace
+}  // namespace nezha
