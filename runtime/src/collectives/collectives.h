@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "transport/channel.h"
 #include "nezha/nezha.hpp"
+#include "transport/channel.h"
 
 namespace nezha {
 

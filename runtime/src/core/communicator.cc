@@ -12,8 +12,8 @@
 #include "core/communicator_impl.h"
 #include "core/error.h"
 #include "schedule/probe.h"
-#include "util/socket.h"
 #include "transport/tcp/tcp_channel.h"
+#include "util/socket.h"
 
 namespace nezha {
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "collectives/collectives.h"
-#include "core/config.h"
-#include "failover/control_mesh.h"
-#include "control/control_server.h"
-#include "failover/link_watch.h"
-#include "core/rail_worker.h"
 #include "bootstrap/rendezvous.h"
+#include "collectives/collectives.h"
+#include "control/control_server.h"
+#include "core/config.h"
+#include "core/rail_worker.h"
+#include "failover/control_mesh.h"
+#include "failover/link_watch.h"
 #include "schedule/scheduler.h"
 
 namespace nezha {

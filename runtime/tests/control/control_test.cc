@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "util/json.h"
 #include "test_util.h"
+#include "util/json.h"
 
 namespace nezha {
 namespace {

@@ -9,8 +9,8 @@
 #include <atomic>
 #include <thread>
 
-#include "util/socket.h"
 #include "test_util.h"
+#include "util/socket.h"
 
 namespace nezha {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "transport/channel.h"
 #include "bootstrap/rendezvous.h"
+#include "transport/channel.h"
 #include "util/socket.h"
 
 namespace nezha {
