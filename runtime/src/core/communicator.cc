@@ -1,7 +1,6 @@
-// Communicator: construction (rendezvous, rail channels, control mesh, link watcher, probe,
-// scheduler), the public collectives that turn each call into per-rail slices, operation
-// numbering and per-operation reports. Failover, re-admission and the control endpoint live in
-// failover.cc, readmission.cc and control_status.cc (state: communicator_impl.h).
+// Communicator: the public collectives that turn each call into per-rail slices, operation
+// numbering and per-operation reports. Construction lives in communicator_setup.cc; failover,
+// re-admission and the control endpoint in failover/ and control/ (state: communicator_impl.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +11,7 @@
 #include "core/communicator_impl.h"
 #include "core/error.h"
 #include "schedule/probe.h"
-#include "transport/tcp/tcp_channel.h"
+#include "transport/transport.h"
 #include "util/socket.h"
 
 namespace nezha {
@@ -98,177 +97,6 @@ void Impl::report(OpKind op, const Plan& plan, const std::vector<double>& secs) 
   }
   if (control) publish();
 }
-
-Table Impl::loadTable(const std::vector<std::string>& names, int rail) {
-  if (o.tablePath.empty()) return Table(names);
-  std::string text;
-  uint64_t len = 0;
-  std::string readError;
-  if (o.rank == 0) {
-    std::ifstream in(o.tablePath);
-    std::stringstream ss;
-    if (in) ss << in.rdbuf();
-    if (!in) {
-      readError = strCat("NEZHA_TABLE=", o.tablePath, ": cannot read file");
-      len = UINT64_MAX;
-    } else {
-      text = ss.str();
-      len = text.size();
-    }
-  }
-  if (o.worldSize > 1) {
-    runOn(rail, [&](Channel& ch, Scratch&) {
-      broadcastBinomialTree(ch, reinterpret_cast<char*>(&len), sizeof(len), 0);
-    });
-    if (len == UINT64_MAX) {
-      throw ConfigError(readError.empty() ? "rank 0 cannot read its NEZHA_TABLE file" : readError);
-    }
-    text.resize(len);
-    runOn(rail, [&](Channel& ch, Scratch&) { nezha::broadcast(ch, text.data(), len, 0, algo); });
-  } else if (!readError.empty()) {
-    throw ConfigError(readError);
-  }
-  return Table::fromJson(text, names, "NEZHA_TABLE=" + o.tablePath);
-}
-
-Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.o = options;
-  validateOptions(m.o);
-  m.algo.ringThreshold = m.o.ringThreshold;
-  m.algo.chainThreshold = m.o.chainThreshold;
-  std::vector<std::string> names;
-  for (const auto& spec : m.o.rails) {
-    RailInfo info;
-    info.name = spec.name;
-    info.iface = spec.iface;
-    info.transport = spec.transport;
-    info.address = spec.address.empty() ? interfaceAddress(spec.iface, spec.name) : spec.address;
-    m.rails.push_back(info);
-    names.push_back(spec.name);
-  }
-
-  std::vector<bool> usable(m.rails.size(), true);  // rails that start in the split
-  std::string downAtStart;                         // why the others do not
-  if (m.o.worldSize > 1) {
-    std::vector<std::unique_ptr<TcpChannel>> tcp;
-    RankInfo mine;
-    mine.rank = m.o.rank;
-    mine.worldSize = m.o.worldSize;
-    mine.fingerprint = configFingerprint(m.o);
-    for (size_t i = 0; i < m.rails.size(); ++i) {
-      tcp.push_back(std::make_unique<TcpChannel>(m.o, static_cast<int>(i), m.rails[i].address));
-      mine.rails.push_back(tcp.back()->endpoint());
-      mine.rails.back().linkUp = m.rails[i].iface.empty() || linkHasCarrier(m.rails[i].iface);
-    }
-    std::shared_ptr<RendezvousServer> server = m.o.server;
-    if (m.o.rank == 0 && !server) server = std::make_shared<RendezvousServer>(m.o);
-    Options dial = m.o;
-    if (m.o.rank == 0) dial.rendezvousPort = server->port();
-    JobTable job = rendezvous(dial, mine);
-    m.job = job;
-    // A rail without carrier on some rank at start stays out on every rank (the same decision
-    // everywhere: all ranks hold the same table) and joins later through re-admission.
-    for (size_t i = 0; i < m.rails.size(); ++i) {
-      std::string ranks;
-      for (const RankInfo& ri : job.ranks) {
-        if (!ri.rails[i].linkUp) ranks += strCat(ranks.empty() ? "" : ",", ri.rank);
-      }
-      if (ranks.empty()) continue;
-      usable[i] = false;
-      downAtStart += strCat(downAtStart.empty() ? "" : "; ", m.rails[i].name, " (",
-                            m.rails[i].iface, ") has no link on rank ", ranks);
-    }
-    if (!downAtStart.empty() &&
-        (!m.o.failover || std::none_of(usable.begin(), usable.end(), [](bool u) { return u; }))) {
-      throw RailError(-1, strCat("cannot start: ", downAtStart,
-                                 m.o.failover ? "; no rail is up on every rank"
-                                              : " (NEZHA_FAILOVER=stop needs every rail)"));
-    }
-    Deadline deadline = Clock::now() + m.o.rendezvousTimeout;
-    for (size_t i = 0; i < tcp.size(); ++i) {
-      if (usable[i]) tcp[i]->connect(job, deadline);
-    }
-    const size_t nr = m.rails.size();
-    for (size_t i = 0; i < nr; ++i) {
-      m.workers.push_back(std::make_unique<RailWorker>());
-      m.linkDown.push_back(std::make_unique<std::atomic<bool>>(false));
-      m.reportedDownBy.push_back(std::make_unique<std::atomic<int>>(0));
-      m.linkUpAt.push_back(std::make_unique<std::atomic<int64_t>>(0));
-      m.generation.push_back(std::make_unique<std::atomic<uint64_t>>(0));
-      m.controlRequest.push_back(std::make_unique<std::atomic<int>>(0));
-    }
-    m.scratch.resize(nr);
-    m.localDown.assign(nr, false);
-    m.failedAt.assign(nr, std::chrono::steady_clock::time_point{});
-    m.holdDown.assign(nr, m.o.readmitHoldDown);
-    m.drained.assign(nr, false);
-    // Silence long enough that a loaded machine still answers; short enough that "every rail
-    // down" becomes an error well within 2 s of the rails failing.
-    const auto silence = std::max(m.o.progressFloor, std::chrono::milliseconds(300));
-    m.mesh = std::make_unique<ControlMesh>(
-        m.o.rank, m.o.worldSize, nr, silence,
-        [&m](int peer, int rail, uint64_t gen) { m.onPeerRailDown(peer, rail, gen); });
-    for (size_t i = 0; i < nr; ++i) {
-      if (usable[i]) {
-        m.mesh->attach(static_cast<int>(i), tcp[i]->releaseControl());
-      } else {
-        m.localDown[i] = true;
-      }
-      m.channels.push_back(std::move(tcp[i]));
-    }
-    std::vector<std::string> ifaces;
-    for (const auto& r : m.rails) ifaces.push_back(r.iface);
-    try {
-      m.watcher = std::make_unique<LinkWatcher>(
-          ifaces, [&m](size_t i) { m.onLinkDown(i); }, [&m](size_t i) { m.onLinkUp(i); });
-    } catch (const Error& e) {
-      // Detection then rests on the per-slice progress deadline alone; say so once.
-      std::fprintf(stderr, "nezha: rank %d: %s; rail failures are detected by deadline only\n",
-                   m.o.rank, e.what());
-    }
-  }
-
-  RailRunner run = [&m](int r, const std::function<void(Channel&, Scratch&)>& fn) {
-    m.runOn(r, fn);
-  };
-  auto agreeMax = [&m](std::vector<double>& v) { m.agree(v, m.o.ioTimeout); };
-  ProbeResult probe = probeRails(m.o, m.algo, usable, run, agreeMax);
-  for (size_t i = 0; i < m.rails.size(); ++i) {
-    m.rails[i].latencySeconds = probe.latency[i];
-    m.rails[i].bandwidthBytesPerSecond = probe.bandwidth[i];
-  }
-  const int firstUsable =
-      static_cast<int>(std::find(usable.begin(), usable.end(), true) - usable.begin());
-  Table table = m.loadTable(names, firstUsable);
-  m.sched = std::make_unique<Scheduler>(m.o, probe, std::move(table));
-  if (!downAtStart.empty()) {
-    m.sched->setAlive(usable);
-    m.opStart = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < usable.size(); ++i) {
-      if (usable[i]) continue;
-      std::vector<int> ranks;
-      for (const RankInfo& ri : m.job.ranks) {
-        if (!ri.rails[i].linkUp) ranks.push_back(ri.rank);
-      }
-      m.recordFailover(static_cast<int>(i), strCat("at start: ", downAtStart), ranks);
-    }
-  }
-  if (!m.o.controlAddr.empty()) {
-    m.control = std::make_unique<ControlServer>(
-        m.o.controlAddr, [&m](const std::string& method, const std::string& path) {
-          return m.handleControl(method, path);
-        });
-    m.publish();
-  }
-  if (m.o.verbose && m.o.rank == 0) {
-    std::fprintf(stderr, "nezha: %d ranks, policy %s, cold rail %s, cold threshold %zu bytes\n",
-                 m.o.worldSize, toString(m.o.policy), m.rails[m.sched->coldRail()].name.c_str(),
-                 m.sched->coldThreshold());
-  }
-}
-
-Communicator::~Communicator() = default;
 
 int Communicator::rank() const { return impl_->o.rank; }
 int Communicator::worldSize() const { return impl_->o.worldSize; }

@@ -1,8 +1,9 @@
 // The communicator's state, shared by the files that implement it:
-//   communicator.cc   construction, the public collectives, operation numbering, reports
-//   failover.cc       running slices, failure agreement, replay on survivors
-//   readmission.cc    bringing a healed rail back
-//   control_status.cc drain/restore, /status and /metrics
+//   core/communicator_setup.cc   construction: rails, rendezvous, connections, probe, scheduler
+//   core/communicator.cc         the public collectives, operation numbering, reports
+//   failover/failover.cc         running slices, failure agreement, replay on survivors
+//   failover/readmission.cc      bringing a healed rail back
+//   control/control_status.cc    drain/restore, /status and /metrics
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "failover/control_mesh.h"
 #include "failover/link_watch.h"
 #include "schedule/scheduler.h"
+#include "transport/transport.h"
 
 namespace nezha {
 
@@ -45,6 +47,18 @@ struct Communicator::Impl {
   void checkUsable() const;
   // Runs fn on `rail`'s thread outside any operation (start-up); a failure is fatal.
   void runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn);
+
+  // ---- construction (communicator_setup.cc) ------------------------------------------------
+  struct StartState {
+    std::vector<bool> usable;  // rails that start in the split
+    std::string downAtStart;   // why the others do not
+  };
+  void describeRails();
+  std::vector<std::unique_ptr<Transport>> joinJob(StartState& start);
+  void allocateRailState(size_t rails);
+  void connectRails(std::vector<std::unique_ptr<Transport>>& transports, const StartState& start);
+  void startScheduler(const StartState& start);
+  void startControl();
 
   // ---- failover (failover.cc) -------------------------------------------------------------
   std::vector<bool> localDown;  // rails this rank has shut (failed here or agreed dead)
@@ -74,7 +88,10 @@ struct Communicator::Impl {
   void onLinkDown(size_t rail);
   void onLinkUp(size_t rail);
   void onPeerRailDown(int peer, int rail, uint64_t generation);
-  std::string railError(int rail, const std::string& what) const;
+  // The transport reported its rail unusable out of band (Transport::HealthListener).
+  void onTransportFault(size_t rail, const std::string& why);
+  std::vector<std::string> faultWhy;  // per rail, the transport's last report; channelMu
+  std::string railError(int rail, const std::string& what);
 
   // Element-wise max over all ranks on the control mesh; `timeout` bounds the wait for a peer
   // that is alive but slow. A peer that cannot be reached is fatal (failStop).

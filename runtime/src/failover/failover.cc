@@ -88,9 +88,15 @@ void Impl::shutRail(int rail) {
   channels[rail]->abort();
 }
 
-std::string Impl::railError(int rail, const std::string& what) const {
+std::string Impl::railError(int rail, const std::string& what) {
   std::string why;
-  if (linkDown[rail]->load()) {
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    why = faultWhy[rail];
+  }
+  if (!why.empty()) {
+    why = strCat(rails[rail].transport, " transport: ", why);
+  } else if (linkDown[rail]->load()) {
     why = strCat("link of ", rails[rail].iface, " went down");
   } else if (int by = reportedDownBy[rail]->load(); by > 0) {
     why = strCat("rank ", by - 1, " lost the link of rail ", rails[rail].name);
@@ -104,6 +110,15 @@ void Impl::onLinkDown(size_t rail) {
   {
     std::lock_guard<std::mutex> lock(channelMu);
     channels[rail]->abort();  // thread-safe: fails the rail's exchange in flight now
+  }
+  if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
+}
+
+void Impl::onTransportFault(size_t rail, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    faultWhy[rail] = why;
+    if (rail < channels.size()) channels[rail]->abort();  // else: reported while connecting
   }
   if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
 }

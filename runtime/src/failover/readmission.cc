@@ -10,7 +10,7 @@
 
 #include "core/communicator_impl.h"
 #include "core/error.h"
-#include "transport/tcp/tcp_channel.h"
+#include "transport/transport.h"
 
 namespace nezha {
 
@@ -38,10 +38,11 @@ void Impl::readmit(const std::vector<int>& railsReady) {
   for (int r : railsReady) {
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t gen = generation[r]->fetch_add(1) + 1;
-    std::unique_ptr<TcpChannel> fresh;
+    std::unique_ptr<Transport> fresh;
     std::string err;
     try {
-      fresh = std::make_unique<TcpChannel>(o, r, rails[r].address);
+      fresh = makeTransport(o, r, rails[r].address);
+      fresh->setHealthListener([this, r](const std::string& why) { onTransportFault(r, why); });
     } catch (const Error& e) {
       err = e.what();
     }
@@ -82,6 +83,7 @@ void Impl::readmit(const std::vector<int>& railsReady) {
     {
       std::lock_guard<std::mutex> lock(channelMu);
       channels[r] = std::move(fresh);
+      faultWhy[r].clear();
     }
     reportedDownBy[r]->store(0);
     localDown[r] = false;

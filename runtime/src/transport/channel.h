@@ -1,6 +1,22 @@
-// The transport seam. Algorithms see a rail only as a Channel: point-to-point sends and
-// receives to peer ranks, issued in batches that the transport runs concurrently. TCP is the
-// one implementation today; RDMA/SHARP channels plug in here without touching algorithms.
+// The data half of the transport seam: what collectives see of a rail. A Channel is one rail
+// connected to every peer rank; algorithms post batches of point-to-point sends and receives
+// (IoOp) and the transport progresses them to completion. How a rail is brought up (listen,
+// connect, authenticate) is the other half, in transport.h. TCP implements both today
+// (tcp/); verbs and SHARP implement the same two classes.
+//
+// Contract every transport keeps:
+//  - Threading: exchange(), setProgressTimeout() and setPeersStillComing() are called only from
+//    the rail's own thread (core/rail_worker.h), one exchange at a time. abort() may be called
+//    from any thread at any time, also during an exchange.
+//  - Ownership: IoOp buffers belong to the caller and stay valid until exchange() returns; the
+//    transport keeps no pointer to them afterwards.
+//  - Ordering: ops to the same peer in the same direction complete in posting order, across
+//    exchanges too, and both ends post matching ops in the same order.
+//  - Errors: any failure of the rail (connection lost, error completion, no progress within the
+//    progress timeout, abort()) throws RailError from exchange(). After that the channel is
+//    broken for good: every later exchange throws at once. The communicator then replays the
+//    rail's unfinished work on the other rails and, once the rail heals, builds a new channel
+//    (failover/readmission.cc). Anything else thrown (EnforceError) is a bug.
 #pragma once
 
 #include <chrono>
@@ -62,14 +78,13 @@ class Channel {
   virtual int size() const = 0;
   virtual int railIndex() const = 0;
   virtual const std::string& name() const = 0;
-  // Runs every op to completion, all concurrently. Ops to the same peer in the same direction
-  // complete in order. Both ends must issue matching ops in the same order. Throws RailError
-  // if a connection fails or makes no progress within the I/O timeout; the channel is then
-  // unusable (a later release replays the work on other rails).
+  // Runs every op to completion, all concurrently (post + progress in one call). Throws
+  // RailError if the rail fails or makes no progress within the progress timeout.
   virtual void exchange(std::vector<IoOp>& ops) = 0;
   // Breaks every connection of this rail now, from any thread: the exchange in progress and all
-  // later ones fail with RailError, on this rank and on its peers. Fault injection today; the
-  // fault-tolerance work uses it to quarantine a rail.
+  // later ones fail with RailError, on this rank and on its peers. The failover code calls it
+  // when a rail leaves the split (link lost here or on a peer, agreed failure); tests use it
+  // to inject a failure.
   virtual void abort() = 0;
   // No-progress deadline of the following exchanges (called on the rail's thread before a
   // slice); zero = the transport's default (NEZHA_IO_TIMEOUT_MS). Never exceeds the default.

@@ -12,22 +12,20 @@
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
-#include "transport/channel.h"
+#include "transport/transport.h"
 #include "util/socket.h"
 
 namespace nezha {
 
-class TcpChannel : public Channel {
+class TcpChannel : public Transport {
  public:
   // Opens the rail's listening socket now so its port can be published at rendezvous.
   TcpChannel(const Options& o, int railIndex, const std::string& address);
 
-  RailEndpoint endpoint() const;
-  // Connects to every peer (dial lower ranks, accept higher ones) and authenticates each
-  // stream. Throws RailError / AuthError.
-  void connect(const JobTable& job, Deadline deadline);
-  // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
-  std::vector<Fd> releaseControl() { return std::move(control_); }
+  RailEndpoint endpoint() const override;
+  // Dials lower ranks, accepts higher ones.
+  void connect(const JobTable& job, Deadline deadline) override;
+  std::vector<Fd> releaseControl() override { return std::move(control_); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

@@ -1,0 +1,18 @@
+#include "transport/transport.h"
+
+#include "core/error.h"
+#include "transport/tcp/tcp_channel.h"
+
+namespace nezha {
+
+std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
+                                         const std::string& address) {
+  const RailSpec& spec = o.rails.at(railIndex);
+  if (spec.transport == "tcp") return std::make_unique<TcpChannel>(o, railIndex, address);
+  // Config parsing refuses unknown transports first; this is the last line for callers that
+  // built Options by hand.
+  throw ConfigError(strCat("rail ", spec.name, ": transport \"", spec.transport,
+                           "\" is not available in this build"));
+}
+
+}  // namespace nezha

@@ -1,0 +1,64 @@
+// The setup half of the transport seam: how one rail is brought up between all ranks and handed
+// to the communicator as a Channel (channel.h, the data half collectives see).
+//
+// Lifecycle, driven by the communicator (core/communicator.cc) at start and by re-admission
+// (failover/readmission.cc) when a healed rail comes back:
+//   1. makeTransport()   opens what peers will dial (a listening socket, a QP's address) now,
+//                        so endpoint() can be published at rendezvous;
+//   2. connect(job, …)   reaches every peer, authenticates every connection with the job token
+//                        and the job table's session (a rebuilt rail gets a new session suffix,
+//                        so nothing of an old generation is taken for the new one);
+//   3. releaseControl()  hands over one TCP connection per peer for the control mesh
+//                        (failover/control_mesh.h); every transport provides one, because
+//                        failure agreement must not depend on the data path it judges;
+//   4. exchange()*       the data path (channel.h);
+//   5. abort() / destruction: connections closed, registered memory and queues released (RAII:
+//                        the object owns every fd and NIC resource it opened).
+//
+// Health: a transport that learns out of band that its rail is unusable (verbs async events
+// such as a port error) reports it through the health listener, from any thread; the
+// communicator then treats it like a carrier loss (shuts the rail, tells peers). TCP has no
+// such events: carrier comes from the netlink link watch, and a dead path shows up as a
+// RailError in exchange().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/rendezvous.h"
+#include "transport/channel.h"
+#include "util/socket.h"
+
+namespace nezha {
+
+class Transport : public Channel {
+ public:
+  // What peers need to reach this rank on the rail (published at rendezvous).
+  virtual RailEndpoint endpoint() const = 0;
+  // Connects to every peer and authenticates each connection; throws RailError / AuthError.
+  // Called once, on the constructing thread, before any exchange.
+  virtual void connect(const JobTable& job, Deadline deadline) = 0;
+  // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
+  virtual std::vector<Fd> releaseControl() = 0;
+  // `why` names the event (e.g. "mlx5_0 port 1: IBV_EVENT_PORT_ERR"). Set before connect();
+  // called from any thread, at most once per event; must not block.
+  using HealthListener = std::function<void(const std::string& why)>;
+  virtual void setHealthListener(HealthListener listener) { health_ = std::move(listener); }
+
+ protected:
+  void reportUnhealthy(const std::string& why) const {
+    if (health_) health_(why);
+  }
+
+ private:
+  HealthListener health_;
+};
+
+// The transport named by o.rails[railIndex].transport, bound to `address` (the rail's IP).
+// Throws ConfigError for a transport this build does not have.
+std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
+                                         const std::string& address);
+
+}  // namespace nezha
