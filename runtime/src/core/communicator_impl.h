@@ -76,8 +76,23 @@ struct Communicator::Impl {
   // Runs every slice on its rail concurrently and, with failover, redoes failed slices on the
   // surviving rails until every slice completed on every rank (or no rail is left: RailError).
   // `fn` must be re-runnable for a slice: it reads only preserved inputs.
-  Outcome runSlices(const Plan& plan,
-                    const std::function<void(Channel&, Scratch&, const Slice&)>& fn);
+  using SliceFn = std::function<void(Channel&, Scratch&, const Slice&)>;
+  Outcome runSlices(const Plan& plan, const SliceFn& fn);
+  // One pass of runSlices over the slices still to do, and what it found per rail.
+  struct Attempt {
+    std::vector<double> failed;            // 1 = failed (here, then agreed over all ranks)
+    std::vector<std::string> errors;       // first error per rail (+ a failed round's, appended)
+    std::vector<size_t> leadingDone;       // chunks done here before the rail's first failure
+    std::vector<size_t> doneEverywhere;    // after the round: leading chunks done on every rank
+    std::vector<double> sawHere;           // 1 = this rank saw the rail fail itself
+    std::chrono::milliseconds longest{0};  // the longest progress deadline of the attempt
+  };
+  Attempt runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
+                     Outcome& out);
+  std::chrono::milliseconds progressDeadline(int rail, size_t bytes) const;
+  void flagKnownDownRails(Attempt& at);
+  void agreeOnAttempt(Attempt& at);
+  void retireRails(const std::vector<int>& leaving, Attempt& at);
   // A small control task (barrier) as a one-unit operation on the cold rail, with the same
   // failover as data slices. `fn` must be re-runnable.
   void runUnit(const std::function<void(Channel&, Scratch&)>& fn);

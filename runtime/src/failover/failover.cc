@@ -168,150 +168,177 @@ void Impl::allRailsDown(const std::vector<std::string>& errors) {
                                 detail.empty() ? "every rail failed or was shut" : detail, ")")));
 }
 
-Impl::Outcome Impl::runSlices(const Plan& plan,
-                              const std::function<void(Channel&, Scratch&, const Slice&)>& fn) {
-  Outcome out;
-  out.secs.assign(rails.size(), 0.0);
+// One attempt: every slice of `todo` submitted to its rail's thread, then waited for. Rail
+// failures are collected per rail (the first error message kept); a bug check ends the
+// communicator.
+Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
+                               Outcome& out) {
   const size_t n = rails.size();
   const uint64_t op = opCounter - 1;
   // A peer that has not reached this operation yet (busy elsewhere) is not a dead rail.
   std::function<bool()> peersBehind = [this, op] { return mesh->peersBehind(op); };
+  Attempt at;
+  at.failed.assign(n, 0.0);
+  at.errors.assign(n, std::string());
+  at.leadingDone.assign(n, 0);
+  at.longest = o.progressFloor;
+  std::vector<TaskHandle> handles(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const Slice s = todo[i];
+    const auto deadline = progressDeadline(s.rail, s.count * plan.unitBytes);
+    at.longest = std::max(at.longest, deadline);
+    workers[s.rail]->submit(
+        [&, s, deadline] {
+          Channel& ch = *channels[s.rail];
+          ch.setProgressTimeout(deadline);
+          ch.setPeersStillComing(peersBehind);
+          fn(ch, scratch[s.rail], s);
+        },
+        &handles[i]);
+  }
+  std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const int r = todo[i].rail;
+    try {
+      handles[i].wait();
+      out.secs[r] += handles[i].seconds();
+      if (at.failed[r] == 0) ++at.leadingDone[r];
+    } catch (const RailError& e) {
+      if (at.failed[r] == 0) at.errors[r] = railError(r, e.what());
+      at.failed[r] = 1;
+    } catch (...) {
+      if (!bug) bug = std::current_exception();
+    }
+  }
+  if (bug) {
+    for (auto& ch : channels) ch->abort();
+    if (failure.empty()) failure = "an internal error";
+    std::rethrow_exception(bug);
+  }
+  return at;
+}
+
+// Deadline from the split table's prediction with a floor, so a slow rail is not taken for a
+// dead one.
+std::chrono::milliseconds Impl::progressDeadline(int rail, size_t bytes) const {
+  const double predicted = sched->predictSeconds(rail, bytes);
+  return std::max(o.progressFloor,
+                  std::chrono::milliseconds(static_cast<int64_t>(4000 * std::min(predicted, 1e6))));
+}
+
+// A rail whose link is known down (here or on a peer) leaves now even if this operation did not
+// use it, so the next one is not planned onto it.
+void Impl::flagKnownDownRails(Attempt& at) {
+  for (size_t r = 0; r < rails.size(); ++r) {
+    const int ri = static_cast<int>(r);
+    if (at.failed[r] == 0 && sched->alive()[r] &&
+        (linkDown[r]->load() || reportedDownBy[r]->load() > 0)) {
+      at.failed[r] = 1;
+      at.errors[r] = railError(ri, "");
+    }
+    if (at.failed[r] > 0) shutRail(ri);
+  }
+  // Saw it here: own link down, or a slice failed for a reason other than a peer's notice.
+  at.sawHere.assign(rails.size(), 0.0);
+  for (size_t r = 0; r < rails.size(); ++r) {
+    at.sawHere[r] = linkDown[r]->load() || (at.failed[r] > 0 && reportedDownBy[r]->load() == 0);
+  }
+}
+
+// The per-operation round. Its vector, per rail: [failed | not ready to re-admit | drain asked
+// | restore asked | -chunks done]. Drain/restore come from this rank's control endpoint; the
+// max of -done is minus the number of leading chunks finished on every rank. Afterwards
+// at.failed holds the agreed failures and at.doneEverywhere the chunks that stand.
+void Impl::agreeOnAttempt(Attempt& at) {
+  const size_t n = rails.size();
+  std::vector<double> round = at.failed;
+  round.resize(5 * n, 1.0);
+  for (size_t r = 0; r < n; ++r) {
+    round[4 * n + r] = -static_cast<double>(at.leadingDone[r]);
+    const int req = controlRequest[r]->load();
+    round[2 * n + r] = req == kDrain ? 1.0 : 0.0;
+    round[3 * n + r] = req == kRestore ? 1.0 : 0.0;
+    if (!sched->alive()[r] && !drained[r] && !readmitting && readyLocally(static_cast<int>(r))) {
+      round[n + r] = 0;
+    }
+  }
+  try {
+    // Peers still blocked on a silent rail reach the round up to their longest deadline late.
+    mesh->maxReduce(round, at.longest + 2 * o.progressFloor);
+  } catch (const RailError& e) {
+    at.errors.push_back(e.what());
+    allRailsDown(at.errors);
+  }
+  ready.clear();
+  for (size_t r = 0; r < n; ++r) {
+    if (round[n + r] == 0 && round[r] == 0) ready.push_back(static_cast<int>(r));
+  }
+  applyControl(std::vector<double>(round.begin() + 2 * n, round.begin() + 4 * n));
+  at.doneEverywhere.assign(n, 0);
+  for (size_t r = 0; r < n; ++r) at.doneEverywhere[r] = static_cast<size_t>(-round[4 * n + r]);
+  at.failed.assign(round.begin(), round.begin() + n);
+}
+
+// Rails that leave the split: which ranks saw each fail themselves (one more round, held only
+// when a rail leaves), then a failover record per rail.
+void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
+  const size_t k = leaving.size();
+  std::vector<double> who(static_cast<size_t>(o.worldSize) * k, 0.0);
+  for (size_t j = 0; j < k; ++j) who[o.rank * k + j] = at.sawHere[leaving[j]];
+  try {
+    mesh->maxReduce(who, 2 * o.progressFloor);
+  } catch (const RailError& e) {
+    at.errors.push_back(e.what());
+    allRailsDown(at.errors);
+  }
+  for (size_t j = 0; j < k; ++j) {
+    std::vector<int> ranks;
+    for (int p = 0; p < o.worldSize; ++p) {
+      if (who[p * k + j] > 0) ranks.push_back(p);
+    }
+    recordFailover(leaving[j], at.errors[leaving[j]], ranks);
+  }
+}
+
+Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
+  Outcome out;
+  out.secs.assign(rails.size(), 0.0);
+  const size_t n = rails.size();
   std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
   while (!todo.empty()) {
-    std::vector<TaskHandle> handles(todo.size());
-    std::chrono::milliseconds longest = o.progressFloor;
-    for (size_t i = 0; i < todo.size(); ++i) {
-      const Slice s = todo[i];
-      const double predicted = sched->predictSeconds(s.rail, s.count * plan.unitBytes);
-      // Deadline from the split table's prediction with a floor, so a slow rail is not taken
-      // for a dead one.
-      const auto deadline = std::max(
-          o.progressFloor,
-          std::chrono::milliseconds(static_cast<int64_t>(4000 * std::min(predicted, 1e6))));
-      longest = std::max(longest, deadline);
-      workers[s.rail]->submit(
-          [&, s, deadline] {
-            Channel& ch = *channels[s.rail];
-            ch.setProgressTimeout(deadline);
-            ch.setPeersStillComing(peersBehind);
-            fn(ch, scratch[s.rail], s);
-          },
-          &handles[i]);
-    }
-    std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
-    std::vector<double> failed(n, 0.0);
-    std::vector<std::string> errors(n);
-    std::vector<size_t> leadingDone(n, 0);  // per rail: chunks done here before any failed
-    for (size_t i = 0; i < todo.size(); ++i) {
-      const int r = todo[i].rail;
-      try {
-        handles[i].wait();
-        out.secs[r] += handles[i].seconds();
-        if (failed[r] == 0) ++leadingDone[r];
-      } catch (const RailError& e) {
-        if (failed[r] == 0) errors[r] = railError(r, e.what());
-        failed[r] = 1;
-      } catch (...) {
-        if (!bug) bug = std::current_exception();
-      }
-    }
-    if (bug) {
-      for (auto& ch : channels) ch->abort();
-      if (failure.empty()) failure = "an internal error";
-      std::rethrow_exception(bug);
-    }
+    Attempt at = runAttempt(plan, todo, fn, out);
     if (!o.failover) {
       for (size_t r = 0; r < n; ++r) {
-        if (failed[r] > 0) failStop(RailError(static_cast<int>(r), errors[r]));
+        if (at.failed[r] > 0) failStop(RailError(static_cast<int>(r), at.errors[r]));
       }
       out.done = todo;
       return out;
     }
-    for (size_t r = 0; r < n; ++r) {
-      const int ri = static_cast<int>(r);
-      // A rail whose link is known down (here or on a peer) leaves now even if this operation
-      // did not use it, so the next one is not planned onto it.
-      if (failed[r] == 0 && sched->alive()[r] &&
-          (linkDown[r]->load() || reportedDownBy[r]->load() > 0)) {
-        failed[r] = 1;
-        errors[r] = railError(ri, "");
-      }
-      if (failed[r] > 0) shutRail(ri);
-    }
+    flagKnownDownRails(at);
     // With every link of this rank down nobody can be reached: no round to wait for.
     if (std::all_of(linkDown.begin(), linkDown.end(), [](const auto& d) { return d->load(); })) {
-      allRailsDown(errors);
+      allRailsDown(at.errors);
     }
-    // The round's vector, per rail: [failed | not ready to re-admit | drain asked | restore
-    // asked | -chunks done]. Drain/restore come from this rank's control endpoint; the max of
-    // -done is minus the number of leading chunks finished on every rank.
-    failed.resize(5 * n, 1.0);
-    for (size_t r = 0; r < n; ++r) {
-      failed[4 * n + r] = -static_cast<double>(leadingDone[r]);
-      const int req = controlRequest[r]->load();
-      failed[2 * n + r] = req == kDrain ? 1.0 : 0.0;
-      failed[3 * n + r] = req == kRestore ? 1.0 : 0.0;
-      if (!sched->alive()[r] && !drained[r] && !readmitting && readyLocally(static_cast<int>(r))) {
-        failed[n + r] = 0;
-      }
-    }
-    // Saw it here: own link down, or a slice failed for a reason other than a peer's notice.
-    std::vector<double> sawHere(n, 0.0);
-    for (size_t r = 0; r < n; ++r) {
-      sawHere[r] = linkDown[r]->load() || (failed[r] > 0 && reportedDownBy[r]->load() == 0);
-    }
-    try {
-      // Peers still blocked on a silent rail reach the round up to their longest deadline late.
-      mesh->maxReduce(failed, longest + 2 * o.progressFloor);
-    } catch (const RailError& e) {
-      errors.push_back(e.what());
-      allRailsDown(errors);
-    }
-    ready.clear();
-    for (size_t r = 0; r < n; ++r) {
-      if (failed[n + r] == 0 && failed[r] == 0) ready.push_back(static_cast<int>(r));
-    }
-    applyControl(std::vector<double>(failed.begin() + 2 * n, failed.begin() + 4 * n));
-    std::vector<size_t> doneEverywhere(n);
-    for (size_t r = 0; r < n; ++r) doneEverywhere[r] = static_cast<size_t>(-failed[4 * n + r]);
-    failed.resize(n);
+    agreeOnAttempt(at);
+    // Chunks on unflagged rails, and a flagged rail's leading chunks done on every rank, stand.
     std::vector<Slice> redo;
     std::vector<size_t> index(n, 0);  // chunk's position on its rail
     for (const Slice& s : todo) {
-      const bool stands = failed[s.rail] == 0 || index[s.rail]++ < doneEverywhere[s.rail];
+      const bool stands = at.failed[s.rail] == 0 || index[s.rail]++ < at.doneEverywhere[s.rail];
       (stands ? out.done : redo).push_back(s);
     }
     std::vector<bool> alive = sched->alive();
     std::vector<int> leaving;
     for (size_t r = 0; r < n; ++r) {
-      if (failed[r] == 0 || !alive[r]) continue;
+      if (at.failed[r] == 0 || !alive[r]) continue;
       alive[r] = false;
       leaving.push_back(static_cast<int>(r));
       shutRail(static_cast<int>(r));
     }
-    const bool changed = !leaving.empty();
-    if (changed) {
-      // Which ranks saw each leaving rail fail themselves: one more round, only on a failover.
-      const size_t k = leaving.size();
-      std::vector<double> who(static_cast<size_t>(o.worldSize) * k, 0.0);
-      for (size_t j = 0; j < k; ++j) who[o.rank * k + j] = sawHere[leaving[j]];
-      try {
-        mesh->maxReduce(who, 2 * o.progressFloor);
-      } catch (const RailError& e) {
-        errors.push_back(e.what());
-        allRailsDown(errors);
-      }
-      for (size_t j = 0; j < k; ++j) {
-        std::vector<int> ranks;
-        for (int p = 0; p < o.worldSize; ++p) {
-          if (who[p * k + j] > 0) ranks.push_back(p);
-        }
-        recordFailover(leaving[j], errors[leaving[j]], ranks);
-      }
-    }
-    if (!changed && redo.empty()) break;
+    if (!leaving.empty()) retireRails(leaving, at);
+    if (leaving.empty() && redo.empty()) break;
     if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) {
-      allRailsDown(errors);
+      allRailsDown(at.errors);
     }
     sched->setAlive(alive);
     if (redo.empty()) break;
