@@ -115,38 +115,23 @@ void TcpChannel::fail(const std::string& what) {
   throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, "): ", what));
 }
 
-namespace {
-// A contiguous piece of one IoOp carried by one stream.
-struct Part {
-  IoOp* op;
-  size_t offset;  // within op->buf
-  size_t len;
-  size_t done = 0;
-  size_t reported = 0;         // bytes delivered (passed to onRecv when there is one)
-  const Part* gate = nullptr;  // sends: may not pass gate->reported
-};
-// Parts queued on one (peer, stream, direction); served strictly in order.
-struct Queue {
-  int fd = -1;
-  int peer = -1;
-  bool send = false;
-  std::vector<Part> parts;
-  size_t cursor = 0;
-  bool pending() const { return cursor < parts.size(); }
-  // A send whose head part waits for its gate cannot progress by itself.
-  bool gated() const {
-    if (!send || !pending()) return false;
-    const Part& p = parts[cursor];
-    return p.gate != nullptr && p.done >= p.gate->reported;
-  }
-};
-}  // namespace
-
 void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
-  const size_t nq = static_cast<size_t>(size_) * nstreams_ * 2;
-  std::vector<Queue> queues(nq);
-  size_t pendingQueues = 0;
+  StreamQueues sq = queueOps(ops);
+  Progress progress;
+  progress.last = Clock::now();
+  while (sq.pending > 0) {
+    for (StreamQueue& q : sq.queues) {
+      if (q.pending()) pump(q, sq.pending);
+    }
+    if (sq.pending == 0) break;
+    waitForProgress(sq, progress);
+  }
+}
+
+StreamQueues TcpChannel::queueOps(std::vector<IoOp>& ops) const {
+  StreamQueues sq;
+  sq.queues.resize(static_cast<size_t>(size_) * nstreams_ * 2);
   // Where each op's per-stream parts live: (queue, index) or (-1, -1) for an empty part.
   std::vector<std::vector<std::pair<long, long>>> where(ops.size());
   for (size_t oi = 0; oi < ops.size(); ++oi) {
@@ -162,13 +147,13 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
       size_t end = units * (s + 1) / nstreams_ * op.align;
       if (end == begin) continue;
       size_t qi = (static_cast<size_t>(op.peer) * nstreams_ + s) * 2 + (op.kind == IoOp::kSend);
-      Queue& q = queues[qi];
-      if (!q.pending()) ++pendingQueues;
+      StreamQueue& q = sq.queues[qi];
+      if (!q.pending()) ++sq.pending;
       q.fd = fdOf(op.peer, s);
       q.peer = op.peer;
       q.send = op.kind == IoOp::kSend;
       where[oi][s] = {static_cast<long>(qi), static_cast<long>(q.parts.size())};
-      q.parts.push_back(Part{&op, begin, end - begin});
+      q.parts.push_back(StreamPart{&op, begin, end - begin});
     }
   }
   // Resolve forwarding gates now that the part vectors no longer move.
@@ -183,91 +168,84 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
       auto [qi, pi] = where[oi][s];
       if (qi < 0) continue;
       auto [gq, gp] = where[gi][s];
-      queues[qi].parts[pi].gate = &queues[gq].parts[gp];
+      sq.queues[qi].parts[pi].gate = &sq.queues[gq].parts[gp];
     }
   }
+  return sq;
+}
 
-  // Moves as many bytes as the socket takes without blocking.
-  auto pump = [&](Queue& q) {
-    while (q.pending()) {
-      Part& part = q.parts[q.cursor];
-      char* base = static_cast<char*>(part.op->buf) + part.offset;
-      ssize_t n;
-      if (q.send) {
-        size_t limit = part.gate ? part.gate->reported : part.len;
-        if (part.done >= limit) break;  // waiting for the data it forwards
-        n = ::send(q.fd, base + part.done, limit - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      } else {
-        n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
-        if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
-      }
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-        fail(strCat(q.send ? "send to" : "receive from", " rank ", q.peer, ": ",
-                    std::strerror(errno)));
-      }
-      part.done += static_cast<size_t>(n);
-      if (!q.send) {
-        size_t whole = part.done / part.op->align * part.op->align;
-        if (whole > part.reported) {
-          if (part.op->onRecv) part.op->onRecv(part.offset + part.reported, whole - part.reported);
-          part.reported = whole;
-        }
-      }
-      if (part.done == part.len) {
-        ++q.cursor;
-        if (!q.pending()) --pendingQueues;
-      } else if (q.send && part.gate == nullptr) {
-        break;  // socket buffer full
+// Moves as many bytes as the socket takes without blocking.
+void TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
+  while (q.pending()) {
+    StreamPart& part = q.parts[q.cursor];
+    char* base = static_cast<char*>(part.op->buf) + part.offset;
+    ssize_t n;
+    if (q.send) {
+      size_t limit = part.gate ? part.gate->reported : part.len;
+      if (part.done >= limit) break;  // waiting for the data it forwards
+      n = ::send(q.fd, base + part.done, limit - part.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
+      if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      fail(strCat(q.send ? "send to" : "receive from", " rank ", q.peer, ": ",
+                  std::strerror(errno)));
+    }
+    part.done += static_cast<size_t>(n);
+    if (!q.send) {
+      size_t whole = part.done / part.op->align * part.op->align;
+      if (whole > part.reported) {
+        if (part.op->onRecv) part.op->onRecv(part.offset + part.reported, whole - part.reported);
+        part.reported = whole;
       }
     }
-  };
+    if (part.done == part.len) {
+      ++q.cursor;
+      if (!q.pending()) --pendingQueues;
+    } else if (q.send && part.gate == nullptr) {
+      break;  // socket buffer full
+    }
+  }
+}
 
+// Sleeps in poll() until a queue can move. No progress within the progress timeout fails the
+// rail, unless a peer has not reached this operation yet (then the silence is the peer's).
+void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
   const std::chrono::milliseconds timeout =
       progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
   std::vector<struct pollfd> pfds;
-  std::vector<Queue*> owners;
-  auto lastProgress = Clock::now();
-  bool waitedForPeer = false;
-  while (pendingQueues > 0) {
-    for (Queue& q : queues) {
-      if (q.pending()) pump(q);
+  std::vector<const StreamQueue*> owners;
+  for (const StreamQueue& q : sq.queues) {
+    if (!q.pending() || q.gated()) continue;  // a gated send wakes through its receive
+    pfds.push_back({q.fd, static_cast<short>(q.send ? POLLOUT : POLLIN), 0});
+    owners.push_back(&q);
+  }
+  // A gated send's receive is always pending while it waits, so this means ops were matched
+  // wrongly by the algorithm.
+  NEZHA_ENFORCE(!pfds.empty(), "exchange deadlock: only forwarding sends remain");
+  int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
+  if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
+  if (n != 0) {
+    if (n > 0) progress.last = Clock::now();
+    return;
+  }
+  if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
+    // A peer still on its way to this operation is not the rail's fault; once it arrived it
+    // gets one full deadline of its own before silence counts against the rail.
+    if (peersStillComing_()) {
+      progress.waitedForPeer = true;
+      return;
     }
-    if (pendingQueues == 0) break;
-    pfds.clear();
-    owners.clear();
-    bool gatedOnly = true;
-    for (Queue& q : queues) {
-      if (!q.pending()) continue;
-      if (q.gated()) continue;  // wakes up through the receive it forwards
-      gatedOnly = false;
-      pfds.push_back({q.fd, static_cast<short>(q.send ? POLLOUT : POLLIN), 0});
-      owners.push_back(&q);
-    }
-    // A gated send's receive is always pending while it waits, so this means ops were
-    // matched wrongly by the algorithm.
-    NEZHA_ENFORCE(!gatedOnly, "exchange deadlock: only forwarding sends remain");
-    int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
-    if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
-    if (n > 0) lastProgress = Clock::now();
-    if (n == 0 && Clock::now() - lastProgress < ioTimeout_ && peersStillComing_) {
-      // A peer still on its way to this operation is not the rail's fault; once it arrived it
-      // gets one full deadline of its own before silence counts against the rail.
-      if (peersStillComing_()) {
-        waitedForPeer = true;
-        continue;
-      }
-      if (waitedForPeer) {
-        waitedForPeer = false;
-        continue;
-      }
-    }
-    if (n == 0) {
-      std::ostringstream waiting;
-      for (Queue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
-      fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
+    if (progress.waitedForPeer) {
+      progress.waitedForPeer = false;
+      return;
     }
   }
+  std::ostringstream waiting;
+  for (const StreamQueue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
+  fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
 }
 
 }  // namespace nezha

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
+#include "transport/tcp/stream_queue.h"
 #include "transport/transport.h"
 #include "util/socket.h"
 
@@ -37,6 +38,13 @@ class TcpChannel : public Transport {
   void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
 
  private:
+  struct Progress {
+    Clock::time_point last;      // last time any socket moved
+    bool waitedForPeer = false;  // the last timeout was a peer still on its way
+  };
+  StreamQueues queueOps(std::vector<IoOp>& ops) const;
+  void pump(StreamQueue& q, size_t& pendingQueues);
+  void waitForProgress(const StreamQueues& sq, Progress& progress);
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
   [[noreturn]] void fail(const std::string& what);
