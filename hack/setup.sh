@@ -13,6 +13,7 @@ log() { echo "setup: $*" >&2; }
 # never mirrors.
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config googletest libgtest-dev  # runtime (C++)
+  nlohmann-json3-dev                                                    # runtime JSON (header-only)
   clang-format shellcheck                                               # make lint
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
   libgloo-dev                                                           # Gloo baseline in benches

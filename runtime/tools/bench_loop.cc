@@ -67,66 +67,66 @@ int runLoop(Communicator& c, const BenchArgs& a) {
 
   if (rank == 0 && !a.trace.empty()) {
     Json root = Json::object();
-    root.set("tool", "nezha-bench");
-    root.set("mode", "loop");
-    root.set("bytes", static_cast<double>(count * 4));
-    root.set("world_size", world);
-    root.set("policy", toString(c.options().policy));
+    root["tool"] = "nezha-bench";
+    root["mode"] = "loop";
+    root["bytes"] = count * 4;
+    root["world_size"] = world;
+    root["policy"] = toString(c.options().policy);
     Json rails = Json::array();
-    for (const auto& r : c.rails()) rails.push(Json(r.name));
-    root.set("rails", rails);
-    root.set("start_unix", start);
-    root.set("completed", static_cast<double>(ops.size()));
-    root.set("check", anyWrong > 0 ? "failed" : "ok");
+    for (const auto& r : c.rails()) rails.push_back(Json(r.name));
+    root["rails"] = rails;
+    root["start_unix"] = start;
+    root["completed"] = ops.size();
+    root["check"] = anyWrong > 0 ? "failed" : "ok";
     // ops stays [end_unix, duration_us] (the shared contract); per-op detail is parallel.
     Json list = Json::array(), splits = Json::array(), replayed = Json::array();
     for (const OpRecord& o : ops) {
       Json pair = Json::array();
-      pair.push(Json(o.endUnix));
-      pair.push(Json(o.durationUs));
-      list.push(pair);
+      pair.push_back(Json(o.endUnix));
+      pair.push_back(Json(o.durationUs));
+      list.push_back(pair);
       Json sp = Json::array();
       for (const auto& r : c.rails()) {
         auto it = o.split.find(r.name);
-        sp.push(Json(it == o.split.end() ? 0.0 : it->second));
+        sp.push_back(Json(it == o.split.end() ? 0.0 : it->second));
       }
-      splits.push(sp);
-      replayed.push(Json(o.replayed));
+      splits.push_back(sp);
+      replayed.push_back(Json(o.replayed));
     }
-    root.set("ops", list);
-    root.set("op_split", splits);  // per op: share of each rail, in "rails" order
-    root.set("op_replayed", replayed);
+    root["ops"] = list;
+    root["op_split"] = splits;  // per op: share of each rail, in "rails" order
+    root["op_replayed"] = replayed;
     auto events = [](const std::vector<FailoverEvent>& evs) {
       Json arr = Json::array();
       for (const FailoverEvent& f : evs) {
         Json e = Json::object();
-        e.set("op", static_cast<double>(f.op));
-        e.set("rail", f.rail);
-        e.set("t_unix", f.unixSeconds);
-        e.set("stall_s", f.stallSeconds);
-        e.set("local_error", f.localError);
+        e["op"] = f.op;
+        e["rail"] = f.rail;
+        e["t_unix"] = f.unixSeconds;
+        e["stall_s"] = f.stallSeconds;
+        e["local_error"] = f.localError;
         Json ranks = Json::array();
-        for (int r : f.ranks) ranks.push(r);
-        e.set("ranks", ranks);
-        arr.push(e);
+        for (int r : f.ranks) ranks.push_back(r);
+        e["ranks"] = ranks;
+        arr.push_back(e);
       }
       return arr;
     };
-    root.set("failovers", events(c.metrics().failovers));
-    root.set("readmissions", events(c.metrics().readmissions));
+    root["failovers"] = events(c.metrics().failovers);
+    root["readmissions"] = events(c.metrics().readmissions);
     Json states = Json::object();
-    for (const auto& [name, m] : c.metrics().rails) states.set(name, m.alive ? "up" : "failed");
-    root.set("rail_states", states);
+    for (const auto& [name, m] : c.metrics().rails) states[name] = m.alive ? "up" : "failed";
+    root["rail_states"] = states;
     if (error.empty()) {
-      root.set("error", Json());
+      root["error"] = Json();
     } else {
       Json e = Json::object();
-      e.set("t_unix", errorUnix);
-      e.set("message", error);
-      root.set("error", e);
+      e["t_unix"] = errorUnix;
+      e["message"] = error;
+      root["error"] = e;
     }
     std::ofstream f(a.trace);
-    f << root.dump() << "\n";
+    f << dumpJson(root, 2) << "\n";
     if (!f) {
       std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.trace.c_str());
       return 3;

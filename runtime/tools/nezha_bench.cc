@@ -26,6 +26,7 @@ const char kUsage[] =
     "NEZHA_RENDEZVOUS, NEZHA_JOB_TOKEN, NEZHA_POLICY (see runtime/README.md).\n"
     "Exit codes: 0 ok, 1 --check found wrong results, 2 bad arguments/config, 3 runtime error.\n";
 
+using nezha::dumpJson;
 using nezha::Json;
 using nezha::OpKind;
 namespace tools = nezha::tools;
@@ -160,54 +161,54 @@ int run(int argc, char** argv) {
 
   if (rank == 0 && !a.json.empty()) {
     Json root = Json::object();
-    root.set("tool", "nezha-bench");
-    root.set("op", nezha::toString(a.op));
-    root.set("dtype", nezha::toString(a.dtype));
-    root.set("reduce", nezha::toString(a.reduce));
-    root.set("world_size", world);
-    root.set("policy", nezha::toString(c.options().policy));
-    root.set("cold_threshold", static_cast<double>(c.coldThreshold()));
+    root["tool"] = "nezha-bench";
+    root["op"] = nezha::toString(a.op);
+    root["dtype"] = nezha::toString(a.dtype);
+    root["reduce"] = nezha::toString(a.reduce);
+    root["world_size"] = world;
+    root["policy"] = nezha::toString(c.options().policy);
+    root["cold_threshold"] = c.coldThreshold();
     Json rails = Json::array();
     for (const auto& r : c.rails()) {
       Json j = Json::object();
-      j.set("name", r.name);
-      j.set("iface", r.iface);
-      j.set("transport", r.transport);
-      j.set("address", r.address);
-      j.set("probe_latency_us", r.latencySeconds * 1e6);
-      j.set("probe_bandwidth_bytes_per_s", r.bandwidthBytesPerSecond);
-      rails.push(j);
+      j["name"] = r.name;
+      j["iface"] = r.iface;
+      j["transport"] = r.transport;
+      j["address"] = r.address;
+      j["probe_latency_us"] = r.latencySeconds * 1e6;
+      j["probe_bandwidth_bytes_per_s"] = r.bandwidthBytesPerSecond;
+      rails.push_back(j);
     }
-    root.set("rails", rails);
+    root["rails"] = rails;
     struct utsname u;
     uname(&u);
     Json host = Json::object();
-    host.set("cpus", static_cast<int>(std::thread::hardware_concurrency()));
-    host.set("kernel", std::string(u.release));
-    root.set("host", host);
-    root.set("warmup", a.warmup);
-    root.set("iters", a.iters);
+    host["cpus"] = static_cast<int>(std::thread::hardware_concurrency());
+    host["kernel"] = std::string(u.release);
+    root["host"] = host;
+    root["warmup"] = a.warmup;
+    root["iters"] = a.iters;
     Json results = Json::array();
     for (const Row& r : rows) {
       Json j = Json::object();
-      j.set("bytes", static_cast<double>(r.bytes));
-      j.set("count", static_cast<double>(r.count));
-      j.set("time_us", r.timeUs);
-      j.set("algbw_gbps", r.algbw);
-      j.set("busbw_gbps", r.busbw);
-      j.set("hot", r.report.hot);
+      j["bytes"] = r.bytes;
+      j["count"] = r.count;
+      j["time_us"] = r.timeUs;
+      j["algbw_gbps"] = r.algbw;
+      j["busbw_gbps"] = r.busbw;
+      j["hot"] = r.report.hot;
       Json split = Json::object();
-      for (const auto& [name, ratio] : r.report.split) split.set(name, ratio);
-      j.set("split", split);
+      for (const auto& [name, ratio] : r.report.split) split[name] = ratio;
+      j["split"] = split;
       Json rb = Json::object();
-      for (const auto& [name, b] : r.report.railBytes) rb.set(name, static_cast<double>(b));
-      j.set("rail_bytes", rb);
-      j.set("check", r.check);
-      results.push(j);
+      for (const auto& [name, b] : r.report.railBytes) rb[name] = b;
+      j["rail_bytes"] = rb;
+      j["check"] = r.check;
+      results.push_back(j);
     }
-    root.set("results", results);
+    root["results"] = results;
     std::ofstream f(a.json);
-    f << root.dump() << "\n";
+    f << dumpJson(root, 2) << "\n";
     if (!f) {
       std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.json.c_str());
       return 3;

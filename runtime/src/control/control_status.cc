@@ -37,9 +37,9 @@ void Impl::applyControl(const std::vector<double>& agreed) {
 
 void Impl::publish() {
   Json st = Json::object();
-  st.set("rank", o.rank);
-  st.set("world_size", o.worldSize);
-  st.set("ops", static_cast<double>(metrics.ops));
+  st["rank"] = o.rank;
+  st["world_size"] = o.worldSize;
+  st["ops"] = metrics.ops;
   Json rs = Json::array();
   const std::vector<int> openPeers = mesh ? mesh->openPeers() : std::vector<int>{};
   std::string prom = strCat(
@@ -62,16 +62,16 @@ void Impl::publish() {
       state = "probing";  // hold-down passed here; re-enters once every rank agrees
     }
     Json j = Json::object();
-    j.set("name", name);
-    j.set("state", state);
-    j.set("bytes", static_cast<double>(m.bytes));
-    j.set("split", last.split.count(name) ? last.split.at(name) : 0.0);
+    j["name"] = name;
+    j["state"] = state;
+    j["bytes"] = m.bytes;
+    j["split"] = last.split.count(name) ? last.split.at(name) : 0.0;
     // Ranks verified reachable on this rail: this one plus the peers whose control connection
     // on it is open (a cut rail's connections are dropped by TCP_USER_TIMEOUT); none while the
     // rail is failed.
     const bool failed = state == "failed" || state == "probing";
-    j.set("ranks_reachable", failed ? 0 : 1 + (r < openPeers.size() ? openPeers[r] : 0));
-    rs.push(j);
+    j["ranks_reachable"] = failed ? 0 : 1 + (r < openPeers.size() ? openPeers[r] : 0);
+    rs.push_back(j);
     const std::string lbl = strCat("{rail=\"", name, "\"}");
     up += strCat("nezha_rail_up", lbl, " ", alive ? 1 : 0, "\n");
     bytes += strCat("nezha_rail_bytes_total", lbl, " ", m.bytes, "\n");
@@ -79,12 +79,12 @@ void Impl::publish() {
     share += strCat("nezha_rail_split_ratio", lbl, " ",
                     last.split.count(name) ? last.split.at(name) : 0.0, "\n");
   }
-  st.set("rails", rs);
-  st.set("failovers", static_cast<double>(metrics.failovers.size()));
-  st.set("readmissions", static_cast<double>(metrics.readmissions.size()));
-  st.set("replayed_slices", static_cast<double>(metrics.replayedSlices));
+  st["rails"] = rs;
+  st["failovers"] = metrics.failovers.size();
+  st["readmissions"] = metrics.readmissions.size();
+  st["replayed_slices"] = metrics.replayedSlices;
   std::lock_guard<std::mutex> lock(statusMu);
-  statusJson = st.dump();
+  statusJson = dumpJson(st);
   metricsText = prom + up + bytes + secs + share;
 }
 

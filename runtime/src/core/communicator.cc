@@ -117,7 +117,7 @@ int Communicator::controlPort() const { return impl_->control ? impl_->control->
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }
 const OpReport& Communicator::lastReport() const { return impl_->last; }
 const Metrics& Communicator::metrics() const { return impl_->metrics; }
-std::string Communicator::tableJson() const { return impl_->sched->table().toJson().dump(); }
+std::string Communicator::tableJson() const { return dumpJson(impl_->sched->table().toJson(), 2); }
 
 void Communicator::saveTable(const std::string& path) const {
   std::ofstream out(path);

@@ -99,6 +99,7 @@ struct Communicator::Impl {
   void shutRail(int rail);
   void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks);
   [[noreturn]] void allRailsDown(const std::vector<std::string>& errors);
+  std::vector<int> ownLinksDown() const;
   // Called from the watcher / mesh threads.
   void onLinkDown(size_t rail);
   void onLinkUp(size_t rail);

@@ -15,6 +15,7 @@
 
 #include "core/communicator_impl.h"
 #include "core/error.h"
+#include "util/socket.h"
 
 namespace nezha {
 
@@ -73,8 +74,9 @@ void Impl::agree(std::vector<double>& v, std::chrono::milliseconds timeout) {
   try {
     mesh->maxReduce(v, timeout);
   } catch (const RailError& e) {
-    failStop(
-        RailError(-1, strCat("operation ", opCounter ? opCounter - 1 : 0, " failed: ", e.what())));
+    // A round nobody can answer means no rail joins this rank to a peer any more: the same
+    // error, with the same wording, as when a collective's last rail fails.
+    allRailsDown({e.what()});
   } catch (const Error&) {
     for (auto& ch : channels) ch->abort();
     if (failure.empty()) failure = "ranks disagreed";
@@ -158,14 +160,44 @@ void Impl::recordFailover(int rail, const std::string& localError, const std::ve
   }
 }
 
+// Rails whose link this rank sees down now: the watcher's flag, or the carrier read afresh (a
+// link event may still be on its way when a round times out).
+std::vector<int> Impl::ownLinksDown() const {
+  std::vector<int> down;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    const bool carrierLost = !rails[r].iface.empty() && !linkHasCarrier(rails[r].iface);
+    if (linkDown[r]->load() || carrierLost) down.push_back(static_cast<int>(r));
+  }
+  return down;
+}
+
+// Every way of losing the last rail ends here, so every rank reports it in one message family:
+// "operation N failed: no rail left to finish it on (<cause>)". A rank whose own links are all
+// down says so and names them, whichever detector fired first (link event, slice deadline,
+// silent round); a rank that only sees silence names the silent peers and the rails it tried.
 void Impl::allRailsDown(const std::vector<std::string>& errors) {
-  std::string detail;
-  for (const std::string& e : errors) {
-    if (!e.empty()) detail += strCat(detail.empty() ? "" : "; ", e);
+  std::string cause;
+  const std::vector<int> own = ownLinksDown();
+  if (!rails.empty() && own.size() == rails.size()) {
+    for (int r : own) {
+      cause += strCat(cause.empty() ? "" : ", ", rails[r].name, " (", rails[r].iface, ")");
+    }
+    cause = strCat("every link of this rank is down: ", cause);
+  } else {
+    for (const std::string& e : errors) {
+      if (!e.empty()) cause += strCat(cause.empty() ? "" : "; ", e);
+    }
+    std::string tried;
+    for (size_t r = 0; r < rails.size(); ++r) {
+      if (std::find(own.begin(), own.end(), static_cast<int>(r)) == own.end()) {
+        tried += strCat(tried.empty() ? "" : ", ", rails[r].name);
+      }
+    }
+    if (cause.empty()) cause = "every rail failed or was shut";
+    if (!tried.empty()) cause += strCat(" [rails tried: ", tried, "]");
   }
   failStop(RailError(-1, strCat("operation ", opCounter ? opCounter - 1 : 0,
-                                " failed: no rail left to finish it on (",
-                                detail.empty() ? "every rail failed or was shut" : detail, ")")));
+                                " failed: no rail left to finish it on (", cause, ")")));
 }
 
 // One attempt: every slice of `todo` submitted to its rail's thread, then waited for. Rail

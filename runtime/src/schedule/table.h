@@ -60,6 +60,7 @@ class Table {
                         const std::string& what);
 
  private:
+  static void readEntry(Table& t, const Json& entry, const std::string& path);
   std::vector<std::string> rails_;
   std::map<TableKey, TableEntry> entries_;
 };

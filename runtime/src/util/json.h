@@ -1,63 +1,34 @@
-// Minimal JSON value, parser and writer: enough for data-length tables and nezha-bench output
-// without a dependency. Parse errors name the position.
+// JSON for data-length tables, /status and nezha-bench output: nlohmann/json (Debian
+// nlohmann-json3-dev, header-only, so libnezha gains no run-time dependency), plus strict typed
+// reads that name the field in every error ("NEZHA_TABLE=t.json entries[3].ratios.r1: ...").
+// The parser refuses NaN/Infinity literals and numbers that overflow a double; the reads
+// below refuse wrong types, non-finite values, fractions where an integer is wanted and values
+// outside the target type's range.
 #pragma once
 
-#include <map>
-#include <memory>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 namespace nezha {
 
-class Json {
- public:
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Json() = default;
-  Json(bool b) : type_(Type::kBool), bool_(b) {}                                 // NOLINT
-  Json(double d) : type_(Type::kNumber), num_(d) {}                              // NOLINT
-  Json(int i) : type_(Type::kNumber), num_(i) {}                                 // NOLINT
-  Json(long long i) : type_(Type::kNumber), num_(static_cast<double>(i)) {}      // NOLINT
-  Json(unsigned long i) : type_(Type::kNumber), num_(static_cast<double>(i)) {}  // NOLINT
-  Json(const char* s) : type_(Type::kString), str_(s) {}                         // NOLINT
-  Json(std::string s) : type_(Type::kString), str_(std::move(s)) {}              // NOLINT
-  static Json array() {
-    Json j;
-    j.type_ = Type::kArray;
-    return j;
-  }
-  static Json object() {
-    Json j;
-    j.type_ = Type::kObject;
-    return j;
-  }
+// Keeps keys in insertion order, so written files read in a stable, human order.
+using Json = nlohmann::ordered_json;
 
-  Type type() const { return type_; }
-  bool isNull() const { return type_ == Type::kNull; }
-  // Typed accessors throw ConfigError("<context>: expected ...") on mismatch.
-  double number(const std::string& context) const;
-  const std::string& string(const std::string& context) const;
-  bool boolean(const std::string& context) const;
-  const std::vector<Json>& items(const std::string& context) const;
-  const std::map<std::string, Json>& fields(const std::string& context) const;
-  // Object member; throws ConfigError naming the missing key.
-  const Json& at(const std::string& key, const std::string& context) const;
-  bool has(const std::string& key) const;
+// Parses `text` (all of it); throws ConfigError("<what>: <position and reason>").
+Json parseJson(const std::string& text, const std::string& what);
+// Serializes; never throws (bytes that are not UTF-8 are replaced).
+std::string dumpJson(const Json& j, int indent = -1);
 
-  Json& push(Json v);                         // array append
-  Json& set(const std::string& key, Json v);  // object insert (keeps insertion order)
-
-  std::string dump(int indent = 2) const;
-  static Json parse(const std::string& text, const std::string& what);
-
- private:
-  void dumpTo(std::string& out, int indent, int depth) const;
-  Type type_ = Type::kNull;
-  bool bool_ = false;
-  double num_ = 0;
-  std::string str_;
-  std::vector<Json> arr_;
-  std::map<std::string, Json> obj_;
-  std::vector<std::string> order_;  // object keys in insertion order, for stable output
-};
+// Typed reads. `path` names the value for errors.
+const Json& member(const Json& object, const std::string& key, const std::string& path);
+bool hasMember(const Json& object, const std::string& key);
+const Json& arrayValue(const Json& v, const std::string& path);
+const Json& objectValue(const Json& v, const std::string& path);
+const std::string& stringValue(const Json& v, const std::string& path);
+double finiteNumber(const Json& v, const std::string& path);
+// An integral number in [lo, hi] (1e3 counts; 1.5 does not).
+int64_t integerIn(const Json& v, const std::string& path, int64_t lo, int64_t hi);
+uint64_t unsignedUpTo(const Json& v, const std::string& path, uint64_t hi);
 
 }  // namespace nezha
