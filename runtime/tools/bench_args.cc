@@ -1,5 +1,7 @@
 #include "bench_args.h"
 
+#include <getopt.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,57 +12,124 @@
 
 namespace nezha::tools {
 
-bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
-  for (int i = 0; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(usage, stdout);
-      return false;
-    } else if (flag == "--op") {
-      a.op = parseOpKind(value());
+namespace {
+enum Flag {
+  kOp = 256,
+  kDtype,
+  kReduce,
+  kMinBytes,
+  kMaxBytes,
+  kFactor,
+  kWarmup,
+  kIters,
+  kRoot,
+  kCheck,
+  kQuiet,
+  kJson,
+  kLoopSeconds,
+  kTrace
+};
+// --json and --out are the same flag: nezha-bench writes results there, nezha-tune the table.
+const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
+                                      {"op", required_argument, nullptr, kOp},
+                                      {"dtype", required_argument, nullptr, kDtype},
+                                      {"reduce", required_argument, nullptr, kReduce},
+                                      {"min-bytes", required_argument, nullptr, kMinBytes},
+                                      {"max-bytes", required_argument, nullptr, kMaxBytes},
+                                      {"factor", required_argument, nullptr, kFactor},
+                                      {"warmup", required_argument, nullptr, kWarmup},
+                                      {"iters", required_argument, nullptr, kIters},
+                                      {"root", required_argument, nullptr, kRoot},
+                                      {"check", no_argument, nullptr, kCheck},
+                                      {"quiet", no_argument, nullptr, kQuiet},
+                                      {"json", required_argument, nullptr, kJson},
+                                      {"out", required_argument, nullptr, kJson},
+                                      {"loop-seconds", required_argument, nullptr, kLoopSeconds},
+                                      {"trace", required_argument, nullptr, kTrace},
+                                      {nullptr, 0, nullptr, 0}};
+
+double positiveSeconds(const std::string& v, const char* flag, double max) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(d > 0) || d > max) {
+    throw ConfigError(strCat(flag, " ", v, " must be a number of seconds in (0, ", max, "]"));
+  }
+  return d;
+}
+
+void applyFlag(int flag, const std::string& v, BenchArgs& a) {
+  switch (flag) {
+    case kOp:
+      a.op = parseOpKind(v);
       if (a.op == OpKind::kBarrier) throw ConfigError("--op barrier has no size to sweep");
-    } else if (flag == "--dtype") {
-      a.dtype = parseDataType(value());
-    } else if (flag == "--reduce") {
-      a.reduce = parseReduceOp(value());
-    } else if (flag == "--min-bytes") {
-      a.minBytes = parseBytes(value(), "--min-bytes");
-    } else if (flag == "--max-bytes") {
-      a.maxBytes = parseBytes(value(), "--max-bytes");
-    } else if (flag == "--factor") {
-      std::string v = value();
+      return;
+    case kDtype:
+      a.dtype = parseDataType(v);
+      return;
+    case kReduce:
+      a.reduce = parseReduceOp(v);
+      return;
+    case kMinBytes:
+      a.minBytes = parseBytes(v, "--min-bytes");
+      return;
+    case kMaxBytes:
+      a.maxBytes = parseBytes(v, "--max-bytes");
+      return;
+    case kFactor: {
       char* end = nullptr;
       a.factor = std::strtod(v.c_str(), &end);
-      if (*end != '\0' || !(a.factor > 1.0)) throw ConfigError("--factor " + v + " must be > 1");
-    } else if (flag == "--warmup") {
-      a.warmup = static_cast<int>(parseInt(value(), "--warmup", 0, 1000000));
-    } else if (flag == "--iters") {
-      a.iters = static_cast<int>(parseInt(value(), "--iters", 1, 1000000));
-    } else if (flag == "--root") {
-      a.root = static_cast<int>(parseInt(value(), "--root", 0, 1 << 20));
-    } else if (flag == "--check") {
-      a.check = true;
-    } else if (flag == "--quiet") {
-      a.quiet = true;
-    } else if (flag == "--json" || flag == "--out") {
-      a.json = value();
-    } else if (flag == "--loop-seconds") {
-      std::string v = value();
-      char* end = nullptr;
-      a.loopSeconds = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(a.loopSeconds > 0) || a.loopSeconds > 86400) {
-        throw ConfigError("--loop-seconds " + v + " must be a number of seconds in (0, 86400]");
+      if (v.empty() || *end != '\0' || !(a.factor > 1.0) || !(a.factor <= 1024)) {
+        throw ConfigError("--factor " + v + " must be a number in (1, 1024]");
       }
-    } else if (flag == "--trace") {
-      a.trace = value();
-    } else {
-      throw ConfigError("unknown flag " + flag + " (see --help)");
+      return;
     }
+    case kWarmup:
+      a.warmup = static_cast<int>(parseInt(v, "--warmup", 0, 1000000));
+      return;
+    case kIters:
+      a.iters = static_cast<int>(parseInt(v, "--iters", 1, 1000000));
+      return;
+    case kRoot:
+      a.root = static_cast<int>(parseInt(v, "--root", 0, 1 << 20));
+      return;
+    case kCheck:
+      a.check = true;
+      return;
+    case kQuiet:
+      a.quiet = true;
+      return;
+    case kJson:
+      a.json = v;
+      return;
+    case kLoopSeconds:
+      a.loopSeconds = positiveSeconds(v, "--loop-seconds", 86400);
+      return;
+    case kTrace:
+      a.trace = v;
+      return;
   }
+  NEZHA_ENFORCE(false, "unhandled flag ", flag);
+}
+}  // namespace
+
+bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
+  opterr = 0;  // errors become ConfigErrors naming the flag, not getopt's own messages
+  optind = 0;  // 0, not 1: glibc then also resets its scan state (parsing more than once)
+  for (;;) {
+    const int flag = getopt_long(argc, argv, ":h", kLongOptions, nullptr);
+    if (flag == -1) break;
+    if (flag == 'h') {
+      std::fputs(usage, stdout);
+      return false;
+    }
+    // getopt has moved past the offending argument.
+    const std::string arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (flag == ':') throw ConfigError(strCat(arg, " needs a value (see --help)"));
+    if (flag == '?') throw ConfigError(strCat("unknown flag ", arg, " (see --help)"));
+    applyFlag(flag, optarg != nullptr ? optarg : "", a);
+  }
+  if (optind < argc)
+    throw ConfigError(strCat("unexpected argument ", argv[optind], " (see --help)"));
   if (a.minBytes == 0) a.minBytes = 1;
   if (a.maxBytes < a.minBytes) throw ConfigError("--max-bytes is smaller than --min-bytes");
   if (!a.trace.empty() && a.loopSeconds <= 0) throw ConfigError("--trace needs --loop-seconds");

@@ -26,8 +26,9 @@ struct BenchArgs {
   std::string trace;       // loop mode: per-op trace file (rank 0)
 };
 
-// Parses argv (after the program name). Throws ConfigError naming the flag on bad input;
-// returns false if --help was given (usage printed).
+// Parses the whole command line (argv[0] is the program) with getopt_long, so --flag=value and
+// --flag value both work. Throws ConfigError naming the flag on bad input; returns false if
+// --help was given (usage printed on stdout).
 bool parseBenchArgs(int argc, char** argv, BenchArgs& args, const char* usage);
 
 // Sizes min, min*factor, ... <= max.

@@ -67,7 +67,7 @@ std::string splitText(const nezha::OpReport& r) {
 int run(int argc, char** argv) {
   tools::BenchArgs a;
   try {
-    if (!tools::parseBenchArgs(argc - 1, argv + 1, a, kUsage)) return 0;
+    if (!tools::parseBenchArgs(argc, argv, a, kUsage)) return 0;
   } catch (const nezha::Error& e) {
     std::fprintf(stderr, "nezha-bench: %s\n", e.what());
     return 2;

@@ -55,7 +55,7 @@ int run(int argc, char** argv) {
   a.maxBytes = 64 << 20;
   a.warmup = 50;
   a.iters = 10;
-  if (!tools::parseBenchArgs(argc - 1, argv + 1, a, kUsage)) return 0;
+  if (!tools::parseBenchArgs(argc, argv, a, kUsage)) return 0;
   if (a.json.empty()) throw nezha::ConfigError("--out TABLE.json is required");
   nezha::Options opts = nezha::Options::fromEnv();
   if (opts.policy != nezha::Policy::kAdaptive) {
