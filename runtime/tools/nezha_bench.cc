@@ -64,6 +64,130 @@ std::string splitText(const nezha::OpReport& r) {
   return s;
 }
 
+void printHeader(nezha::Communicator& c, const tools::BenchArgs& a) {
+  std::printf("# nezha-bench %s dtype %s reduce %s: %d ranks, policy %s, rails",
+              nezha::toString(a.op), nezha::toString(a.dtype), nezha::toString(a.reduce),
+              c.worldSize(), nezha::toString(c.options().policy));
+  for (const auto& r : c.rails()) {
+    std::printf(" %s=%s(%s,%.0fMB/s)", r.name.c_str(), r.iface.c_str(), r.transport.c_str(),
+                r.bandwidthBytesPerSecond / 1e6);
+  }
+  std::printf(", cold threshold %zu\n", c.coldThreshold());
+  std::printf("%12s %12s %8s %7s %12s %11s %11s  %-24s %s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "split", "check");
+  std::fflush(stdout);
+}
+
+// Warmup, then --iters timed out-of-place operations of one size; with --check every rank
+// verifies the last result and learns whether any rank saw a wrong one.
+Row measureSize(nezha::Communicator& c, const tools::BenchArgs& a, size_t sizeBytes) {
+  const int rank = c.rank(), world = c.worldSize();
+  const size_t es = nezha::dataTypeSize(a.dtype);
+  const size_t count = tools::countFor(a.op, sizeBytes, es, world);
+  const size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
+  const size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
+  std::vector<char> in(inCount * es), out(outCount * es), inout(count * es);
+  tools::fillInput(a.op, a.dtype, a.reduce, rank, a.root,
+                   a.op == OpKind::kBroadcast ? inout.data() : in.data(),
+                   a.op == OpKind::kBroadcast ? count : inCount);
+  for (int i = 0; i < a.warmup; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
+  c.barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < a.iters; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Row row;
+  row.report = c.lastReport();
+  row.bytes = tools::bytesFor(a.op, count, es, world);
+  row.count = count;
+  row.timeUs = secs / a.iters * 1e6;
+  row.algbw = static_cast<double>(row.bytes) / (secs / a.iters) / 1e9;
+  row.busbw = row.algbw * tools::busBandwidthFactor(a.op, world);
+  row.check = "skipped";
+  if (a.check) {
+    const void* result = a.op == OpKind::kBroadcast ? inout.data() : out.data();
+    int64_t bad = static_cast<int64_t>(
+        tools::checkOutput(a.op, a.dtype, a.reduce, rank, world, a.root, result, count));
+    if (bad > 0) {
+      std::fprintf(stderr, "nezha-bench: rank %d: %lld wrong elements at %zu bytes\n", rank,
+                   static_cast<long long>(bad), row.bytes);
+    }
+    c.allreduce(&bad, &bad, 1, nezha::DataType::kInt64, nezha::ReduceOp::kMax);
+    row.check = bad > 0 ? "failed" : "ok";
+  }
+  return row;
+}
+
+void printRow(const tools::BenchArgs& a, const Row& row) {
+  std::string railBytes;
+  for (const auto& [name, b] : row.report.railBytes) {
+    railBytes += (railBytes.empty() ? "" : ",") + name + "=" + std::to_string(b);
+  }
+  std::printf("%12zu %12zu %8s %7s %12.1f %11.3f %11.3f  %-24s %s  [%s]\n", row.bytes, row.count,
+              nezha::toString(a.dtype), nezha::toString(a.reduce), row.timeUs, row.algbw, row.busbw,
+              splitText(row.report).c_str(), row.check.c_str(), railBytes.c_str());
+  std::fflush(stdout);
+}
+
+Json railsJson(nezha::Communicator& c) {
+  Json rails = Json::array();
+  for (const auto& r : c.rails()) {
+    Json j = Json::object();
+    j["name"] = r.name;
+    j["iface"] = r.iface;
+    j["transport"] = r.transport;
+    j["address"] = r.address;
+    j["probe_latency_us"] = r.latencySeconds * 1e6;
+    j["probe_bandwidth_bytes_per_s"] = r.bandwidthBytesPerSecond;
+    rails.push_back(j);
+  }
+  return rails;
+}
+
+Json rowJson(const Row& r) {
+  Json j = Json::object();
+  j["bytes"] = r.bytes;
+  j["count"] = r.count;
+  j["time_us"] = r.timeUs;
+  j["algbw_gbps"] = r.algbw;
+  j["busbw_gbps"] = r.busbw;
+  j["hot"] = r.report.hot;
+  Json split = Json::object();
+  for (const auto& [name, ratio] : r.report.split) split[name] = ratio;
+  j["split"] = split;
+  Json rb = Json::object();
+  for (const auto& [name, b] : r.report.railBytes) rb[name] = b;
+  j["rail_bytes"] = rb;
+  j["check"] = r.check;
+  return j;
+}
+
+// The results file the bench/ harness reads (format in runtime/README.md).
+bool writeJson(nezha::Communicator& c, const tools::BenchArgs& a, const std::vector<Row>& rows) {
+  Json root = Json::object();
+  root["tool"] = "nezha-bench";
+  root["op"] = nezha::toString(a.op);
+  root["dtype"] = nezha::toString(a.dtype);
+  root["reduce"] = nezha::toString(a.reduce);
+  root["world_size"] = c.worldSize();
+  root["policy"] = nezha::toString(c.options().policy);
+  root["cold_threshold"] = c.coldThreshold();
+  root["rails"] = railsJson(c);
+  struct utsname u;
+  uname(&u);
+  Json host = Json::object();
+  host["cpus"] = static_cast<int>(std::thread::hardware_concurrency());
+  host["kernel"] = std::string(u.release);
+  root["host"] = host;
+  root["warmup"] = a.warmup;
+  root["iters"] = a.iters;
+  Json results = Json::array();
+  for (const Row& r : rows) results.push_back(rowJson(r));
+  root["results"] = results;
+  std::ofstream f(a.json);
+  f << dumpJson(root, 2) << "\n";
+  return static_cast<bool>(f);
+}
+
 int run(int argc, char** argv) {
   tools::BenchArgs a;
   try {
@@ -81,138 +205,29 @@ int run(int argc, char** argv) {
   }
   nezha::Communicator& c = *comm;
   if (a.loopSeconds > 0) return tools::runLoop(c, a);
-  const int rank = c.rank(), world = c.worldSize();
-  if (a.root >= world) {
-    std::fprintf(stderr, "nezha-bench: --root %d must be < world size %d\n", a.root, world);
+  if (a.root >= c.worldSize()) {
+    std::fprintf(stderr, "nezha-bench: --root %d must be < world size %d\n", a.root, c.worldSize());
     return 2;
   }
-  const size_t es = nezha::dataTypeSize(a.dtype);
-  const bool progress = rank == 0 && !a.quiet && isatty(STDERR_FILENO);
+  const bool rank0 = c.rank() == 0;
+  const bool progress = rank0 && !a.quiet && isatty(STDERR_FILENO);
+  if (rank0 && !a.quiet) printHeader(c, a);
   std::vector<Row> rows;
   bool anyFailed = false;
-  auto sizes = tools::sizeSweep(a.minBytes, a.maxBytes, a.factor);
-
-  if (rank == 0 && !a.quiet) {
-    std::printf("# nezha-bench %s dtype %s reduce %s: %d ranks, policy %s, rails",
-                nezha::toString(a.op), nezha::toString(a.dtype), nezha::toString(a.reduce), world,
-                nezha::toString(c.options().policy));
-    for (const auto& r : c.rails()) {
-      std::printf(" %s=%s(%s,%.0fMB/s)", r.name.c_str(), r.iface.c_str(), r.transport.c_str(),
-                  r.bandwidthBytesPerSecond / 1e6);
-    }
-    std::printf(", cold threshold %zu\n", c.coldThreshold());
-    std::printf("%12s %12s %8s %7s %12s %11s %11s  %-24s %s\n", "size(B)", "count", "type", "redop",
-                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "split", "check");
-    std::fflush(stdout);
-  }
-
+  const auto sizes = tools::sizeSweep(a.minBytes, a.maxBytes, a.factor);
   for (size_t si = 0; si < sizes.size(); ++si) {
-    const size_t count = tools::countFor(a.op, sizes[si], es, world);
-    const size_t bytes = tools::bytesFor(a.op, count, es, world);
-    const size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
-    const size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
-    std::vector<char> in(inCount * es), out(outCount * es), inout(count * es);
-    tools::fillInput(a.op, a.dtype, a.reduce, rank, a.root,
-                     a.op == OpKind::kBroadcast ? inout.data() : in.data(),
-                     a.op == OpKind::kBroadcast ? count : inCount);
     if (progress) {
-      std::fprintf(stderr, "\r[%zu/%zu] %zu bytes...", si + 1, sizes.size(), bytes);
+      std::fprintf(stderr, "\r[%zu/%zu] %zu bytes...", si + 1, sizes.size(), sizes[si]);
       std::fflush(stderr);
     }
-    for (int i = 0; i < a.warmup; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
-    c.barrier();
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < a.iters; ++i) runOp(c, a, in.data(), out.data(), inout.data(), count);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Row row;
-    row.report = c.lastReport();
-    row.bytes = bytes;
-    row.count = count;
-    row.timeUs = secs / a.iters * 1e6;
-    row.algbw = static_cast<double>(bytes) / (secs / a.iters) / 1e9;
-    row.busbw = row.algbw * tools::busBandwidthFactor(a.op, world);
-    row.check = "skipped";
-    if (a.check) {
-      const void* result = a.op == OpKind::kBroadcast ? inout.data() : out.data();
-      int64_t bad = static_cast<int64_t>(
-          tools::checkOutput(a.op, a.dtype, a.reduce, rank, world, a.root, result, count));
-      if (bad > 0) {
-        std::fprintf(stderr, "nezha-bench: rank %d: %lld wrong elements at %zu bytes\n", rank,
-                     static_cast<long long>(bad), bytes);
-      }
-      // Every rank learns whether any rank saw a wrong result.
-      c.allreduce(&bad, &bad, 1, nezha::DataType::kInt64, nezha::ReduceOp::kMax);
-      row.check = bad > 0 ? "failed" : "ok";
-      anyFailed |= bad > 0;
-    }
-    if (rank == 0 && !a.quiet) {
-      if (progress) std::fprintf(stderr, "\r\033[K");
-      std::string railBytes;
-      for (const auto& [name, b] : row.report.railBytes) {
-        railBytes += (railBytes.empty() ? "" : ",") + name + "=" + std::to_string(b);
-      }
-      std::printf("%12zu %12zu %8s %7s %12.1f %11.3f %11.3f  %-24s %s  [%s]\n", bytes, count,
-                  nezha::toString(a.dtype), nezha::toString(a.reduce), row.timeUs, row.algbw,
-                  row.busbw, splitText(row.report).c_str(), row.check.c_str(), railBytes.c_str());
-      std::fflush(stdout);
-    }
-    rows.push_back(row);
+    rows.push_back(measureSize(c, a, sizes[si]));
+    anyFailed |= rows.back().check == "failed";
+    if (progress) std::fprintf(stderr, "\r\033[K");
+    if (rank0 && !a.quiet) printRow(a, rows.back());
   }
-
-  if (rank == 0 && !a.json.empty()) {
-    Json root = Json::object();
-    root["tool"] = "nezha-bench";
-    root["op"] = nezha::toString(a.op);
-    root["dtype"] = nezha::toString(a.dtype);
-    root["reduce"] = nezha::toString(a.reduce);
-    root["world_size"] = world;
-    root["policy"] = nezha::toString(c.options().policy);
-    root["cold_threshold"] = c.coldThreshold();
-    Json rails = Json::array();
-    for (const auto& r : c.rails()) {
-      Json j = Json::object();
-      j["name"] = r.name;
-      j["iface"] = r.iface;
-      j["transport"] = r.transport;
-      j["address"] = r.address;
-      j["probe_latency_us"] = r.latencySeconds * 1e6;
-      j["probe_bandwidth_bytes_per_s"] = r.bandwidthBytesPerSecond;
-      rails.push_back(j);
-    }
-    root["rails"] = rails;
-    struct utsname u;
-    uname(&u);
-    Json host = Json::object();
-    host["cpus"] = static_cast<int>(std::thread::hardware_concurrency());
-    host["kernel"] = std::string(u.release);
-    root["host"] = host;
-    root["warmup"] = a.warmup;
-    root["iters"] = a.iters;
-    Json results = Json::array();
-    for (const Row& r : rows) {
-      Json j = Json::object();
-      j["bytes"] = r.bytes;
-      j["count"] = r.count;
-      j["time_us"] = r.timeUs;
-      j["algbw_gbps"] = r.algbw;
-      j["busbw_gbps"] = r.busbw;
-      j["hot"] = r.report.hot;
-      Json split = Json::object();
-      for (const auto& [name, ratio] : r.report.split) split[name] = ratio;
-      j["split"] = split;
-      Json rb = Json::object();
-      for (const auto& [name, b] : r.report.railBytes) rb[name] = b;
-      j["rail_bytes"] = rb;
-      j["check"] = r.check;
-      results.push_back(j);
-    }
-    root["results"] = results;
-    std::ofstream f(a.json);
-    f << dumpJson(root, 2) << "\n";
-    if (!f) {
-      std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.json.c_str());
-      return 3;
-    }
+  if (rank0 && !a.json.empty() && !writeJson(c, a, rows)) {
+    std::fprintf(stderr, "nezha-bench: cannot write %s\n", a.json.c_str());
+    return 3;
   }
   return anyFailed ? 1 : 0;
 }

@@ -125,6 +125,9 @@ struct Communicator::Impl {
   std::mutex channelMu;  // channels[r] swap vs. abort from the watcher / mesh threads
   bool readyLocally(int rail) const;
   void readmit(const std::vector<int>& railsReady);
+  std::unique_ptr<Transport> rebuildRail(int rail, std::string& err);
+  void installRail(int rail, std::unique_ptr<Transport> fresh,
+                   std::chrono::steady_clock::time_point t0);
 
   // ---- control endpoint (control_status.cc) ------------------------------------------------
   static constexpr int kDrain = 1, kRestore = 2;

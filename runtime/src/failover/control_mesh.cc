@@ -260,77 +260,103 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
     sent_[round] = frame;  // kept for peers that ask again after this rank moved on
     while (sent_.size() > 3) sent_.erase(sent_.begin());
   }
-  bool everywhere = !sendPrimary(frame);
-  if (everywhere) sendEverywhere(frame, true);
-  const auto start = Clock::now(), deadline = start + timeout;
-  const auto resendAt = start + kResendAfter;
+  RoundChase chase;
+  chase.start = Clock::now();
+  chase.resendAt = chase.start + kResendAfter;
   // Missing peers are asked where they are every quarter of the silence window; one that has
   // not answered anything for the whole window is unreachable.
-  const auto askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
-  auto nextAsk = start + askEvery;
+  chase.askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
+  chase.nextAsk = chase.start + chase.askEvery;
+  chase.everywhere = !sendPrimary(frame);
+  if (chase.everywhere) sendEverywhere(frame, true);
+  const auto deadline = chase.start + timeout;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    auto& slot = inbox_[round];
-    slot.resize(size_);
-    std::string missing, gone, silent;
-    std::vector<int> missingPeers;
-    const int64_t now = nowNs(), silenceNs = silence_.count() * 1000000;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_ || slot[p]) continue;
-      missing += strCat(missing.empty() ? "" : ", ", p);
-      missingPeers.push_back(p);
-      if (!peerReachable(p)) gone += strCat(gone.empty() ? "" : ", ", p);
-      if (Clock::now() - start >= silence_ && now - lastHeard_[p]->load() >= silenceNs) {
-        silent += strCat(silent.empty() ? "" : ", ", p);
-      }
-    }
-    if (!gone.empty())
-      gone = strCat("rank(s) ", gone,
-                    " closed their control connections on every rail (process gone, or every rail "
-                    "between us failed)");
-    if (gone.empty() && !silent.empty()) {
-      gone = strCat(
-          "rank(s) ", silent, " answered nothing for ", silence_.count(),
-          " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
-    }
-    if (missing.empty() || !gone.empty() || Clock::now() >= deadline) {
-      std::vector<std::unique_ptr<std::vector<double>>> got = std::move(slot);
-      inbox_.erase(round);
-      finished_ = round;
-      if (!gone.empty()) throw RailError(-1, strCat("agreement round ", round, ": ", gone));
-      if (!missing.empty()) {
-        throw RailError(-1, strCat("agreement round ", round, ": no word from rank(s) ", missing,
-                                   " within ", timeout.count(), " ms on any rail"));
-      }
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        if (got[p]->size() != values.size()) {
-          throw ConfigError(strCat("agreement round ", round, ": rank ", p, " sent ",
-                                   got[p]->size(), " values, this rank ", values.size(),
-                                   " (ranks called different collectives?)"));
-        }
-        for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], (*got[p])[i]);
-      }
+    const RoundState st = inspectRound(round, chase.start);
+    if (st.missingPeers.empty() || !st.unreachable.empty() || Clock::now() >= deadline) {
+      finishRound(round, st, timeout, values);
       return;
     }
     lock.unlock();
-    const bool firstResend = !everywhere && Clock::now() >= resendAt;
-    if (firstResend) {
-      sendEverywhere(frame, true);
-      everywhere = true;
-    }
-    if (firstResend || Clock::now() >= nextAsk) {
-      const std::string again = encodeFrame(kResend, 0, round, {});
-      for (int p : missingPeers) sendEverywhere(again, false, p);
-    }
-    if (Clock::now() >= nextAsk) {
-      ask(missingPeers, opsStarted_.load());
-      nextAsk = Clock::now() + askEvery;
-    }
-    const auto until = std::min(deadline, everywhere ? nextAsk : std::min(nextAsk, resendAt));
+    chaseMissing(round, frame, st.missingPeers, chase);
+    const auto until = std::min(
+        deadline, chase.everywhere ? chase.nextAsk : std::min(chase.nextAsk, chase.resendAt));
     readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),
                      std::chrono::microseconds(0)));
     lock.lock();
+  }
+}
+
+// mu_ held. Who has not sent this round yet, and whether any of them is known unreachable: its
+// control connections closed on every rail, or nothing heard from it for the silence window.
+ControlMesh::RoundState ControlMesh::inspectRound(uint64_t round, Clock::time_point start) {
+  auto& slot = inbox_[round];
+  slot.resize(size_);
+  RoundState st;
+  std::string gone, silent;
+  const int64_t now = nowNs(), silenceNs = silence_.count() * 1000000;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || slot[p]) continue;
+    st.missing += strCat(st.missing.empty() ? "" : ", ", p);
+    st.missingPeers.push_back(p);
+    if (!peerReachable(p)) gone += strCat(gone.empty() ? "" : ", ", p);
+    if (Clock::now() - start >= silence_ && now - lastHeard_[p]->load() >= silenceNs) {
+      silent += strCat(silent.empty() ? "" : ", ", p);
+    }
+  }
+  if (!gone.empty()) {
+    st.unreachable = strCat("rank(s) ", gone,
+                            " closed their control connections on every rail (process gone, or "
+                            "every rail between us failed)");
+  } else if (!silent.empty()) {
+    st.unreachable =
+        strCat("rank(s) ", silent, " answered nothing for ", silence_.count(),
+               " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
+  }
+  return st;
+}
+
+// mu_ held. Ends the round: a clear RailError if a peer is unreachable or late past the
+// timeout, else the element-wise max of every rank's values.
+void ControlMesh::finishRound(uint64_t round, const RoundState& st,
+                              std::chrono::milliseconds timeout, std::vector<double>& values) {
+  std::vector<std::unique_ptr<std::vector<double>>> got = std::move(inbox_[round]);
+  inbox_.erase(round);
+  finished_ = round;
+  if (!st.unreachable.empty()) {
+    throw RailError(-1, strCat("agreement round ", round, ": ", st.unreachable));
+  }
+  if (!st.missingPeers.empty()) {
+    throw RailError(-1, strCat("agreement round ", round, ": no word from rank(s) ", st.missing,
+                               " within ", timeout.count(), " ms on any rail"));
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (got[p]->size() != values.size()) {
+      throw ConfigError(strCat("agreement round ", round, ": rank ", p, " sent ", got[p]->size(),
+                               " values, this rank ", values.size(),
+                               " (ranks called different collectives?)"));
+    }
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], (*got[p])[i]);
+  }
+}
+
+// mu_ not held. After kResendAfter the round goes out on every rail; missing peers are asked to
+// send their copy again (RESEND) and where they are, every quarter of the silence window.
+void ControlMesh::chaseMissing(uint64_t round, const std::string& frame,
+                               const std::vector<int>& missingPeers, RoundChase& chase) {
+  const bool firstResend = !chase.everywhere && Clock::now() >= chase.resendAt;
+  if (firstResend) {
+    sendEverywhere(frame, true);
+    chase.everywhere = true;
+  }
+  if (firstResend || Clock::now() >= chase.nextAsk) {
+    const std::string again = encodeFrame(kResend, 0, round, {});
+    for (int p : missingPeers) sendEverywhere(again, false, p);
+  }
+  if (Clock::now() >= chase.nextAsk) {
+    ask(missingPeers, opsStarted_.load());
+    chase.nextAsk = Clock::now() + chase.askEvery;
   }
 }
 

@@ -78,6 +78,22 @@ class ControlMesh {
   void readFrom(Conn& c);  // readMu_ held
   // Reads whatever arrives on open connections within `wait` (readMu_ held).
   void readFor(std::chrono::microseconds wait);
+  // One agreement round, in the steps maxReduce takes.
+  struct RoundState {
+    std::vector<int> missingPeers;  // have not sent this round yet
+    std::string missing;            // the same, as text
+    std::string unreachable;        // why a missing peer cannot answer; empty = keep waiting
+  };
+  struct RoundChase {
+    Clock::time_point start, resendAt, nextAsk;
+    std::chrono::milliseconds askEvery{1};
+    bool everywhere = false;  // the round already went out on every rail
+  };
+  RoundState inspectRound(uint64_t round, Clock::time_point start);
+  void finishRound(uint64_t round, const RoundState& st, std::chrono::milliseconds timeout,
+                   std::vector<double>& values);
+  void chaseMissing(uint64_t round, const std::string& frame, const std::vector<int>& missingPeers,
+                    RoundChase& chase);
   void dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t seq,
                 const std::string& payload);
   // Sends `frame` on every open connection (to `onlyPeer` alone when >= 0). With mustReachAll,
