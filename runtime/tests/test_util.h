@@ -14,6 +14,10 @@
 
 namespace nezha::testing {
 
+// 32 random bytes, hex-encoded: the shape of a real job token (shorter ones are refused).
+inline constexpr char kTestToken[] =
+    "9f2c1e7a4b6d8f0312a5c7e9b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9";
+
 inline std::vector<RailSpec> loopbackRails(int n) {
   std::vector<RailSpec> rails;
   for (int i = 0; i < n; ++i) {
@@ -28,7 +32,7 @@ inline std::vector<Options> jobOptions(int ranks, int rails,
   Options base;
   base.worldSize = ranks;
   base.rails = loopbackRails(rails);
-  base.jobToken = "test-token";
+  base.jobToken = kTestToken;
   base.rendezvousHost = "localhost";  // exercises name resolution
   base.rendezvousPort = 0;
   base.rendezvousTimeout = std::chrono::milliseconds(20000);

@@ -50,32 +50,27 @@ void authenticateAsClient(int fd, const std::string& token, const std::string& p
   }
 }
 
-std::string authenticateClient(int fd, const std::string& token, Deadline deadline, int rail) {
-  std::string hello = recvFrame(fd, deadline, rail);
+std::string ServerHandshake::onHello(const std::string& hello) {
   WireReader r(hello, "auth hello");
   if (r.str(16) != kMagic) throw AuthError("connection did not start with the nezha handshake");
-  std::string purpose = r.str(512);
-  std::string nc = r.str(kNonce);
+  purpose_ = r.str(512);
+  nc_ = r.str(kNonce);
   r.finish();
-  if (nc.size() != kNonce) throw AuthError("client sent a short nonce");
+  if (nc_.size() != kNonce) throw AuthError("client sent a short nonce");
+  ns_.assign(kNonce, '\0');
+  randomBytes(ns_.data(), ns_.size());
+  Digest m = mac(token_, "server", purpose_, nc_, ns_);
+  return WireWriter().str(ns_).bytes(m.data(), m.size()).data();
+}
 
-  std::string ns(kNonce, '\0');
-  randomBytes(ns.data(), ns.size());
-  Digest m = mac(token, "server", purpose, nc, ns);
-  sendFrame(fd, WireWriter().str(ns).bytes(m.data(), m.size()).data(), deadline, rail);
-
-  std::string proof = recvFrame(fd, deadline, rail, 64);
+std::string ServerHandshake::onProof(const std::string& proof, bool& accepted) {
   Digest got{};
-  bool ok = proof.size() == got.size();
-  if (ok) {
+  accepted = proof.size() == got.size() && !ns_.empty();
+  if (accepted) {
     std::copy(proof.begin(), proof.end(), got.begin());
-    ok = constantTimeEqual(got, mac(token, "client", purpose, ns, nc));
+    accepted = constantTimeEqual(got, mac(token_, "client", purpose_, ns_, nc_));
   }
-  sendFrame(fd, std::string(1, ok ? '\1' : '\0'), deadline, rail);
-  if (!ok) {
-    throw AuthError(strCat("refused a client (\"", purpose, "\"): wrong NEZHA_JOB_TOKEN proof"));
-  }
-  return purpose;
+  return std::string(1, accepted ? '\1' : '\0');
 }
 
 }  // namespace nezha

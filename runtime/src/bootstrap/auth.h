@@ -19,8 +19,22 @@ namespace nezha {
 void authenticateAsClient(int fd, const std::string& token, const std::string& purpose,
                           Deadline deadline, int rail, const std::string& peerName);
 
-// Server side. Returns the client's purpose string after a successful proof; throws AuthError
-// (after telling the client it was refused) if the proof fails.
-std::string authenticateClient(int fd, const std::string& token, Deadline deadline, int rail);
+// Server side, as pure steps over whole frames, so a server can run many handshakes at once
+// without blocking on any of them (bootstrap/acceptor.h). Each throws AuthError on bad input.
+class ServerHandshake {
+ public:
+  explicit ServerHandshake(const std::string& token) : token_(token) {}
+  // The client's hello -> the challenge frame to send back.
+  std::string onHello(const std::string& hello);
+  // The client's proof -> the verdict frame to send back; `accepted` tells which it is.
+  std::string onProof(const std::string& proof, bool& accepted);
+  const std::string& purpose() const { return purpose_; }
+  static constexpr size_t kMaxHello = 4 + 16 + 4 + 512 + 4 + 32;
+  static constexpr size_t kMaxProof = 64;
+
+ private:
+  const std::string& token_;  // not owned; outlives the handshake
+  std::string purpose_, nc_, ns_;
+};
 
 }  // namespace nezha

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
 #include "core/error.h"
 #include "util/wire.h"
@@ -12,8 +13,10 @@ namespace nezha {
 
 namespace {
 constexpr char kPurpose[] = "rendezvous";
-// One slow or hostile client may hold the (sequential) server only this long.
+// A client's handshake and registration must arrive within this; others are served meanwhile.
 constexpr auto kPerClientBudget = std::chrono::seconds(5);
+// A registration names at most 64 rails of short strings.
+constexpr size_t kMaxRegistration = 64 << 10;
 
 std::string encodeInfo(const RankInfo& info) {
   WireWriter w;
@@ -101,91 +104,108 @@ RendezvousServer::~RendezvousServer() {
   if (thread_.joinable()) thread_.join();
 }
 
+uint64_t RendezvousServer::rejectedConnections() const { return rejected_.load(); }
+
+namespace {
+std::string errorFrame(const std::string& why) {
+  return WireWriter().u8(0).str("rendezvous rejected the job: " + why).data();
+}
+
+void reply(int fd, const std::string& msg) {
+  try {
+    sendFrame(fd, msg, Clock::now() + kPerClientBudget, -1);
+  } catch (const Error&) {
+    // The client went away; it will report its own error.
+  }
+}
+}  // namespace
+
+// Handshakes of all clients progress together (bootstrap/acceptor.h), so idle or hostile
+// connections cost only their own deadline; registrations are judged one at a time as they
+// complete.
 void RendezvousServer::serve() {
   const Deadline deadline = Clock::now() + options_.rendezvousTimeout;
-  std::map<int, RankInfo> joined;
-  std::map<int, Fd> conns;
-  std::string fatal;
-  int answered = 0;
-  auto reply = [&](int fd, const std::string& msg) {
+  HandshakeAcceptor::Options ao;
+  ao.listener = "rendezvous";
+  ao.perConnection = kPerClientBudget;
+  ao.firstFrameMax = kMaxRegistration;
+  HandshakeAcceptor acceptor(listen_.get(), options_.jobToken, ao);
+  Joining state;
+  while (!stop_ && Clock::now() < deadline && state.answered < options_.worldSize) {
+    AcceptedPeer peer;
     try {
-      sendFrame(fd, msg, Clock::now() + kPerClientBudget, -1);
-    } catch (const Error&) {
-      // The client went away; it will report its own error.
-    }
-  };
-  auto errorFrame = [](const std::string& why) {
-    return WireWriter().u8(0).str("rendezvous rejected the job: " + why).data();
-  };
-
-  while (!stop_ && Clock::now() < deadline && answered < options_.worldSize) {
-    struct pollfd p = {listen_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    Fd conn;
-    try {
-      conn = acceptUntil(listen_.get(), Clock::now() + std::chrono::milliseconds(100), -1,
-                         "rendezvous");
+      // Wake up now and then to notice stop_.
+      peer = acceptor.next(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)), -1,
+                           "rendezvous");
     } catch (const RailError&) {
+      rejected_ = acceptor.rejectedTotal();
       continue;
     }
-    Deadline clientDeadline = std::min(deadline, Clock::now() + kPerClientBudget);
     RankInfo info;
     try {
-      authenticateClient(conn.get(), options_.jobToken, clientDeadline, -1);
-      info = decodeInfo(recvFrame(conn.get(), clientDeadline, -1));
+      info = decodeInfo(peer.firstFrame);
     } catch (const Error& e) {
-      if (options_.verbose) fprintf(stderr, "nezha: rendezvous: %s\n", e.what());
-      continue;  // unauthenticated or broken clients never influence the job
-    }
-    if (fatal.empty()) {
-      RankInfo want;
-      want.worldSize = options_.worldSize;
-      want.fingerprint = configFingerprint(options_);
-      for (const auto& r : options_.rails) want.rails.push_back({r.name, r.transport, "", 0});
-      std::string why = disagreement(want, info);
-      if (why.empty() && joined.count(info.rank)) {
-        why = strCat("two processes registered as rank ", info.rank);
-      }
-      if (!why.empty()) {
-        fatal = why;
-        for (auto& [rank, fd] : conns) {
-          reply(fd.get(), errorFrame(fatal));
-          ++answered;
-        }
-        conns.clear();
-      }
-    }
-    if (!fatal.empty()) {
-      reply(conn.get(), errorFrame(fatal));
-      ++answered;
+      acceptor.reject(strCat("a token holder sent a malformed registration: ", e.what()));
       continue;
     }
-    joined[info.rank] = info;
-    conns[info.rank] = std::move(conn);
-    if (static_cast<int>(joined.size()) == options_.worldSize) {
-      std::string session(16, '\0');
-      randomBytes(session.data(), session.size());
-      WireWriter w;
-      w.u8(1).str(session).u32(static_cast<uint32_t>(joined.size()));
-      for (const auto& [rank, ri] : joined) w.str(encodeInfo(ri));
-      for (auto& [rank, fd] : conns) {
-        reply(fd.get(), w.data());
-        ++answered;
+    admit(state, std::move(peer.fd), info);
+  }
+  rejected_ = acceptor.rejectedTotal();
+  answerStragglers(state);
+}
+
+// One registration: a disagreement fails the whole job (every waiting rank is told why); the
+// last rank to join gets everyone the job table.
+void RendezvousServer::admit(Joining& st, Fd conn, const RankInfo& info) {
+  if (st.fatal.empty()) {
+    RankInfo want;
+    want.worldSize = options_.worldSize;
+    want.fingerprint = configFingerprint(options_);
+    for (const auto& r : options_.rails) want.rails.push_back({r.name, r.transport, "", 0});
+    std::string why = disagreement(want, info);
+    if (why.empty() && st.joined.count(info.rank)) {
+      why = strCat("two processes registered as rank ", info.rank);
+    }
+    if (!why.empty()) {
+      st.fatal = why;
+      for (auto& [rank, fd] : st.conns) {
+        reply(fd.get(), errorFrame(st.fatal));
+        ++st.answered;
       }
-      conns.clear();
+      st.conns.clear();
     }
   }
-  // Ranks still waiting learn who is missing instead of timing out blind.
-  if (!conns.empty()) {
-    std::string missing;
-    for (int r = 0; r < options_.worldSize; ++r) {
-      if (!joined.count(r)) missing += strCat(missing.empty() ? "" : ",", r);
-    }
-    std::string why =
-        strCat("only ", joined.size(), " of ", options_.worldSize, " ranks joined within ",
-               options_.rendezvousTimeout.count(), " ms (missing ranks: ", missing, ")");
-    for (auto& [rank, fd] : conns) reply(fd.get(), errorFrame(why));
+  if (!st.fatal.empty()) {
+    reply(conn.get(), errorFrame(st.fatal));
+    ++st.answered;
+    return;
   }
+  st.joined[info.rank] = info;
+  st.conns[info.rank] = std::move(conn);
+  if (static_cast<int>(st.joined.size()) < options_.worldSize) return;
+  std::string session(16, '\0');
+  randomBytes(session.data(), session.size());
+  WireWriter w;
+  w.u8(1).str(session).u32(static_cast<uint32_t>(st.joined.size()));
+  for (const auto& [rank, ri] : st.joined) w.str(encodeInfo(ri));
+  for (auto& [rank, fd] : st.conns) {
+    reply(fd.get(), w.data());
+    ++st.answered;
+  }
+  st.conns.clear();
+}
+
+// Ranks still waiting at the deadline learn who is missing instead of timing out blind.
+void RendezvousServer::answerStragglers(Joining& st) {
+  if (st.conns.empty()) return;
+  std::string missing;
+  for (int r = 0; r < options_.worldSize; ++r) {
+    if (!st.joined.count(r)) missing += strCat(missing.empty() ? "" : ",", r);
+  }
+  std::string why =
+      strCat("only ", st.joined.size(), " of ", options_.worldSize, " ranks joined within ",
+             options_.rendezvousTimeout.count(), " ms (missing ranks: ", missing, ")");
+  for (auto& [rank, fd] : st.conns) reply(fd.get(), errorFrame(why));
 }
 
 JobTable rendezvous(const Options& o, const RankInfo& mine) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,8 +51,20 @@ class RendezvousServer {
   int port() const { return port_; }
   const std::string& host() const { return host_; }
 
+  // Connections turned away so far (stray, idle, garbage, wrong token).
+  uint64_t rejectedConnections() const;
+
  private:
+  struct Joining {
+    std::map<int, RankInfo> joined;
+    std::map<int, Fd> conns;  // ranks waiting for the answer
+    std::string fatal;        // the disagreement that fails the job, once known
+    int answered = 0;
+  };
   void serve();
+  void admit(Joining& st, Fd conn, const RankInfo& info);
+  void answerStragglers(Joining& st);
+  std::atomic<uint64_t> rejected_{0};
   Options options_;
   std::string host_;
   int port_ = 0;

@@ -42,6 +42,9 @@ class Transport : public Channel {
   virtual void connect(const JobTable& job, Deadline deadline) = 0;
   // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
   virtual std::vector<Fd> releaseControl() = 0;
+  // Connections to this rail's listener that were not peers of the job (stray, idle, garbage,
+  // wrong token) and were turned away during connect().
+  virtual uint64_t rejectedConnections() const = 0;
   // `why` names the event (e.g. "mlx5_0 port 1: IBV_EVENT_PORT_ERR"). Set before connect();
   // called from any thread, at most once per event; must not block.
   using HealthListener = std::function<void(const std::string& why)>;

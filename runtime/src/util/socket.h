@@ -73,6 +73,8 @@ void setControlTimeouts(int fd, std::chrono::milliseconds userTimeout);
 // True when `iface` is up and has carrier (IFF_UP and IFF_RUNNING); false if it is missing.
 bool linkHasCarrier(const std::string& iface);
 void setNonBlocking(int fd, bool on);
+// Milliseconds until `deadline` for poll(), rounded up; 0 once it passed.
+int msLeft(Deadline deadline);
 
 // Blocking I/O bounded by a deadline; throw RailError(rail) on timeout, EOF or error.
 void sendAll(int fd, const void* data, size_t len, Deadline deadline, int rail);

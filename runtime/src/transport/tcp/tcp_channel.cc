@@ -7,11 +7,17 @@
 #include <cstring>
 #include <sstream>
 
+#include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
 #include "core/error.h"
 #include "util/sha256.h"
 
 namespace nezha {
+
+namespace {
+// A connection to a rail port must finish its handshake within this (or the I/O timeout).
+constexpr std::chrono::milliseconds kHandshakeDeadline{5000};
+}  // namespace
 
 TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
     : spec_(o.rails.at(railIndex)),
@@ -62,31 +68,33 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
       streams_[peer][s] = std::move(fd);
     }
   }
+  // Higher ranks dial us. Anyone else who connects (a port scanner, a stray HTTP client, a
+  // connection of an older session) costs only its own handshake deadline.
+  HandshakeAcceptor::Options ao;
+  ao.listener = strCat("rail ", spec_.name);
+  ao.perConnection = std::min(kHandshakeDeadline, ioTimeout_);
+  HandshakeAcceptor acceptor(listen_.get(), token_, ao);
   int expected = (size_ - 1 - rank_) * conns;
   while (expected > 0) {
-    Fd fd = acceptUntil(listen_.get(), deadline, rail_,
-                        strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
-    std::string got;
-    try {
-      got = authenticateClient(fd.get(), token_, deadline, rail_);
-    } catch (const AuthError&) {
-      continue;  // not a peer of this job; keep waiting for the real ones
-    }
+    AcceptedPeer in = acceptor.next(
+        deadline, rail_, strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
     bool matched = false;
     for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
       for (int s = 0; s < conns && !matched; ++s) {
-        if (got == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
-          streams_[peer][s] = std::move(fd);
+        if (in.purpose == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
+          streams_[peer][s] = std::move(in.fd);
           matched = true;
         }
       }
     }
     if (!matched) {
-      throw RailError(rail_,
-                      strCat("rail ", spec_.name, ": unexpected data connection \"", got, "\""));
+      acceptor.reject(strCat("a token holder's connection for \"", in.purpose.substr(0, 160),
+                             "\" is not one this rail is waiting for"));
+      continue;
     }
     --expected;
   }
+  rejected_ += acceptor.rejectedTotal();
   listen_.reset();  // no more peers will come
   control_.clear();
   control_.resize(size_);

@@ -27,6 +27,7 @@ class TcpChannel : public Transport {
   // Dials lower ranks, accepts higher ones.
   void connect(const JobTable& job, Deadline deadline) override;
   std::vector<Fd> releaseControl() override { return std::move(control_); }
+  uint64_t rejectedConnections() const override { return rejected_; }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -61,6 +62,7 @@ class TcpChannel : public Transport {
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self
   std::vector<Fd> control_;               // [peer]; until releaseControl()
+  uint64_t rejected_ = 0;                 // stray connections turned away by connect()
   bool broken_ = false;  // set once an I/O error is seen; the channel never recovers
 };
 

@@ -1,0 +1,70 @@
+// Accepting authenticated connections on a listening socket that anyone on the network can reach
+// (rendezvous, every rail's data port, re-admission): all pending handshakes progress together
+// on non-blocking sockets, each under its own short deadline, so a connection that closes at
+// once, speaks HTTP, sends random bytes or connects and stays idle costs the job nothing but
+// that connection's own deadline — it never aborts or stalls the setup of the real peers.
+// Rejected connections are counted by reason; the first of each reason is logged once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/socket.h"
+
+namespace nezha {
+
+struct AcceptedPeer {
+  Fd fd;                   // blocking, authenticated
+  std::string purpose;     // what the client claimed and proved (bound into its MAC)
+  std::string firstFrame;  // with Options::firstFrameMax > 0: the frame that followed
+};
+
+class HandshakeAcceptor {
+ public:
+  struct Options {
+    std::string listener;                           // for logs: "rendezvous", "rail r1"
+    std::chrono::milliseconds perConnection{5000};  // a handshake's own deadline
+    size_t firstFrameMax = 0;                       // > 0: read one frame after the proof
+    size_t maxPending = 1024;                       // more at once are closed on accept
+  };
+  // `listenFd` and `token` are not owned and must outlive the acceptor.
+  HandshakeAcceptor(int listenFd, const std::string& token, Options options);
+  ~HandshakeAcceptor();
+  HandshakeAcceptor(const HandshakeAcceptor&) = delete;
+  HandshakeAcceptor& operator=(const HandshakeAcceptor&) = delete;
+
+  // Serves handshakes until one completes and returns it. Throws RailError(rail, "<what>: timed
+  // out ...") at `deadline`. Handshakes still pending stay pending for the next call.
+  AcceptedPeer next(Deadline deadline, int rail, const std::string& what);
+
+  // Tells the acceptor an authenticated peer was turned away by the caller (e.g. a connection of
+  // an older session), so it is counted like the others.
+  void reject(const std::string& reason);
+
+  // Rejected connections by reason ("closed", "idle", "garbage", "wrong token", "too many",
+  // "unexpected"), and in total.
+  const std::map<std::string, uint64_t>& rejected() const { return rejected_; }
+  uint64_t rejectedTotal() const;
+
+ private:
+  struct Pending;
+  void acceptReady();
+  // Moves one handshake as far as its socket allows; returns true when it is finished (done or
+  // rejected).
+  bool progress(Pending& p);
+  void dropExpired();
+  void count(const std::string& reason, const std::string& detail);
+
+  int listen_;
+  const std::string& token_;
+  Options options_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<AcceptedPeer> ready_;
+  std::map<std::string, uint64_t> rejected_;
+};
+
+}  // namespace nezha
