@@ -76,7 +76,7 @@ def _nezha_env(scen: Scenario, ctx: RunContext, cs: ChaosSeries) -> dict:
     return {"NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(len(scen.rates_mbit))),
             "NEZHA_WORLD_SIZE": str(ctx.tun.ranks),
             "NEZHA_RENDEZVOUS": f"{ctx.bed.addr(0, scen.best_rail())}:{ctx.next_port()}",
-            "NEZHA_JOB_TOKEN": os.urandom(16).hex(), "NEZHA_POLICY": cs.policy,
+            "NEZHA_JOB_TOKEN": os.urandom(32).hex(), "NEZHA_POLICY": cs.policy,
             "NEZHA_IO_TIMEOUT_MS": str(NEZHA_CHAOS_IO_TIMEOUT_MS)}
 
 

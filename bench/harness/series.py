@@ -98,4 +98,4 @@ def make_launch(spec: SeriesSpec, scenario: Scenario, world: int, tool_path: str
                 warmup: int, json_path: str, check: bool, store_dir: str, rendezvous: str) -> Launch:
     return Launch(spec=spec, scenario=scenario, world=world, rails=len(scenario.rates_mbit),
                   argv_common=[tool_path, *sweep_args(band, warmup, json_path, check)],
-                  store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(16))
+                  store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(32))

@@ -35,7 +35,7 @@ def test_nezha_launch_env_carries_all_rails_and_policy():
     env = lc.env(2)
     assert env["NEZHA_RAILS"] == "r0=r0:tcp,r1=r1:tcp"
     assert (env["NEZHA_RANK"], env["NEZHA_WORLD_SIZE"], env["NEZHA_POLICY"]) == ("2", "4", "static")
-    assert env["NEZHA_RENDEZVOUS"] == "10.100.0.10:29501" and len(env["NEZHA_JOB_TOKEN"]) == 32
+    assert env["NEZHA_RENDEZVOUS"] == "10.100.0.10:29501" and len(env["NEZHA_JOB_TOKEN"]) == 64
 
 
 def test_gloo_launch_binds_best_rail():

@@ -103,9 +103,13 @@ struct Options {
   // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
   // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
   std::chrono::milliseconds readmitHoldDown{500};
-  // Control endpoint "host:port" or ":port" (GET /status, /metrics; POST /rails/{name}/drain,
-  // /restore); empty = none. Port 0 picks one (see Communicator::controlPort()).
+  // Control endpoint "host:port" or ":port" = the default-route interface (GET /status,
+  // /metrics; POST /rails/{name}/drain, /restore with the job's control credential); empty =
+  // none. Port 0 picks one (see Communicator::controlPort()). Never a rail's address.
   std::string controlAddr;
+  // This process's index on its node (NEZHA_LOCAL_RANK, else LOCAL_RANK): several processes per
+  // pod each get their own control port, base + localRank.
+  int localRank = 0;
   size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
   int tuneInterval = 5;               // agree timing stats every N operations
   std::string tablePath;              // optional data-length table to start from

@@ -9,11 +9,12 @@ Configuration: rank and world size come from init_process_group (NEZHA_RANK/NEZH
 set, must agree). Rails and every tunable come from NEZHA_* (runtime/README.md). Two are derived
 when unset:
   NEZHA_RENDEZVOUS  MASTER_ADDR:(MASTER_PORT+1) — the port next to torch's own store
-  NEZHA_JOB_TOKEN   random per job, created by rank 0 and handed out through torch's store
-                    (as trustworthy as that store; set NEZHA_JOB_TOKEN to use a real secret)
+NEZHA_JOB_TOKEN is never derived: torch's store is unauthenticated, so a token passed through it
+would be readable by anyone who can reach the store. Every rank must have it in its environment
+(the operator injects it from the job's Secret; by hand: `openssl rand -hex 32`, the same value
+for every rank).
 """
 import os
-import secrets
 import threading
 import weakref
 
@@ -25,7 +26,6 @@ from .communicator import Communicator, ReduceOp
 from .errors import ConfigError, InvalidArgument
 
 BACKEND_NAME = "nezha"
-TOKEN_STORE_KEY = "nezha/job_token"
 
 _ENV_LOCK = threading.Lock()
 # The live group of this process. A second one would need its own rendezvous port and its rank 0
@@ -87,9 +87,10 @@ def communicator_env(store, rank, size, env=None):
     if size > 1 and not env.get("NEZHA_RENDEZVOUS"):
         out["NEZHA_RENDEZVOUS"] = _rendezvous_from_master(env)
     if size > 1 and not env.get("NEZHA_JOB_TOKEN"):
-        if rank == 0:
-            store.set(TOKEN_STORE_KEY, secrets.token_hex(32))
-        out["NEZHA_JOB_TOKEN"] = store.get(TOKEN_STORE_KEY).decode()
+        raise ConfigError(
+            "NEZHA_JOB_TOKEN is not set: every rank needs the job's secret in its environment "
+            "(the operator injects it; by hand use `openssl rand -hex 32`, the same for every "
+            "rank). Nezha does not pass it through torch's store, which is unauthenticated.")
     return out
 
 

@@ -5,6 +5,7 @@ A hard timeout per run turns a hang into a test failure that shows every rank's 
 """
 import json
 import os
+import secrets
 import random
 import socket
 import subprocess
@@ -49,6 +50,9 @@ def base_env(world, rails="r0=lo:tcp,r1=lo:tcp"):
         "NEZHA_RENDEZVOUS_TIMEOUT_MS": "15000",
         "NEZHA_IO_TIMEOUT_MS": "15000",
         "NEZHA_PROBE_BYTES": "256K",
+        # Every rank gets the job's secret from its environment (as the operator injects it);
+        # Nezha never passes it through torch's unauthenticated store.
+        "NEZHA_JOB_TOKEN": secrets.token_hex(32),
         "OMP_NUM_THREADS": "1",
     })
     return env

@@ -10,6 +10,7 @@ import torch
 import nezha_launch as launch
 import nezha
 from nezha import torch_backend
+from nezha.errors import ConfigError
 
 
 @pytest.fixture
@@ -93,7 +94,7 @@ def test_numpy_job_two_ranks(tmp_path):
     env = launch.base_env(2)
     assert "NEZHA_RANK" not in env  # the library falls back to RANK/WORLD_SIZE
     env["NEZHA_RENDEZVOUS"] = f"127.0.0.1:{int(env['MASTER_PORT']) + 1}"
-    env["NEZHA_JOB_TOKEN"] = "numpy-test"
+    env["NEZHA_JOB_TOKEN"] = "ab" * 32
     env["TABLE_OUT"] = str(tmp_path / "table.json")
     results = launch.run("numpy", 2, env)
     assert all(rc == 0 for rc, _, _ in results), launch.describe(results)
@@ -134,16 +135,24 @@ class _Store:
 
 def test_backend_env_derivation():
     store = _Store()
-    base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
+    token = "cd" * 32
+    base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "NEZHA_JOB_TOKEN": token}
     env0 = torch_backend.communicator_env(store, 0, 4, base)
     env3 = torch_backend.communicator_env(store, 3, 4, base)
     assert env0["NEZHA_RENDEZVOUS"] == "10.0.0.5:29501"
     assert (env0["NEZHA_RANK"], env3["NEZHA_RANK"], env3["NEZHA_WORLD_SIZE"]) == ("0", "3", "4")
-    assert env0["NEZHA_JOB_TOKEN"] == env3["NEZHA_JOB_TOKEN"] and len(env0["NEZHA_JOB_TOKEN"]) == 64
+    # The token comes from each rank's environment and never goes through torch's store.
+    assert store.kv == {}
+    assert "NEZHA_JOB_TOKEN" not in env0
     # Explicit settings are kept, never overridden.
-    given = dict(base, NEZHA_RENDEZVOUS="h:1", NEZHA_JOB_TOKEN="t")
+    given = dict(base, NEZHA_RENDEZVOUS="h:1")
     assert "NEZHA_RENDEZVOUS" not in torch_backend.communicator_env(_Store(), 1, 2, given)
-    assert "NEZHA_JOB_TOKEN" not in torch_backend.communicator_env(_Store(), 1, 2, given)
+
+
+def test_backend_refuses_to_make_up_a_token():
+    base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
+    with pytest.raises(ConfigError, match="NEZHA_JOB_TOKEN is not set"):
+        torch_backend.communicator_env(_Store(), 0, 2, base)
     # One rank needs neither.
     assert torch_backend.communicator_env(_Store(), 0, 1, {}) == {"NEZHA_RANK": "0", "NEZHA_WORLD_SIZE": "1"}
 

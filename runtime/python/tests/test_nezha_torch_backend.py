@@ -79,6 +79,6 @@ def test_disagreeing_rails_fail_every_rank_without_hang():
 def test_wrong_token_is_an_auth_error():
     env = launch.base_env(2)
     env["NEZHA_RENDEZVOUS_TIMEOUT_MS"] = "4000"  # the rejected rank's peer waits this long
-    reports = _init_error(2, env, rank_env=lambda rank: {"NEZHA_JOB_TOKEN": f"secret-{rank}"})
+    reports = _init_error(2, env, rank_env=lambda rank: {"NEZHA_JOB_TOKEN": f"{rank}" * 64})
     assert any(r["error"] == "AuthError" for r in reports), reports
     assert all(r["error"] is not None for r in reports), reports

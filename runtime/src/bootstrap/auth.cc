@@ -50,6 +50,19 @@ void authenticateAsClient(int fd, const std::string& token, const std::string& p
   }
 }
 
+std::string controlCredential(const std::string& token) {
+  static constexpr char kMessage[] = "nezha/control/v1";
+  const Digest d = hmacSha256(token.data(), token.size(), kMessage, sizeof(kMessage) - 1);
+  return toHex(d.data(), d.size());
+}
+
+bool controlCredentialMatches(const std::string& token, const std::string& presented) {
+  const std::string want = controlCredential(token);
+  // Compare digests of both (fixed length), so timing says nothing about the credential.
+  const Digest a = sha256(want.data(), want.size()), b = sha256(presented.data(), presented.size());
+  return constantTimeEqual(a, b);
+}
+
 std::string ServerHandshake::onHello(const std::string& hello) {
   WireReader r(hello, "auth hello");
   if (r.str(16) != kMagic) throw AuthError("connection did not start with the nezha handshake");

@@ -15,6 +15,13 @@
 
 namespace nezha {
 
+// The bearer credential for the control endpoint's mutating requests (drain, restore):
+// lowercase hex of HMAC-SHA256(key = job token, message = "nezha/control/v1"). Derived, so the
+// token itself never crosses the wire; whoever holds the token (the job's ranks, the operator
+// that created its Secret) can compute it. Rotating the token rotates it.
+std::string controlCredential(const std::string& token);
+bool controlCredentialMatches(const std::string& token, const std::string& presented);
+
 // Client side. Throws AuthError if the server fails its proof or refuses ours.
 void authenticateAsClient(int fd, const std::string& token, const std::string& purpose,
                           Deadline deadline, int rail, const std::string& peerName);

@@ -141,6 +141,7 @@ void RendezvousServer::serve() {
       rejected_ = acceptor.rejectedTotal();
       continue;
     }
+    rejected_ = acceptor.rejectedTotal();
     RankInfo info;
     try {
       info = decodeInfo(peer.firstFrame);

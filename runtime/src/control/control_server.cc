@@ -2,18 +2,17 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstring>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 
 #include "core/error.h"
-#include "core/params.h"
 
 namespace nezha {
 
 namespace {
-const char* reason(int status) {
+const char* statusText(int status) {
   switch (status) {
     case 200:
       return "OK";
@@ -21,6 +20,8 @@ const char* reason(int status) {
       return "Accepted";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 404:
       return "Not Found";
     case 405:
@@ -29,36 +30,32 @@ const char* reason(int status) {
       return "Conflict";
     case 413:
       return "Payload Too Large";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
     default:
       return "Error";
   }
 }
-
-void sendAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return;  // the client went away; nothing to do
-    off += static_cast<size_t>(n);
-  }
-}
 }  // namespace
 
-ControlServer::ControlServer(const std::string& addr, Handler handler)
+struct ControlServer::Conn {
+  Fd fd;
+  Clock::time_point deadline;
+  std::string in, out;
+  size_t sent = 0;
+  bool answered = false;
+};
+
+ControlServer::ControlServer(const std::string& host, int port, Handler handler)
     : handler_(std::move(handler)) {
-  const size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) {
-    throw ConfigError(strCat("NEZHA_CONTROL_ADDR=\"", addr, "\" is not host:port or :port"));
-  }
-  const std::string host = colon == 0 ? "0.0.0.0" : addr.substr(0, colon);
-  // Port 0 (pick one) is allowed for in-process use; Communicator::controlPort() tells it.
-  const int port =
-      static_cast<int>(parseInt(addr.substr(colon + 1), "NEZHA_CONTROL_ADDR port", 0, 65535));
   try {
     listen_ = listenOn(host, port, "");
   } catch (const Error& e) {
-    throw ConfigError(strCat("NEZHA_CONTROL_ADDR=", addr, ": ", e.what()));
+    throw ConfigError(strCat("NEZHA_CONTROL_ADDR (", host, ":", port, "): ", e.what()));
   }
+  setNonBlocking(listen_.get(), true);
   port_ = localPort(listen_.get());
   thread_ = std::thread([this] { loop(); });
 }
@@ -68,59 +65,108 @@ ControlServer::~ControlServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ControlServer::loop() {
-  while (!stop_) {
-    pollfd p{listen_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    Fd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) continue;
-    serve(conn.get());
+void ControlServer::rejected(const char* why) {
+  ++rejected_;
+  if (!logged_) {
+    logged_ = true;
+    std::fprintf(stderr,
+                 "nezha: control endpoint: closed a connection (%s); later ones are counted in "
+                 "nezha_runtime_control_rejected_connections_total, not logged\n",
+                 why);
   }
 }
 
-void ControlServer::serve(int fd) {
-  // Read the request head (bounded in size and time: a slow or hostile client cannot hold the
-  // endpoint for long).
-  std::string head;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  char buf[1024];
-  while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-    if (head.size() > 8192) {
-      sendAll(fd, "HTTP/1.0 413 Payload Too Large\r\nConnection: close\r\n\r\n");
-      return;
+void ControlServer::acceptAll() {
+  for (;;) {
+    Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd.valid()) return;
+    auto c = std::make_unique<Conn>();
+    c->fd = std::move(fd);
+    c->deadline = Clock::now() + kRequestDeadline;
+    if (conns_.size() >= kMaxConnections) {
+      // Still answered (the 503 fits any socket buffer), so a client learns why.
+      answer(*c, {503, "text/plain", "too many open connections to the control endpoint\n", ""});
+      (void)::send(c->fd.get(), c->out.data(), c->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      rejected("too many connections");
+      continue;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) {
-      if (head.empty()) return;
-      break;  // client half-closed after a head without the blank line: parse what we have
-    }
-    head.append(buf, static_cast<size_t>(n));
+    conns_.push_back(std::move(c));
   }
-  HttpReply reply;
-  const size_t eol = head.find_first_of("\r\n");
-  const std::string line = head.substr(0, eol);
-  const size_t s1 = line.find(' ');
-  const size_t s2 = s1 == std::string::npos ? s1 : line.find(' ', s1 + 1);
-  if (s1 == std::string::npos || s2 == std::string::npos || line.compare(s2 + 1, 5, "HTTP/") != 0 ||
-      s1 == 0 || line[s1 + 1] != '/') {
-    reply = {400, "text/plain", "malformed request line\n"};
-  } else {
-    std::string path = line.substr(s1 + 1, s2 - s1 - 1);
-    const size_t q = path.find('?');
-    if (q != std::string::npos) path.resize(q);
-    try {
-      reply = handler_(line.substr(0, s1), path);
-    } catch (const std::exception& e) {
-      reply = {500, "text/plain", strCat(e.what(), "\n")};
+}
+
+void ControlServer::answer(Conn& c, const HttpReply& reply) {
+  c.answered = true;
+  c.out = strCat("HTTP/1.0 ", reply.status, " ", statusText(reply.status),
+                 "\r\nContent-Type: ", reply.contentType, "\r\nContent-Length: ", reply.body.size(),
+                 "\r\n", reply.extraHeaders, "Connection: close\r\n\r\n", reply.body);
+  c.sent = 0;
+}
+
+bool ControlServer::step(Conn& c) {
+  if (!c.answered) {
+    char buf[2048];
+    for (;;) {
+      ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      if (n < 0 || (n == 0 && c.in.empty())) {
+        rejected("closed without a request");
+        return true;
+      }
+      if (n == 0) {
+        // Half-closed after a head without its blank line: judge what arrived.
+        c.in += "\r\n\r\n";
+        break;
+      }
+      c.in.append(buf, static_cast<size_t>(n));
+      if (c.in.size() > kMaxHttpHead + 4) break;
+    }
+    const size_t end = httpHeadEnd(c.in);
+    if (end == std::string::npos && c.in.size() <= kMaxHttpHead) return false;  // wait for more
+    const HttpRequest req = parseHttpHead(end == std::string::npos ? c.in : c.in.substr(0, end));
+    if (req.error != 0) {
+      rejected("malformed request");
+      answer(c, {req.error, "text/plain", req.reason + "\n", ""});
+    } else {
+      try {
+        answer(c, handler_(req));
+      } catch (const std::exception& e) {
+        answer(c, {500, "text/plain", strCat(e.what(), "\n"), ""});
+      }
     }
   }
-  sendAll(fd, strCat("HTTP/1.0 ", reply.status, " ", reason(reply.status), "\r\nContent-Type: ",
-                     reply.contentType, "\r\nContent-Length: ", reply.body.size(),
-                     "\r\nConnection: close\r\n\r\n", reply.body));
+  while (c.sent < c.out.size()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) return true;  // the client went away
+    c.sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void ControlServer::loop() {
+  std::vector<pollfd> pfds;
+  while (!stop_) {
+    pfds.assign(1, pollfd{listen_.get(), POLLIN, 0});
+    for (const auto& c : conns_) {
+      pfds.push_back(pollfd{c->fd.get(), static_cast<short>(c->answered ? POLLOUT : POLLIN), 0});
+    }
+    // Wake up at least every 100 ms to notice stop_ and expired connections.
+    const int n = ::poll(pfds.data(), pfds.size(), 100);
+    if (n < 0 && errno != EINTR) continue;
+    for (size_t i = 0; i < conns_.size(); ++i) {
+      if (pfds[i + 1].revents != 0 && step(*conns_[i])) conns_[i].reset();
+    }
+    const auto now = Clock::now();
+    for (auto& c : conns_) {
+      if (c && now >= c->deadline) {
+        rejected(c->answered ? "too slow to read its answer" : "no request within 2 s");
+        c.reset();
+      }
+    }
+    conns_.erase(std::remove(conns_.begin(), conns_.end(), nullptr), conns_.end());
+    if (pfds[0].revents != 0) acceptAll();
+  }
 }
 
 }  // namespace nezha

@@ -3,6 +3,7 @@
 // every operation under statusMu, so the HTTP thread never touches live state).
 #include <algorithm>
 
+#include "bootstrap/auth.h"
 #include "core/communicator_impl.h"
 #include "core/error.h"
 #include "util/json.h"
@@ -88,34 +89,62 @@ void Impl::publish() {
   metricsText = prom + up + bytes + secs + share;
 }
 
-HttpReply Impl::handleControl(const std::string& method, const std::string& path) {
+HttpReply Impl::handleControl(const HttpRequest& req) {
+  const std::string& path = req.path;
   if (path == "/status" || path == "/metrics") {
-    if (method != "GET") return {405, "text/plain", "use GET\n"};
+    // Read-only and open, so Prometheus can scrape it (docs/security.md).
+    if (req.method != "GET") return {405, "text/plain", "use GET\n", ""};
     std::lock_guard<std::mutex> lock(statusMu);
-    if (path == "/status") return {200, "application/json", statusJson + "\n"};
-    return {200, "text/plain; version=0.0.4", metricsText};
+    if (path == "/status") return {200, "application/json", statusJson + "\n", ""};
+    return {200, "text/plain; version=0.0.4", metricsText, ""};
   }
   const std::string prefix = "/rails/";
-  if (path.compare(0, prefix.size(), prefix) == 0) {
-    const std::string rest = path.substr(prefix.size());
-    const size_t slash = rest.find('/');
-    const std::string name = rest.substr(0, slash);
-    const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    if (action != "drain" && action != "restore") {
-      return {404, "text/plain", "want /rails/{name}/drain or /rails/{name}/restore\n"};
-    }
-    if (method != "POST") return {405, "text/plain", "use POST\n"};
-    for (size_t r = 0; r < rails.size(); ++r) {
-      if (rails[r].name != name) continue;
-      if (o.worldSize == 1) return {409, "text/plain", "single-rank job has no rails in use\n"};
-      controlRequest[r]->store(action == "drain" ? kDrain : kRestore);
-      return {202, "application/json",
-              strCat("{\"rail\":\"", name, "\",\"action\":\"", action,
-                     "\",\"applied\":\"at the next operation, on every rank\"}\n")};
-    }
-    return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n")};
+  if (path.compare(0, prefix.size(), prefix) != 0) {
+    return {404, "text/plain", "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n",
+            ""};
   }
-  return {404, "text/plain", "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n"};
+  const std::string rest = path.substr(prefix.size());
+  const size_t slash = rest.find('/');
+  const std::string name = rest.substr(0, slash);
+  const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (action != "drain" && action != "restore") {
+    return {404, "text/plain", "want /rails/{name}/drain or /rails/{name}/restore\n", ""};
+  }
+  if (req.method != "POST") return {405, "text/plain", "use POST\n", ""};
+  // Everything that changes the job is authenticated; checked before anything else is looked
+  // at, so an unauthenticated client learns nothing about the job's rails.
+  if (HttpReply denied; !authorized(req, denied)) return denied;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (rails[r].name != name) continue;
+    if (o.worldSize == 1) return {409, "text/plain", "single-rank job has no rails in use\n", ""};
+    controlRequest[r]->store(action == "drain" ? kDrain : kRestore);
+    return {202, "application/json",
+            strCat("{\"rail\":\"", name, "\",\"action\":\"", action,
+                   "\",\"applied\":\"at the next operation, on every rank\"}\n"),
+            ""};
+  }
+  return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n"), ""};
+}
+
+// Mutating requests carry "Authorization: Bearer <controlCredential(job token)>".
+bool Impl::authorized(const HttpRequest& req, HttpReply& denied) const {
+  const std::string challenge = "WWW-Authenticate: Bearer realm=\"nezha-control\"\r\n";
+  auto it = req.headers.find("authorization");
+  if (it == req.headers.end()) {
+    denied = {401, "text/plain",
+              "missing credential: send \"Authorization: Bearer <hex HMAC-SHA256(job token, "
+              "\\\"nezha/control/v1\\\")>\" (see docs/security.md)\n",
+              challenge};
+    return false;
+  }
+  const std::string bearer = "Bearer ";
+  const std::string& value = it->second;
+  if (value.compare(0, bearer.size(), bearer) != 0 ||
+      !controlCredentialMatches(o.jobToken, value.substr(bearer.size()))) {
+    denied = {401, "text/plain", "wrong credential for this job's control endpoint\n", challenge};
+    return false;
+  }
+  return true;
 }
 
 }  // namespace nezha

@@ -137,7 +137,8 @@ struct Communicator::Impl {
   std::string statusJson = "{}", metricsText;
   void applyControl(const std::vector<double>& agreed);
   void publish();
-  HttpReply handleControl(const std::string& method, const std::string& path);
+  HttpReply handleControl(const HttpRequest& request);
+  bool authorized(const HttpRequest& request, HttpReply& denied) const;
 
   // ---- operations (communicator.cc) --------------------------------------------------------
   // Running hash of the operations since the last tuning agreement (kind, size, dtype, root),

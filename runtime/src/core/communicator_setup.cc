@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/control_address.h"
 #include "core/communicator_impl.h"
 #include "core/error.h"
 #include "schedule/probe.h"
@@ -179,10 +180,18 @@ void Impl::startScheduler(const StartState& start) {
 
 void Impl::startControl() {
   if (o.controlAddr.empty()) return;
+  std::vector<std::string> railAddresses;
+  for (const auto& r : rails) railAddresses.push_back(r.address);
+  std::string routes;
+  if (std::ifstream in("/proc/net/route"); in) {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    routes = ss.str();
+  }
+  const ControlAddress at =
+      resolveControlAddress(o.controlAddr, o.localRank, railAddresses, routes);
   control = std::make_unique<ControlServer>(
-      o.controlAddr, [this](const std::string& method, const std::string& path) {
-        return handleControl(method, path);
-      });
+      at.host, at.port, [this](const HttpRequest& req) { return handleControl(req); });
   publish();
 }
 

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "core/error.h"
@@ -81,6 +83,26 @@ std::pair<std::string, int> parseHostPort(const std::string& text, const std::st
   return {host, port};
 }
 
+// A token must carry at least 256 bits, judged by its alphabet: 64 hex digits (what the operator
+// writes: 32 random bytes, hex), 43 base64 characters, or 32 bytes of anything else. The token
+// itself never appears in the error.
+void checkTokenStrength(const std::string& token) {
+  const bool hex = std::all_of(token.begin(), token.end(),
+                               [](unsigned char c) { return std::isxdigit(c) != 0; });
+  const bool base64 = std::all_of(token.begin(), token.end(), [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '+' || c == '/' || c == '-' || c == '_' || c == '=';
+  });
+  const size_t need = hex ? 64 : base64 ? 43 : 32;
+  if (token.size() < need) {
+    throw ConfigError(strCat("NEZHA_JOB_TOKEN is too short: ", token.size(), " ",
+                             hex      ? "hex digits"
+                             : base64 ? "base64 characters"
+                                      : "bytes",
+                             " give less than 32 random bytes (want >= ", need,
+                             "; e.g. `openssl rand -hex 32`)"));
+  }
+}
+
 void validateOptions(const Options& o) {
   if (o.worldSize < 1) throw ConfigError(strCat("world size ", o.worldSize, " must be >= 1"));
   if (o.rank < 0 || o.rank >= o.worldSize) {
@@ -99,6 +121,10 @@ void validateOptions(const Options& o) {
   if (o.worldSize > 1 && o.jobToken.empty()) {
     throw ConfigError(
         "NEZHA_JOB_TOKEN is empty; a job with more than one rank needs a shared secret");
+  }
+  if (o.worldSize > 1) checkTokenStrength(o.jobToken);
+  if (o.socketBuffer > (size_t(256) << 20)) {
+    throw ConfigError(strCat("socket buffer ", o.socketBuffer, " bytes is above 256 MiB"));
   }
   if (o.streamsPerPeer < 1 || o.streamsPerPeer > 16) {
     throw ConfigError(strCat("streams per peer ", o.streamsPerPeer, " must be in [1, 16]"));
@@ -145,14 +171,16 @@ Options Options::fromEnv() {
   o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.readmitHoldDown = std::chrono::milliseconds(paramInt("NEZHA_READMIT_HOLDDOWN_MS", 0, 3600000));
   o.controlAddr = paramString("NEZHA_CONTROL_ADDR");
-  o.probeBytes = paramBytes("NEZHA_PROBE_BYTES");
+  o.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
+  o.probeBytes = paramBytes("NEZHA_PROBE_BYTES", 0, size_t(1) << 30);
   o.tuneInterval = static_cast<int>(paramInt("NEZHA_TUNE_INTERVAL", 1, 1000000));
   o.tuneGain = paramDouble("NEZHA_TUNE_GAIN", 0.01, 1.0);
   o.tablePath = paramString("NEZHA_TABLE");
   o.ringThreshold = paramBytes("NEZHA_RING_THRESHOLD");
   o.chainThreshold = paramBytes("NEZHA_CHAIN_THRESHOLD");
-  o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER");
-  o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES");
+  // The kernel doubles SO_SNDBUF/SO_RCVBUF into an int: stay far below that.
+  o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
+  o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   validateOptions(o);
   return o;

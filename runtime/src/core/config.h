@@ -16,5 +16,7 @@ std::vector<RailSpec> parseRails(const std::string& text, const std::string& wha
 std::pair<std::string, int> parseHostPort(const std::string& text, const std::string& what);
 // Checks an Options built by hand or from env (ranks, rails, sizes); throws ConfigError.
 void validateOptions(const Options& o);
+// Throws ConfigError unless the token carries >= 32 random bytes (see config.cc).
+void checkTokenStrength(const std::string& token);
 
 }  // namespace nezha

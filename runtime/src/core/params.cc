@@ -14,7 +14,10 @@ const std::vector<Param>& allParams() {
       {"NEZHA_RANK", "", "this process's rank (falls back to RANK)"},
       {"NEZHA_WORLD_SIZE", "", "number of ranks (falls back to WORLD_SIZE)"},
       {"NEZHA_RENDEZVOUS", "", "host:port rank 0 listens on and others dial (needed if >1 rank)"},
-      {"NEZHA_JOB_TOKEN", "", "per-job secret proven by HMAC-SHA256 (needed if >1 rank)"},
+      {"NEZHA_JOB_TOKEN", "",
+       "per-job secret of >= 32 random bytes, proven by HMAC-SHA256 (needed if >1 rank)"},
+      {"NEZHA_LOCAL_RANK", "0",
+       "this process's index on its node (falls back to LOCAL_RANK); offsets the control port"},
       {"NEZHA_POLICY", "adaptive", "adaptive | static | single"},
       {"NEZHA_COLD_THRESHOLD", "auto", "bytes below which an op runs whole on one rail, or auto"},
       {"NEZHA_STREAMS_PER_PEER", "2", "TCP connections per peer per rail (1..16)"},
@@ -23,17 +26,19 @@ const std::vector<Param>& allParams() {
       {"NEZHA_FAILOVER", "replay", "replay (agree + redo failed slices on survivors) | stop"},
       {"NEZHA_READMIT_HOLDDOWN_MS", "500",
        "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
-      {"NEZHA_CONTROL_ADDR", "", "control endpoint host:port or :port (/status, /metrics, drain)"},
+      {"NEZHA_CONTROL_ADDR", "",
+       "control endpoint host:port, or :port = the default-route interface (+ local rank)"},
       {"NEZHA_PROGRESS_FLOOR_MS", "1000",
        "least no-progress deadline of an op slice (deadline = max(floor, 4 x predicted))"},
-      {"NEZHA_PROBE_BYTES", "1M", "allreduce size of the per-rail bandwidth probe at init"},
+      {"NEZHA_PROBE_BYTES", "1M", "allreduce size of the per-rail bandwidth probe at init (<= 1G)"},
       {"NEZHA_TUNE_INTERVAL", "5", "operations between agreements on timing statistics"},
       {"NEZHA_TUNE_GAIN", "0.6", "step of the online split update (0..1]"},
       {"NEZHA_TABLE", "", "data-length table JSON to start from (rank 0 reads and shares it)"},
       {"NEZHA_RING_THRESHOLD", "64K", "allreduce slices below this use recursive doubling"},
       {"NEZHA_CHAIN_THRESHOLD", "256K", "broadcasts above this use the pipelined chain"},
-      {"NEZHA_SOCKET_BUFFER", "4M", "socket send/receive buffer per stream (0 = autotune)"},
-      {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation"},
+      {"NEZHA_SOCKET_BUFFER", "4M",
+       "socket send/receive buffer per stream (0 = autotune, <= 256M)"},
+      {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},
       {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},
   };
   return params;
@@ -107,7 +112,13 @@ size_t parseBytes(const std::string& text, const std::string& what) {
   return static_cast<size_t>(v * mult);
 }
 
-size_t paramBytes(const char* env) { return parseBytes(paramString(env), env); }
+size_t paramBytes(const char* env, size_t min, size_t max) {
+  const size_t v = parseBytes(paramString(env), env);
+  if (v < min || v > max) {
+    throw ConfigError(strCat(env, "=", v, " bytes is out of range [", min, ", ", max, "]"));
+  }
+  return v;
+}
 
 double paramDouble(const char* env, double min, double max) {
   std::string text = paramString(env);

@@ -21,7 +21,8 @@ const std::vector<Param>& allParams();
 std::string paramString(const char* env, const char* fallbackEnv = nullptr);
 long long paramInt(const char* env, long long min, long long max,
                    const char* fallbackEnv = nullptr);
-size_t paramBytes(const char* env);
+// Byte sizes are bounded by what the code using them can hold (e.g. setsockopt takes an int).
+size_t paramBytes(const char* env, size_t min = 0, size_t max = size_t(1) << 50);
 double paramDouble(const char* env, double min, double max);
 bool paramIsSet(const char* env);
 

@@ -7,22 +7,32 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bootstrap/auth.h"
+#include "control/control_address.h"
+#include "control/control_server.h"
 #include "test_util.h"
 #include "util/json.h"
 
 namespace nezha {
 namespace {
 
-// Sends `raw` to 127.0.0.1:port and returns the whole reply.
+using namespace std::chrono_literals;
+
+constexpr uint32_t kControlHost = 0x7f0000c8;  // 127.0.0.200
+
+// Sends `raw` to 127.0.0.200:port and returns the whole reply.
 std::string httpRaw(int port, const std::string& raw) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(kControlHost);
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   EXPECT_EQ(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL), static_cast<ssize_t>(raw.size()));
   std::string out;
@@ -32,9 +42,12 @@ std::string httpRaw(int port, const std::string& raw) {
   ::close(fd);
   return out;
 }
-std::string http(int port, const std::string& method, const std::string& path) {
-  return httpRaw(port, method + " " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+std::string http(int port, const std::string& method, const std::string& path,
+                 const std::string& credential = "") {
+  const std::string auth = credential.empty() ? "" : "Authorization: Bearer " + credential + "\r\n";
+  return httpRaw(port, method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n");
 }
+const std::string kCredential = controlCredential(testing::kTestToken);
 std::string body(const std::string& reply) { return reply.substr(reply.find("\r\n\r\n") + 4); }
 
 TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
@@ -42,7 +55,7 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
     o.coldThreshold = 0;
     o.minSliceBytes = 0;
     o.probeBytes = 0;
-    o.controlAddr = "127.0.0.1:0";
+    o.controlAddr = "127.0.0.200:0";  // on lo, but no rail's address
   }));
   const int port0 = comms[0]->controlPort(), port1 = comms[1]->controlPort();
   ASSERT_GT(port0, 0);
@@ -82,7 +95,19 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_NE(met.find("nezha_rail_bytes_total{rail=\"r0\"}"), std::string::npos) << met;
 
   // Drain asked on rank 1 only: both ranks stop using r1 from the same operation on.
-  std::string d = http(port1, "POST", "/rails/r1/drain");
+  // Without the job's credential nothing changes: 401, and the next ops still use r1.
+  std::string denied = http(port1, "POST", "/rails/r1/drain");
+  EXPECT_NE(denied.find(" 401 "), std::string::npos) << denied;
+  EXPECT_NE(denied.find("WWW-Authenticate: Bearer"), std::string::npos) << denied;
+  EXPECT_NE(body(denied).find("missing credential"), std::string::npos) << denied;
+  EXPECT_NE(http(port1, "POST", "/rails/r1/drain", std::string(64, '0')).find(" 401 "),
+            std::string::npos);
+  EXPECT_NE(http(port1, "POST", "/rails/r1/drain", testing::kTestToken).find(" 401 "),
+            std::string::npos);  // the token itself is not the credential
+  ops(2, &share);
+  EXPECT_GT(share[0], 0.0);
+  EXPECT_GT(share[1], 0.0);
+  std::string d = http(port1, "POST", "/rails/r1/drain", kCredential);
   EXPECT_NE(d.find("202"), std::string::npos) << d;
   ops(1, &share);  // the agreement at the end of this op applies the drain
   ops(1, &share);
@@ -91,7 +116,7 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_EQ(j.at("rails")[1].at("state"), "drained");
 
   // Restore asked on rank 0: r1 carries a share again on both ranks.
-  EXPECT_NE(http(port0, "POST", "/rails/r1/restore").find("202"), std::string::npos);
+  EXPECT_NE(http(port0, "POST", "/rails/r1/restore", kCredential).find("202"), std::string::npos);
   ops(2, &share);
   EXPECT_GT(share[0], 0.0);
   EXPECT_GT(share[1], 0.0);
@@ -100,12 +125,104 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_NE(httpRaw(port0, "GARBAGE\r\n\r\n").find(" 400 "), std::string::npos);
   EXPECT_NE(httpRaw(port0, "GET nopath HTTP/1.1\r\n\r\n").find(" 400 "), std::string::npos);
   EXPECT_NE(http(port0, "GET", "/nothing").find(" 404 "), std::string::npos);
-  EXPECT_NE(http(port0, "POST", "/rails/zz/drain").find(" 404 "), std::string::npos);
+  EXPECT_NE(http(port0, "POST", "/rails/zz/drain", kCredential).find(" 404 "), std::string::npos);
   EXPECT_NE(http(port0, "POST", "/rails/r1/explode").find(" 404 "), std::string::npos);
   EXPECT_NE(http(port0, "GET", "/rails/r1/drain").find(" 405 "), std::string::npos);
   EXPECT_NE(http(port0, "POST", "/status").find(" 405 "), std::string::npos);
   EXPECT_NE(httpRaw(port0, std::string(10000, 'A')).find(" 413 "), std::string::npos);
   EXPECT_NE(http(port0, "GET", "/status").find("200 OK"), std::string::npos);
+}
+
+// Idle clients hold nothing up: five connections that never send a byte, and one that sends
+// half a request, while GETs are answered. The idle ones are closed after their own 2 s.
+TEST(ControlServerTest, IdleConnectionsDoNotDelayAGet) {
+  std::atomic<int> served{0};
+  ControlServer server("127.0.0.200", 0, [&](const HttpRequest& req) {
+    ++served;
+    return HttpReply{200, "text/plain", req.path + "\n", ""};
+  });
+  std::vector<int> idle;
+  for (int i = 0; i < 6; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server.port()));
+    a.sin_addr.s_addr = htonl(kControlHost);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    if (i == 5) {
+      ASSERT_GT(::send(fd, "GET /sta", 8, MSG_NOSIGNAL), 0);
+    }
+    idle.push_back(fd);
+  }
+  // Each GET is answered while the idle connections are still open (their deadline is 2 s;
+  // with a one-at-a-time server the first GET would wait behind all six of them).
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(http(server.port(), "GET", "/status").find("200 OK"), std::string::npos);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, ControlServer::kRequestDeadline);
+  EXPECT_EQ(served.load(), 3);
+  // The idle ones are closed by the server (EOF), counted, and never reached the handler.
+  for (int fd : idle) {
+    char c;
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0);
+    ::close(fd);
+  }
+  EXPECT_EQ(server.rejectedConnections(), 6u);
+  EXPECT_EQ(served.load(), 3);
+}
+
+TEST(ControlServerTest, GarbageAndStrayConnectionsAreAnsweredOrDropped) {
+  ControlServer server("127.0.0.200", 0, [](const HttpRequest&) {
+    return HttpReply{200, "text/plain", "ok\n", ""};
+  });
+  std::string noise(500, '\0');
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 131 + 7) & 0xff);
+  EXPECT_NE(httpRaw(server.port(), noise + "\r\n\r\n").find(" 400 "), std::string::npos);
+  EXPECT_NE(httpRaw(server.port(), "GET / HTTP/2.0\r\n\r\n").find(" 505 "), std::string::npos);
+  EXPECT_NE(
+      httpRaw(server.port(), "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").find(" 413 "),
+      std::string::npos);
+  EXPECT_NE(httpRaw(server.port(), "GET / HTTP/1.1\r\nA: 1\r\nA: 2\r\n\r\n").find(" 400 "),
+            std::string::npos);
+  EXPECT_NE(http(server.port(), "GET", "/").find("200 OK"), std::string::npos);
+}
+
+TEST(ControlAddressTest, PrimaryAddressLocalRankAndRailsRefused) {
+  const std::string routes =
+      "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n"
+      "lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\n"
+      "lo\t00000000\t0100007F\t0003\t0\t0\t0\t00000000\n";
+  EXPECT_EQ(defaultRouteInterface(routes), "lo");
+  EXPECT_EQ(defaultRouteInterface("Iface\tDestination\n"), "");
+  ControlAddress a = resolveControlAddress(":9402", 0, {"10.0.0.1"}, routes);
+  EXPECT_EQ(a.host, "127.0.0.1");  // lo's first address
+  EXPECT_EQ(a.port, 9402);
+  EXPECT_EQ(resolveControlAddress(":9402", 3, {}, routes).port, 9405);  // one port per process
+  EXPECT_EQ(resolveControlAddress("10.1.2.3:0", 3, {}, routes).port, 0);
+  auto error = [&](const std::string& addr, const std::vector<std::string>& rails,
+                   const std::string& table) {
+    try {
+      resolveControlAddress(addr, 0, rails, table);
+      return std::string();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(error("10.0.0.1:9402", {"10.0.0.1"}, routes).find("is a rail's address"),
+            std::string::npos);
+  EXPECT_NE(error("0.0.0.0:9402", {}, routes).find("wildcard"), std::string::npos);
+  EXPECT_NE(error(":9402", {}, "Iface\n").find("no default route"), std::string::npos);
+  EXPECT_NE(error("nonsense", {}, routes).find("NEZHA_CONTROL_ADDR"), std::string::npos);
+  EXPECT_EQ(error(":65535", {}, routes), "");
+  try {
+    resolveControlAddress(":65535", 1, {}, routes);
+    FAIL() << "port above 65535 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("above 65535"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ControlTest, BadControlAddressIsAConfigError) {

@@ -54,7 +54,7 @@ auto shortTimeouts = [](Options& o) {
 
 TEST(BadInputTest, WrongTokenIsRefused) {
   auto opts = jobOptions(2, 1, shortTimeouts);
-  opts[1].jobToken = "not-the-token";
+  opts[1].jobToken = std::string(64, '0');  // well-formed, but not this job's
   auto out = tryJoin(opts);
   EXPECT_EQ(out[1].type, "auth") << out[1].message;
   EXPECT_TRUE(contains(out[1].message, "NEZHA_JOB_TOKEN")) << out[1].message;
@@ -75,7 +75,7 @@ TEST(BadInputTest, RendezvousUnreachableTimesOut) {
   o.rank = 1;
   o.worldSize = 2;
   o.rails = testing::loopbackRails(1);
-  o.jobToken = "t";
+  o.jobToken = nezha::testing::kTestToken;
   o.rendezvousHost = "127.0.0.1";
   o.rendezvousPort = port;
   o.rendezvousTimeout = std::chrono::milliseconds(500);
@@ -94,7 +94,7 @@ TEST(BadInputTest, RendezvousHostThatDoesNotResolve) {
   o.rank = 1;
   o.worldSize = 2;
   o.rails = testing::loopbackRails(1);
-  o.jobToken = "t";
+  o.jobToken = nezha::testing::kTestToken;
   o.rendezvousHost = "nzr-no-such-host.invalid";
   o.rendezvousPort = 29500;
   o.rendezvousTimeout = std::chrono::milliseconds(300);
@@ -111,7 +111,7 @@ TEST(BadInputTest, RankOutOfRange) {
   o.rank = 3;
   o.worldSize = 3;
   o.rails = testing::loopbackRails(1);
-  o.jobToken = "t";
+  o.jobToken = nezha::testing::kTestToken;
   try {
     Communicator c(o);
     FAIL();

@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "core/params.h"
+#include "test_util.h"
 
 namespace nezha {
 namespace {
@@ -30,7 +31,7 @@ class EnvTest : public ::testing::Test {
          {"NEZHA_RANK", "1"},
          {"NEZHA_WORLD_SIZE", "2"},
          {"NEZHA_RENDEZVOUS", "127.0.0.1:29500"},
-         {"NEZHA_JOB_TOKEN", "s3cret"}});
+         {"NEZHA_JOB_TOKEN", nezha::testing::kTestToken}});
   }
   // The ConfigError message of Options::fromEnv(), or "" if it succeeded.
   static std::string error() {
@@ -132,6 +133,33 @@ INSTANTIATE_TEST_SUITE_P(
             "RendezvousBadPort", {{"NEZHA_RENDEZVOUS", "h:99999"}}, "NEZHA_RENDEZVOUS port=99999"},
         BadCase{"RendezvousEmptyHost", {{"NEZHA_RENDEZVOUS", ":80"}}, "is not host:port"},
         BadCase{"TokenMissing", {{"NEZHA_JOB_TOKEN", "<unset>"}}, "NEZHA_JOB_TOKEN is empty"},
+        BadCase{"TokenShortHex",
+                {{"NEZHA_JOB_TOKEN", std::string(63, 'a')}},
+                "NEZHA_JOB_TOKEN is too short: 63 hex digits"},
+        BadCase{"TokenShortBase64",
+                {{"NEZHA_JOB_TOKEN", std::string(42, 'z')}},
+                "NEZHA_JOB_TOKEN is too short: 42 base64 characters"},
+        BadCase{"TokenShortBytes",
+                {{"NEZHA_JOB_TOKEN", std::string(31, '!')}},
+                "NEZHA_JOB_TOKEN is too short: 31 bytes"},
+        BadCase{"SocketBufferTooLarge",
+                {{"NEZHA_SOCKET_BUFFER", "2G"}},
+                "NEZHA_SOCKET_BUFFER=2147483648 bytes is out of range [0, 268435456]"},
+        BadCase{"ProbeBytesTooLarge",
+                {{"NEZHA_PROBE_BYTES", "2G"}},
+                "NEZHA_PROBE_BYTES=2147483648 bytes is out of range"},
+        BadCase{"MinSliceTooLarge",
+                {{"NEZHA_MIN_SLICE_BYTES", "4G"}},
+                "NEZHA_MIN_SLICE_BYTES=4294967296 bytes is out of range"},
+        BadCase{"BytesOverflow",
+                {{"NEZHA_RING_THRESHOLD", "99999999999999G"}},
+                "NEZHA_RING_THRESHOLD=\"99999999999999G\" is too large"},
+        BadCase{"LocalRankNegative",
+                {{"NEZHA_LOCAL_RANK", "-1"}},
+                "NEZHA_LOCAL_RANK=-1 is out of range"},
+        BadCase{"LocalRankFallbackJunk",
+                {{"NEZHA_LOCAL_RANK", "<unset>"}, {"LOCAL_RANK", "x"}},
+                "LOCAL_RANK=\"x\""},
         BadCase{
             "PolicyUnknown", {{"NEZHA_POLICY", "fastest"}}, "NEZHA_POLICY=\"fastest\" is unknown"},
         BadCase{
@@ -165,12 +193,12 @@ TEST(ValidateOptionsTest, RejectsBadHandBuiltOptions) {
   o.rails = {{"r0", "lo", "tcp", ""}};
   o.worldSize = 2;
   o.rank = 2;
-  o.jobToken = "t";
+  o.jobToken = nezha::testing::kTestToken;
   EXPECT_THROW(validateOptions(o), ConfigError);
   o.rank = 0;
   o.jobToken = "";
   EXPECT_THROW(validateOptions(o), ConfigError);
-  o.jobToken = "t";
+  o.jobToken = nezha::testing::kTestToken;
   o.rails.clear();
   EXPECT_THROW(validateOptions(o), ConfigError);
 }

@@ -12,7 +12,7 @@ set -euo pipefail
 BENCH=$(realpath "$1")
 TESTBED=$(realpath "$2")
 BED=nzf1
-TOKEN="tf-$RANDOM$RANDOM"
+TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
 WORK=$(mktemp -d /tmp/nzf-testbed.XXXXXX)
 PORT=29800
 failures=0
@@ -29,15 +29,30 @@ source "$(dirname "$(realpath "$0")")/lib.sh"
 [ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
 cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
 restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-# http HOST METHOD PATH: the HTTP status of a request to that host's control endpoint.
+# The control endpoint listens on the host's own loopback here (the test bed's hosts have no
+# pod network; a rail address is refused). Mutating requests carry the job's credential:
+# hex HMAC-SHA256(job token, "nezha/control/v1") (docs/security.md).
+CREDENTIAL=$(printf '%s' "nezha/control/v1" | openssl dgst -sha256 -hmac "$TOKEN" | awk '{print $NF}')
+# http HOST METHOD PATH [CREDENTIAL]: the HTTP status of a request to that host's endpoint.
 http() {
+  local auth=()
+  [ -n "${4:-}" ] && auth=(-H "Authorization: Bearer $4")
   "$TESTBED" exec --name "$BED" --host "$1" -- curl -s -o /dev/null -w '%{http_code}' \
-    -X "$2" "http://$(addr "$1" 0):9402$3"
+    "${auth[@]}" -X "$2" "http://127.0.0.1:9402$3"
 }
-# rail_state HOST RAIL: that rail's state in the host's GET /status.
+# rail_state HOST RAIL: that rail's state in the host's GET /status ("" while it does not answer).
 rail_state() {
-  "$TESTBED" exec --name "$BED" --host "$1" -- curl -s "http://$(addr "$1" 0):9402/status" |
-    python3 -c "import json,sys; print([r['state'] for r in json.load(sys.stdin)['rails'] if r['name'] == sys.argv[1]][0])" "$2"
+  "$TESTBED" exec --name "$BED" --host "$1" -- curl -s "http://127.0.0.1:9402/status" |
+    python3 -c "import json,sys; print([r['state'] for r in json.load(sys.stdin)['rails'] if r['name'] == sys.argv[1]][0])" "$2" 2>/dev/null || true
+}
+# until_state HOST RAIL STATE: waits (bounded, 15 s) for the rail to report STATE.
+until_state() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    [ "$(rail_state "$1" "$2")" = "$3" ] && return 0
+    sleep 0.1
+  done
+  return 1
 }
 
 "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
@@ -148,19 +163,20 @@ fi
 
 # Planned maintenance through the control endpoint: drain r1 on rank 0 only, restore it on
 # rank 1 only; both are applied by every rank at an agreed operation. No failover happens.
-loop_job drain 2 2 9 NEZHA_CONTROL_ADDR=:9402 &
+loop_job drain 2 2 20 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
 job=$!
-sleep 2.5
-codes="drain=$(http 0 POST /rails/r1/drain)"
-sleep 1
-states="$(rail_state 0 r1)/$(rail_state 1 r1)"
-codes+=" nosuch=$(http 0 POST /rails/nosuch/drain) get=$(http 1 GET /rails/r1/drain)"
-sleep 1.5
-codes+=" restore=$(http 1 POST /rails/r1/restore)"
+until_state 0 r1 healthy && until_state 1 r1 healthy
+codes="nocred=$(http 0 POST /rails/r1/drain) badcred=$(http 0 POST /rails/r1/drain "${CREDENTIAL//?/0}")"
+codes+=" drain=$(http 0 POST /rails/r1/drain "$CREDENTIAL")"
+until_state 0 r1 drained && until_state 1 r1 drained && states=drained/drained ||
+  states="$(rail_state 0 r1)/$(rail_state 1 r1)"
+codes+=" nosuch=$(http 0 POST /rails/nosuch/drain "$CREDENTIAL") get=$(http 1 GET /rails/r1/drain)"
+codes+=" restore=$(http 1 POST /rails/r1/restore "$CREDENTIAL")"
+until_state 0 r1 healthy && until_state 1 r1 healthy
 wait $job || true
 T=$WORK/drain.trace.json
 if all_rc drain 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
-  [ "$codes" = "drain=202 nosuch=404 get=405 restore=202" ] &&
+  [ "$codes" = "nocred=401 badcred=401 drain=202 nosuch=404 get=405 restore=202" ] &&
   [ "$states" = "drained/drained" ] &&
   [ "$(trace_get "$T" "t['failovers']")" = "[]" ] &&
   [ "$(trace_get "$T" "any(s[1] == 0 for s in t['op_split'])")" = True ] &&

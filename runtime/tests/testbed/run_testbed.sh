@@ -14,7 +14,7 @@ TUNE=$(dirname "$BENCH")/nezha-tune
 TESTBED=$(realpath "$2")
 BED=nzr1
 NA_NS=nzr-na
-TOKEN="tb-$RANDOM$RANDOM"
+TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
 WORK=$(mktemp -d /tmp/nzr-testbed.XXXXXX)
 PORT=29600
 failures=0
@@ -109,7 +109,7 @@ rdv="$(addr 0 0):$PORT"
 p0=$!
 rc1=0
 "$TESTBED" exec --name "$BED" --host 1 -- env NEZHA_RAILS=r0=r0:tcp NEZHA_RANK=1 NEZHA_WORLD_SIZE=2 \
-  NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN=wrong NEZHA_RENDEZVOUS_TIMEOUT_MS=3000 "$BENCH" --quiet \
+  NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN=0000000000000000000000000000000000000000000000000000000000000000 NEZHA_RENDEZVOUS_TIMEOUT_MS=3000 "$BENCH" --quiet \
   >"$WORK/wrongtoken.log.1" 2>&1 || rc1=$?
 echo "$rc1" >"$WORK/wrongtoken.rc.1"
 rc0=0
