@@ -15,6 +15,9 @@ PYTHON          := /usr/bin/python3
 RUNTIME_BUILD   := build/runtime
 CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 GO_TEST_FLAGS   ?= -count=1 -p 1
+FUZZ_SECONDS    ?= 60
+FUZZ_TARGETS    := fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http
+SAN_FLAGS       := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 export NEZHA_CACHE
 
 ##@ General
@@ -22,7 +25,7 @@ export NEZHA_CACHE
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
-	  /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
 	  /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: setup
@@ -63,7 +66,7 @@ manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rb
 ##@ Test
 
 .PHONY: test
-test: setup lint test-go test-runtime test-python ## Lint, then every test suite (needs root for network namespaces).
+test: setup lint test-go test-runtime test-python test-asan test-tsan fuzz-ci ## Lint, every test suite, the sanitizer runs and a short fuzz run (needs root).
 	@echo "make test: all suites passed"
 
 .PHONY: test-go
@@ -74,6 +77,29 @@ test-go: ## Go tests: operator, rail agent and chart against a real kube-apiserv
 test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, then test-bed integration.
 	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L unit
 	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure -L testbed
+
+.PHONY: test-asan
+test-asan: ## Runtime unit and in-process tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+	cmake -S runtime -B build/asan $(SAN_FLAGS) -DNEZHA_SANITIZE=address,undefined >/dev/null
+	cmake --build build/asan -j2
+	ctest --test-dir build/asan --output-on-failure -L unit
+
+.PHONY: test-tsan
+test-tsan: ## The multi-threaded failover, control-mesh and listener tests under ThreadSanitizer.
+	cmake -S runtime -B build/tsan $(SAN_FLAGS) -DNEZHA_SANITIZE=thread >/dev/null
+	cmake --build build/tsan -j2
+	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor'
+
+.PHONY: fuzz
+fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 60) each.
+	cmake -S runtime -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DNEZHA_FUZZ=ON -DNEZHA_BUILD_TESTS=OFF >/dev/null
+	cmake --build build/fuzz -j2 --target $(FUZZ_TARGETS)
+	runtime/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
+
+.PHONY: fuzz-ci
+fuzz-ci: ## The fuzz targets for 15 s each (what `make test` runs).
+	$(MAKE) fuzz FUZZ_SECONDS=15
 
 .PHONY: test-python
 test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
@@ -100,7 +126,7 @@ lint: ## go vet, gofmt, clang-format check, shellcheck on hack/ and the test-bed
 	go vet ./...
 	@out=$$(gofmt -l operator cni hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	find runtime bench -name '*.cc' -o -name '*.h' | grep -v '/build/' | xargs -r clang-format --dry-run --Werror
-	shellcheck -x hack/*.sh .ci/run runtime/tests/testbed/*.sh
+	shellcheck -x hack/*.sh .ci/run runtime/tests/testbed/*.sh runtime/fuzz/*.sh
 
 .PHONY: clean
 clean: ## Remove build outputs (caches in ~/.cache/nezha are kept).

@@ -15,6 +15,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config googletest libgtest-dev  # runtime (C++)
   nlohmann-json3-dev                                                    # runtime JSON (header-only)
   clang-format shellcheck                                               # make lint
+  clang libclang-rt-14-dev                                              # make fuzz (libFuzzer)
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
   libgloo-dev                                                           # Gloo baseline in benches
   python3-pytest python3-numpy python3-matplotlib                       # python tests, plots

@@ -31,10 +31,19 @@ typedef enum {
   NEZHA_FLOAT16 = 2,
   NEZHA_BFLOAT16 = 3,
   NEZHA_INT32 = 4,
-  NEZHA_INT64 = 5
+  NEZHA_INT64 = 5,
+  /* Not a type: widens the enum to int, so a bad value from a caller is an error
+   * (NEZHA_ERR_INVALID), not undefined behaviour in the library. */
+  NEZHA_DTYPE_MAX_ENUM = 0x7fffffff
 } nezha_dtype_t;
 
-typedef enum { NEZHA_SUM = 0, NEZHA_PROD = 1, NEZHA_MIN = 2, NEZHA_MAX = 3 } nezha_op_t;
+typedef enum {
+  NEZHA_SUM = 0,
+  NEZHA_PROD = 1,
+  NEZHA_MIN = 2,
+  NEZHA_MAX = 3,
+  NEZHA_OP_MAX_ENUM = 0x7fffffff /* not an op: see NEZHA_DTYPE_MAX_ENUM */
+} nezha_op_t;
 
 typedef struct nezha_comm* nezha_comm_t;
 

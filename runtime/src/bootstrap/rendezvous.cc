@@ -18,7 +18,9 @@ constexpr auto kPerClientBudget = std::chrono::seconds(5);
 // A registration names at most 64 rails of short strings.
 constexpr size_t kMaxRegistration = 64 << 10;
 
-std::string encodeInfo(const RankInfo& info) {
+}  // namespace
+
+std::string encodeRankInfo(const RankInfo& info) {
   WireWriter w;
   w.u32(static_cast<uint32_t>(info.rank)).u32(static_cast<uint32_t>(info.worldSize));
   w.str(info.fingerprint).u32(static_cast<uint32_t>(info.rails.size()));
@@ -29,7 +31,7 @@ std::string encodeInfo(const RankInfo& info) {
   return w.data();
 }
 
-RankInfo decodeInfo(const std::string& data) {
+RankInfo decodeRankInfo(const std::string& data) {
   WireReader r(data, "rendezvous registration");
   RankInfo info;
   info.rank = static_cast<int>(r.u32());
@@ -52,6 +54,7 @@ RankInfo decodeInfo(const std::string& data) {
   return info;
 }
 
+namespace {
 std::string railList(const RankInfo& info) {
   std::string s = "[";
   for (size_t i = 0; i < info.rails.size(); ++i) {
@@ -144,7 +147,7 @@ void RendezvousServer::serve() {
     rejected_ = acceptor.rejectedTotal();
     RankInfo info;
     try {
-      info = decodeInfo(peer.firstFrame);
+      info = decodeRankInfo(peer.firstFrame);
     } catch (const Error& e) {
       acceptor.reject(strCat("a token holder sent a malformed registration: ", e.what()));
       continue;
@@ -188,7 +191,7 @@ void RendezvousServer::admit(Joining& st, Fd conn, const RankInfo& info) {
   randomBytes(session.data(), session.size());
   WireWriter w;
   w.u8(1).str(session).u32(static_cast<uint32_t>(st.joined.size()));
-  for (const auto& [rank, ri] : st.joined) w.str(encodeInfo(ri));
+  for (const auto& [rank, ri] : st.joined) w.str(encodeRankInfo(ri));
   for (auto& [rank, fd] : st.conns) {
     reply(fd.get(), w.data());
     ++st.answered;
@@ -209,6 +212,26 @@ void RendezvousServer::answerStragglers(Joining& st) {
   for (auto& [rank, fd] : st.conns) reply(fd.get(), errorFrame(why));
 }
 
+JobTable decodeJobTable(const std::string& answer, int worldSize, size_t railCount) {
+  WireReader r(answer, "rendezvous answer");
+  if (r.u8() != 1) throw ConfigError(r.str());
+  JobTable table;
+  table.session = r.str(64);
+  uint32_t n = r.u32();
+  if (static_cast<int>(n) != worldSize) {
+    throw Error(strCat("malformed rendezvous answer: ", n, " ranks"));
+  }
+  for (uint32_t i = 0; i < n; ++i) table.ranks.push_back(decodeRankInfo(r.str(1 << 16)));
+  r.finish();
+  for (int i = 0; i < worldSize; ++i) {
+    if (table.ranks[i].rank != i || table.ranks[i].rails.size() != railCount) {
+      throw Error(strCat("malformed rendezvous answer: entry ", i, " is rank ", table.ranks[i].rank,
+                         " with ", table.ranks[i].rails.size(), " rails"));
+    }
+  }
+  return table;
+}
+
 JobTable rendezvous(const Options& o, const RankInfo& mine) {
   const Deadline deadline = Clock::now() + o.rendezvousTimeout;
   std::string where = strCat("rendezvous ", o.rendezvousHost, ":", o.rendezvousPort);
@@ -217,26 +240,14 @@ JobTable rendezvous(const Options& o, const RankInfo& mine) {
   // server's "missing ranks" message (sent at its deadline) can arrive.
   Deadline replyDeadline = deadline + std::chrono::seconds(2);
   authenticateAsClient(fd.get(), o.jobToken, kPurpose, replyDeadline, -1, where);
-  sendFrame(fd.get(), encodeInfo(mine), replyDeadline, -1);
+  sendFrame(fd.get(), encodeRankInfo(mine), replyDeadline, -1);
   std::string answer;
   try {
     answer = recvFrame(fd.get(), replyDeadline, -1, 16 << 20);
   } catch (const RailError& e) {
     throw RailError(-1, strCat(where, ": no answer (", e.what(), ")"));
   }
-  WireReader r(answer, "rendezvous answer");
-  if (r.u8() != 1) throw ConfigError(r.str());
-  JobTable table;
-  table.session = r.str(64);
-  uint32_t n = r.u32();
-  if (static_cast<int>(n) != o.worldSize) {
-    throw Error(strCat("malformed rendezvous answer: ", n, " ranks"));
-  }
-  for (uint32_t i = 0; i < n; ++i) table.ranks.push_back(decodeInfo(r.str(1 << 16)));
-  r.finish();
-  for (int i = 0; i < o.worldSize; ++i) {
-    NEZHA_ENFORCE(table.ranks[i].rank == i, "rendezvous table out of order");
-  }
+  JobTable table = decodeJobTable(answer, o.worldSize, o.rails.size());
   return table;
 }
 

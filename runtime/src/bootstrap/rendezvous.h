@@ -37,6 +37,13 @@ struct JobTable {
   std::vector<RankInfo> ranks;
 };
 
+// The wire form of a rank's registration and of the server's answer. Decoders check every
+// length and count (malformed input: Error naming what was malformed; a refusal from the
+// server: ConfigError with its reason).
+std::string encodeRankInfo(const RankInfo& info);
+RankInfo decodeRankInfo(const std::string& data);
+JobTable decodeJobTable(const std::string& answer, int worldSize, size_t railCount);
+
 // Settings every rank must share; differences are reported by key.
 std::string configFingerprint(const Options& o);
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "failover/mesh_frame.h"
 #include "nezha/nezha.hpp"
 #include "util/wire.h"
 
@@ -18,12 +19,6 @@ namespace nezha {
 using std::chrono::milliseconds;
 
 namespace {
-constexpr uint32_t kMagic = 0x5443'5a4e;  // "NZCT" little-endian
-// kResend asks a peer for its copy of a round again (on every rail): rounds go out on one rail
-// per peer, and the sender cannot tell whether that rail died under the copy.
-enum : uint16_t { kAgree = 1, kRailDown = 2, kWhere = 3, kHere = 4, kResend = 5 };
-constexpr size_t kHeaderBytes = 4 + 2 + 2 + 8 + 4;  // magic, type, rail, sequence, payload bytes
-constexpr size_t kMaxPayload = 1 << 20;
 // Rounds a peer may run ahead of this rank (it finished round k when it heard from everyone,
 // so it can be at most one ahead; more means a broken or hostile sender).
 constexpr uint64_t kMaxRoundsAhead = 2;
@@ -34,23 +29,6 @@ constexpr auto kFrameFinishBudget = std::chrono::milliseconds(200);
 // A round sent on one rail per peer goes out on every rail if it has not completed this soon.
 constexpr auto kResendAfter = std::chrono::milliseconds(3);
 
-std::string encodeFrame(uint16_t type, uint16_t rail, uint64_t seq,
-                        const std::vector<double>& payload) {
-  WireWriter w;
-  w.u32(kMagic).u32(static_cast<uint32_t>(type) | static_cast<uint32_t>(rail) << 16).u64(seq);
-  w.u32(static_cast<uint32_t>(payload.size() * sizeof(double)));
-  for (double v : payload) w.f64(v);
-  return w.data();
-}
-
-uint32_t readU32(const std::string& s, size_t at) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
-  return v;
-}
-uint64_t readU64(const std::string& s, size_t at) {
-  return static_cast<uint64_t>(readU32(s, at + 4)) << 32 | readU32(s, at);
-}
 }  // namespace
 
 struct ControlMesh::Conn {
@@ -213,7 +191,8 @@ bool ControlMesh::sendPrimary(const std::string& frame) {
 
 void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
   if (size_ > 1)
-    sendEverywhere(encodeFrame(kRailDown, static_cast<uint16_t>(rail), generation, {}), false);
+    sendEverywhere(encodeMeshFrame(kMeshRailDown, static_cast<uint16_t>(rail), generation, {}),
+                   false);
 }
 
 int64_t ControlMesh::nowNs() const {
@@ -222,7 +201,7 @@ int64_t ControlMesh::nowNs() const {
 }
 
 void ControlMesh::ask(const std::vector<int>& peers, uint64_t op) {
-  const std::string frame = encodeFrame(kWhere, 0, op, {});
+  const std::string frame = encodeMeshFrame(kMeshWhere, 0, op, {});
   for (int p : peers) sendEverywhere(frame, false, p);
 }
 
@@ -254,7 +233,7 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
   std::unique_lock<std::mutex> reading(readMu_);
   // Healthy rounds go out once per peer; if the round is not complete soon (a rail died
   // silently under the first copy), every rail carries a copy. Duplicates are dropped.
-  const std::string frame = encodeFrame(kAgree, 0, round, values);
+  const std::string frame = encodeMeshFrame(kMeshAgree, 0, round, values);
   {
     std::lock_guard<std::mutex> lock(mu_);
     sent_[round] = frame;  // kept for peers that ask again after this rank moved on
@@ -351,7 +330,7 @@ void ControlMesh::chaseMissing(uint64_t round, const std::string& frame,
     chase.everywhere = true;
   }
   if (firstResend || Clock::now() >= chase.nextAsk) {
-    const std::string again = encodeFrame(kResend, 0, round, {});
+    const std::string again = encodeMeshFrame(kMeshResend, 0, round, {});
     for (int p : missingPeers) sendEverywhere(again, false, p);
   }
   if (Clock::now() >= chase.nextAsk) {
@@ -383,14 +362,15 @@ void ControlMesh::readFor(std::chrono::microseconds wait) {
   }
 }
 
-void ControlMesh::dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t seq,
-                           const std::string& payload) {
+void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
+  const uint16_t type = f.type, rail = f.rail;
+  const uint64_t seq = f.seq;
   lastHeard_[c.peer]->store(nowNs());
-  if (type == kRailDown) {
+  if (type == kMeshRailDown) {
     if (rail < rails_) onRailDown_(c.peer, rail, seq);
     return;
   }
-  if (type == kResend) {
+  if (type == kMeshResend) {
     std::string frame;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -400,11 +380,11 @@ void ControlMesh::dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t
     if (!frame.empty()) sendEverywhere(frame, false, c.peer);
     return;
   }
-  if (type == kWhere) {
-    sendEverywhere(encodeFrame(kHere, 0, opsStarted_.load(), {}), false, c.peer);
+  if (type == kMeshWhere) {
+    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load(), {}), false, c.peer);
     return;
   }
-  if (type == kHere) {
+  if (type == kMeshHere) {
     auto& started = *peerOpsStarted_[c.peer];
     uint64_t cur = started.load();
     while (cur < seq && !started.compare_exchange_weak(cur, seq)) {
@@ -413,8 +393,7 @@ void ControlMesh::dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t
     cv_.notify_all();
     return;
   }
-  std::vector<double> values(payload.size() / sizeof(double));
-  if (!values.empty()) std::memcpy(values.data(), payload.data(), payload.size());
+  std::vector<double> values = std::move(f.values);
   std::lock_guard<std::mutex> lock(mu_);
   if (seq <= finished_) return;  // a late copy from a slower rail
   auto& slot = inbox_[seq];
@@ -438,21 +417,14 @@ void ControlMesh::readFrom(Conn& c) {
   }
   // Frames that arrived before an EOF still count: a peer that sends its last round and then
   // closes (its communicator failed) must not lose that round.
-  while (c.in.size() >= kHeaderBytes) {
-    const uint32_t magic = readU32(c.in, 0), typeRail = readU32(c.in, 4);
-    const uint16_t type = typeRail & 0xffff, rail = typeRail >> 16;
-    const uint64_t seq = readU64(c.in, 8);
-    const uint32_t len = readU32(c.in, 16);
+  for (;;) {
+    MeshFrame f;
     std::string bad;
-    if (magic != kMagic) {
-      bad = "bad magic";
-    } else if (type < kAgree || type > kResend) {
-      bad = strCat("unknown type ", type);
-    } else if (len > kMaxPayload || len % sizeof(double) != 0) {
-      bad = strCat("payload of ", len, " bytes");
-    } else if (type == kAgree) {
+    const MeshDecode got = takeMeshFrame(c.in, f, bad);
+    if (got == MeshDecode::kNeedMore) break;
+    if (got == MeshDecode::kFrame && f.type == kMeshAgree) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (seq > finished_ + kMaxRoundsAhead) bad = strCat("round ", seq, " too far ahead");
+      if (f.seq > finished_ + kMaxRoundsAhead) bad = strCat("round ", f.seq, " too far ahead");
     }
     if (!bad.empty()) {
       std::fprintf(stderr,
@@ -462,9 +434,7 @@ void ControlMesh::readFrom(Conn& c) {
       c.in.clear();
       break;
     }
-    if (c.in.size() < kHeaderBytes + len) break;
-    dispatch(c, type, rail, seq, c.in.substr(kHeaderBytes, len));
-    c.in.erase(0, kHeaderBytes + len);
+    dispatch(c, f);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "failover/mesh_frame.h"
 #include "util/socket.h"
 
 namespace nezha {
@@ -94,8 +95,7 @@ class ControlMesh {
                    std::vector<double>& values);
   void chaseMissing(uint64_t round, const std::string& frame, const std::vector<int>& missingPeers,
                     RoundChase& chase);
-  void dispatch(const Conn& c, uint16_t type, uint16_t rail, uint64_t seq,
-                const std::string& payload);
+  void dispatch(const Conn& c, MeshFrame& frame);
   // Sends `frame` on every open connection (to `onlyPeer` alone when >= 0). With mustReachAll,
   // waits briefly for room where no copy got out to a peer.
   void sendEverywhere(const std::string& frame, bool mustReachAll, int onlyPeer = -1);

@@ -1,0 +1,25 @@
+// The server side of the token handshake, fed a hello and a proof split from the input. Any
+// bytes are refused with an error; a proof is only accepted with the right MAC (never here).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "bootstrap/auth.h"
+#include "nezha/nezha.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string token(64, 'a');
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  const size_t cut = size > 0 ? data[0] % (size + 1) : 0;
+  nezha::ServerHandshake hs(token);
+  try {
+    hs.onHello(bytes.substr(0, cut));
+  } catch (const nezha::Error&) {
+    return 0;
+  }
+  bool accepted = true;
+  hs.onProof(bytes.substr(cut), accepted);
+  if (accepted) __builtin_trap();  // a random proof must never pass
+  nezha::controlCredentialMatches(token, bytes);
+  return 0;
+}
