@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"github.com/nezha-project/nezha/internal/prereq"
 	"io"
 	"net"
 	"net/http"
@@ -51,7 +52,7 @@ func TestBinary(t *testing.T) {
 	nstest.SweepStale()
 	kube, err := kubetest.Start()
 	if err != nil {
-		t.Skipf("needs envtest: %v", err)
+		prereq.Missing(t, "needs envtest: %v", err)
 	}
 	defer func() { _ = kube.Stop() }()
 	s, _ := agent.Scheme()

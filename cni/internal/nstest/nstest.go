@@ -5,6 +5,7 @@ package nstest
 
 import (
 	"fmt"
+	"github.com/nezha-project/nezha/internal/prereq"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +30,10 @@ var counter atomic.Int64
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces (run the cni tests with sudo)")
+		prereq.Missing(t, "needs root: creates network namespaces (run the cni tests with sudo)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip command")
+		prereq.Missing(t, "needs iproute2's ip command")
 	}
 }
 

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"github.com/nezha-project/nezha/internal/prereq"
 	"os"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func requireEnv(t *testing.T) {
 	t.Helper()
 	nstest.RequireRoot(t)
 	if kubeErr != nil {
-		t.Skipf("needs envtest: %v", kubeErr)
+		prereq.Missing(t, "needs envtest: %v", kubeErr)
 	}
 }
 

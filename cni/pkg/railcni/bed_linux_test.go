@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nezha-project/nezha/internal/prereq"
 	"io"
 	"net"
 	"os"
@@ -85,7 +86,7 @@ func newBedWith(t *testing.T, refDir string) *bed {
 	nstest.RequireRoot(t)
 	for _, p := range []string{"macvlan", "static"} {
 		if _, err := os.Stat(filepath.Join(refDir, p)); err != nil {
-			t.Skipf("needs the reference CNI plugins in %s (Debian containernetworking-plugins): %v", refDir, err)
+			prereq.Missing(t, "needs the reference CNI plugins in %s (Debian containernetworking-plugins): %v", refDir, err)
 		}
 	}
 	b := &bed{t: t, node: nstest.New(t, "node"), dataDir: t.TempDir()}
