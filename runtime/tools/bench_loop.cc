@@ -77,6 +77,8 @@ Json eventsJson(const std::vector<FailoverEvent>& evs) {
     e["t_unix"] = f.unixSeconds;
     e["stall_s"] = f.stallSeconds;
     e["local_error"] = f.localError;
+    e["reason"] = f.reason;
+    if (f.measuredBandwidth > 0) e["measured_bandwidth_bytes_per_s"] = f.measuredBandwidth;
     Json ranks = Json::array();
     for (int r : f.ranks) ranks.push_back(r);
     e["ranks"] = ranks;
@@ -116,6 +118,8 @@ Json traceJson(Communicator& c, const LoopRun& run, bool anyWrong) {
   root["op_replayed"] = replayed;
   root["failovers"] = eventsJson(c.metrics().failovers);
   root["readmissions"] = eventsJson(c.metrics().readmissions);
+  root["rejected_readmissions"] = eventsJson(c.metrics().rejectedReadmissions);
+  root["drains"] = eventsJson(c.metrics().drains);
   Json states = Json::object();
   for (const auto& [name, m] : c.metrics().rails) states[name] = m.alive ? "up" : "failed";
   root["rail_states"] = states;

@@ -103,6 +103,15 @@ struct Options {
   // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
   // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
   std::chrono::milliseconds readmitHoldDown{500};
+  // Progress watchdog: a rail whose slice moves nothing for this long while another rail of the
+  // same operation moves data fails (black hole, carrier up); 0 = off.
+  std::chrono::milliseconds watchdog{800};
+  // A slice still running after max(watchdog, slowFactor x its predicted time) while every
+  // other rail finished its part fails as slow (gray failure); it comes back through
+  // re-admission with the share its probe measures.
+  double slowFactor = 4;
+  // A re-admitted rail whose measured share of the job's bandwidth is below this stays out.
+  double slowFloor = 0.02;
   // Control endpoint "host:port" or ":port" = the default-route interface (GET /status,
   // /metrics; POST /rails/{name}/drain, /restore with the job's control credential); empty =
   // none. Port 0 picks one (see Communicator::controlPort()). Never a rail's address.
@@ -110,6 +119,8 @@ struct Options {
   // This process's index on its node (NEZHA_LOCAL_RANK, else LOCAL_RANK): several processes per
   // pod each get their own control port, base + localRank.
   int localRank = 0;
+  // The job's name (NEZHA_JOB_NAME, set by the operator): the `job` label of every metric.
+  std::string jobName;
   size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
   int tuneInterval = 5;               // agree timing stats every N operations
   std::string tablePath;              // optional data-length table to start from
@@ -143,6 +154,7 @@ struct RailMetrics {
   uint64_t slices = 0;  // operation slices this rail carried
   uint64_t bytes = 0;   // operation bytes it carried (same unit as OpReport::railBytes)
   double seconds = 0;   // time its slices took
+  bool slow = false;    // out because its last re-admission probe measured it below the floor
 };
 // One rail leaving the split, identical on every rank (decided by the failure agreement).
 struct FailoverEvent {
@@ -152,6 +164,15 @@ struct FailoverEvent {
   double stallSeconds = 0;  // op start -> failure agreed on this rank (detection + agreement)
   std::string localError;   // this rank's own error on the rail, empty if a peer saw it
   std::vector<int> ranks;   // ranks that saw the failure themselves (the rest were told)
+  // Why, as one word: failovers "carrier" (link lost here or on a peer), "watchdog" (nothing
+  // moved while other rails did), "slow" (far behind its prediction while the others were
+  // done), "transport" (the transport's own health event), "error" (the connection failed),
+  // "peer" (another rank saw it); re-admissions "probe" (rebuilt, end-to-end probe passed);
+  // rejected re-admissions "probe" (it failed) or "slow" (below the bandwidth floor); drains
+  // "operator".
+  std::string reason;
+  // Re-admissions and rejected ones: the bandwidth the probe measured (bytes/s, agreed).
+  double measuredBandwidth = 0;
 };
 struct Metrics {
   uint64_t ops = 0;             // collectives incl. barriers
@@ -160,10 +181,17 @@ struct Metrics {
   // completed the previous round on one side only); the rail is then failed.
   uint64_t agreementMismatches = 0;
   std::vector<FailoverEvent> failovers;
-  // Rails re-entering the split (stallSeconds = time the reconnect + probe took).
+  // Rails re-entering the split (stallSeconds = time the reconnect + probe took; they run in
+  // the background while operations continue on the other rails).
   std::vector<FailoverEvent> readmissions;
+  // Re-admission attempts that did not pass (probe failed, or the rail is below the floor).
+  std::vector<FailoverEvent> rejectedReadmissions;
+  // Rails drained or restored through the control endpoint (reason "operator").
+  std::vector<FailoverEvent> drains, restores;
   uint64_t hotOps = 0;      // split across several rails
   uint64_t agreements = 0;  // timing agreement rounds
+  // Stray, idle or garbage connections the rails' listeners turned away (connect, rebuilds).
+  uint64_t railRejectedConnections = 0;
   std::map<std::string, RailMetrics> rails;
 };
 

@@ -90,7 +90,8 @@ std::string configFingerprint(const Options& o) {
                 ";streams=", o.streamsPerPeer, ";probe=", o.probeBytes,
                 ";tune_interval=", o.tuneInterval, ";tune_gain=", o.tuneGain,
                 ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
-                ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop");
+                ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop",
+                ";slow_floor=", o.slowFloor);
 }
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {

@@ -2,8 +2,10 @@
 // operation, and the /status and /metrics snapshots the HTTP thread serves (refreshed after
 // every operation under statusMu, so the HTTP thread never touches live state).
 #include <algorithm>
+#include <map>
 
 #include "bootstrap/auth.h"
+#include "control/prometheus.h"
 #include "core/communicator_impl.h"
 #include "core/error.h"
 #include "util/json.h"
@@ -23,10 +25,12 @@ void Impl::applyControl(const std::vector<double>& agreed) {
       alive[r] = false;
       drained[r] = true;
       changed = true;
+      metrics.drains.push_back(railEvent(static_cast<int>(r), "operator"));
     } else if (restore && drained[r] && !localDown[r]) {
       alive[r] = true;
       drained[r] = false;
       changed = true;
+      metrics.restores.push_back(railEvent(static_cast<int>(r), "operator"));
     }
     // Requests seen by the agreement are done (applied, or moot); clear only those.
     if ((mine == kDrain && drain) || (mine == kRestore && restore)) {
@@ -36,6 +40,17 @@ void Impl::applyControl(const std::vector<double>& agreed) {
   if (changed) sched->setAlive(alive);
 }
 
+// A rail's state as /status reports it (the operator's prober reads it).
+std::string Impl::railState(size_t r) const {
+  const bool alive = sched ? sched->alive()[r] : true;
+  if (alive) return "healthy";
+  if (drained.size() > r && drained[r]) return "drained";
+  if (o.worldSize > 1 && (rebuilding(static_cast<int>(r)) || readyLocally(static_cast<int>(r)))) {
+    return "probing";  // being rebuilt and probed, or ready to be once every rank agrees
+  }
+  return "failed";
+}
+
 void Impl::publish() {
   Json st = Json::object();
   st["rank"] = o.rank;
@@ -43,50 +58,104 @@ void Impl::publish() {
   st["ops"] = metrics.ops;
   Json rs = Json::array();
   const std::vector<int> openPeers = mesh ? mesh->openPeers() : std::vector<int>{};
-  std::string prom = strCat(
-      "# TYPE nezha_ops_total counter\nnezha_ops_total ", metrics.ops,
-      "\n# TYPE nezha_failovers_total counter\nnezha_failovers_total ", metrics.failovers.size(),
-      "\n# TYPE nezha_readmissions_total counter\nnezha_readmissions_total ",
-      metrics.readmissions.size(),
-      "\n# TYPE nezha_replayed_slices_total counter\nnezha_replayed_slices_total ",
-      metrics.replayedSlices, "\n");
-  std::string up = "# TYPE nezha_rail_up gauge\n",
-              bytes = "# TYPE nezha_rail_bytes_total counter\n",
-              secs = "# TYPE nezha_rail_busy_seconds_total counter\n",
-              share = "# TYPE nezha_rail_split_ratio gauge\n";
   for (size_t r = 0; r < rails.size(); ++r) {
     const std::string& name = rails[r].name;
     const RailMetrics& m = metrics.rails[name];
-    const bool alive = sched ? sched->alive()[r] : true;
-    std::string state = alive ? "healthy" : drained.size() > r && drained[r] ? "drained" : "failed";
-    if (!alive && state == "failed" && o.worldSize > 1 && readyLocally(static_cast<int>(r))) {
-      state = "probing";  // hold-down passed here; re-enters once every rank agrees
-    }
+    const std::string state = railState(r);
     Json j = Json::object();
     j["name"] = name;
     j["state"] = state;
+    j["reason"] = m.slow ? "slow" : "";
     j["bytes"] = m.bytes;
     j["split"] = last.split.count(name) ? last.split.at(name) : 0.0;
+    j["bandwidth_bytes_per_second"] = rails[r].bandwidthBytesPerSecond;
     // Ranks verified reachable on this rail: this one plus the peers whose control connection
     // on it is open (a cut rail's connections are dropped by TCP_USER_TIMEOUT); none while the
     // rail is failed.
     const bool failed = state == "failed" || state == "probing";
     j["ranks_reachable"] = failed ? 0 : 1 + (r < openPeers.size() ? openPeers[r] : 0);
     rs.push_back(j);
-    const std::string lbl = strCat("{rail=\"", name, "\"}");
-    up += strCat("nezha_rail_up", lbl, " ", alive ? 1 : 0, "\n");
-    bytes += strCat("nezha_rail_bytes_total", lbl, " ", m.bytes, "\n");
-    secs += strCat("nezha_rail_busy_seconds_total", lbl, " ", m.seconds, "\n");
-    share += strCat("nezha_rail_split_ratio", lbl, " ",
-                    last.split.count(name) ? last.split.at(name) : 0.0, "\n");
   }
   st["rails"] = rs;
   st["failovers"] = metrics.failovers.size();
   st["readmissions"] = metrics.readmissions.size();
   st["replayed_slices"] = metrics.replayedSlices;
+  const std::string text = metricsExposition();
   std::lock_guard<std::mutex> lock(statusMu);
   statusJson = dumpJson(st);
-  metricsText = prom + up + bytes + secs + share;
+  metricsText = text;
+}
+
+// GET /metrics: nezha_runtime_* families, labelled with the job, rank and rail, units in names.
+std::string Impl::metricsExposition() const {
+  PrometheusText p({{"job", o.jobName}, {"rank", std::to_string(o.rank)}});
+  p.family("nezha_runtime_operations_total", "counter", "Collectives run (barriers included).");
+  p.sample({}, static_cast<double>(metrics.ops));
+  p.family("nezha_runtime_replayed_slices_total", "counter",
+           "Slices (chunks) redone on surviving rails after a rail failed.");
+  p.sample({}, static_cast<double>(metrics.replayedSlices));
+  auto byRailReason = [&](const char* name, const char* help,
+                          const std::vector<FailoverEvent>& events) {
+    std::map<std::pair<std::string, std::string>, double> counts;
+    for (const auto& r : rails) counts[{r.name, ""}];  // every rail appears, at zero
+    for (const auto& e : events) counts[{e.rail, e.reason}] += 1;
+    p.family(name, "counter", help);
+    for (const auto& [key, n] : counts) {
+      if (!key.second.empty() || n > 0) p.sample({{"rail", key.first}, {"reason", key.second}}, n);
+    }
+  };
+  byRailReason("nezha_runtime_failovers_total",
+               "Rails that left the split, by reason (carrier, watchdog, slow, transport, error, "
+               "peer).",
+               metrics.failovers);
+  byRailReason("nezha_runtime_readmissions_total",
+               "Rails that re-entered the split after their end-to-end probe passed.",
+               metrics.readmissions);
+  byRailReason("nezha_runtime_readmission_rejections_total",
+               "Re-admission attempts that did not pass, by reason (probe, slow).",
+               metrics.rejectedReadmissions);
+  byRailReason("nezha_runtime_drains_total",
+               "Rails drained through the control endpoint (reason operator).", metrics.drains);
+  p.family("nezha_runtime_failover_stall_seconds", "summary",
+           "Time from the start of the operation in flight to the agreed failover.");
+  double stall = 0;
+  for (const auto& e : metrics.failovers) stall += e.stallSeconds;
+  p.sample({}, stall, "_sum");
+  p.sample({}, static_cast<double>(metrics.failovers.size()), "_count");
+  p.family("nezha_runtime_rail_up", "gauge", "1 while the rail carries its share, else 0.");
+  for (size_t r = 0; r < rails.size(); ++r) {
+    p.sample({{"rail", rails[r].name}}, sched && sched->alive()[r] ? 1 : 0);
+  }
+  p.family("nezha_runtime_rail_state", "gauge",
+           "1 for the rail's current state (healthy, failed, probing, drained).");
+  for (size_t r = 0; r < rails.size(); ++r) {
+    p.sample({{"rail", rails[r].name}, {"state", railState(r)}}, 1);
+  }
+  p.family("nezha_runtime_rail_bytes_total", "counter", "Operation bytes the rail carried.");
+  for (const auto& r : rails) p.sample({{"rail", r.name}}, metricsOf(r.name).bytes);
+  p.family("nezha_runtime_rail_busy_seconds_total", "counter", "Time the rail's slices took.");
+  for (const auto& r : rails) p.sample({{"rail", r.name}}, metricsOf(r.name).seconds);
+  p.family("nezha_runtime_rail_split_ratio", "gauge",
+           "The rail's share of the last operation (0..1).");
+  for (const auto& r : rails) {
+    p.sample({{"rail", r.name}}, last.split.count(r.name) ? last.split.at(r.name) : 0.0);
+  }
+  p.family("nezha_runtime_rail_bandwidth_bytes_per_second", "gauge",
+           "The rail's bandwidth as last measured (init probe or re-admission probe).");
+  for (const auto& r : rails) p.sample({{"rail", r.name}}, r.bandwidthBytesPerSecond);
+  p.family("nezha_runtime_rejected_connections_total", "counter",
+           "Connections to this rank's listeners turned away (stray, idle, garbage, wrong "
+           "token).");
+  p.sample({{"listener", "control"}},
+           control ? static_cast<double>(control->rejectedConnections()) : 0);
+  p.sample({{"listener", "rail"}}, static_cast<double>(metrics.railRejectedConnections));
+  return p.text();
+}
+
+const RailMetrics& Impl::metricsOf(const std::string& rail) const {
+  static const RailMetrics none;
+  auto it = metrics.rails.find(rail);
+  return it == metrics.rails.end() ? none : it->second;
 }
 
 HttpReply Impl::handleControl(const HttpRequest& req) {

@@ -21,6 +21,7 @@
 #include "core/rail_worker.h"
 #include "failover/control_mesh.h"
 #include "failover/link_watch.h"
+#include "failover/watchdog.h"
 #include "schedule/scheduler.h"
 #include "transport/transport.h"
 
@@ -80,11 +81,13 @@ struct Communicator::Impl {
   Outcome runSlices(const Plan& plan, const SliceFn& fn);
   // One pass of runSlices over the slices still to do, and what it found per rail.
   struct Attempt {
-    std::vector<double> failed;            // 1 = failed (here, then agreed over all ranks)
-    std::vector<std::string> errors;       // first error per rail (+ a failed round's, appended)
-    std::vector<size_t> leadingDone;       // chunks done here before the rail's first failure
-    std::vector<size_t> doneEverywhere;    // after the round: leading chunks done on every rank
-    std::vector<double> sawHere;           // 1 = this rank saw the rail fail itself
+    std::vector<double> failed;          // 1 = failed (here, then agreed over all ranks)
+    std::vector<std::string> errors;     // first error per rail (+ a failed round's, appended)
+    std::vector<size_t> leadingDone;     // chunks done here before the rail's first failure
+    std::vector<size_t> doneEverywhere;  // after the round: leading chunks done on every rank
+    std::vector<double> sawHere;         // 1 = this rank saw the rail fail itself
+    std::vector<int> ready;              // after the round: failed rails ready to rebuild
+    std::vector<double> rebuildFailed, rebuildNotDone;  // after the round, per rail (max)
     std::chrono::milliseconds longest{0};  // the longest progress deadline of the attempt
   };
   Attempt runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
@@ -97,7 +100,12 @@ struct Communicator::Impl {
   // failover as data slices. `fn` must be re-runnable.
   void runUnit(const std::function<void(Channel&, Scratch&)>& fn);
   void shutRail(int rail);
-  void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks);
+  void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks,
+                      const std::string& reason);
+  std::string failoverReason(int rail, const std::string& localError) const;
+  static int reasonRank(const std::string& reason);
+  static std::string reasonName(int rank);
+  std::unique_ptr<RailWatchdog> watchdog;
   [[noreturn]] void allRailsDown(const std::vector<std::string>& errors);
   std::vector<int> ownLinksDown() const;
   // Called from the watcher / mesh threads.
@@ -114,20 +122,39 @@ struct Communicator::Impl {
   void agree(std::vector<double>& v, std::chrono::milliseconds timeout);
 
   // ---- re-admission (readmission.cc) -------------------------------------------------------
-  std::vector<int> ready;  // rails agreed ready in the last round
-  bool readmitting = false;
   // Per rail, bumped per re-admission attempt; names the rail's connections so bytes (and
   // rail-down notices) of an older generation are never taken for the current one.
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> generation;
   std::vector<std::chrono::steady_clock::time_point> failedAt;
   std::vector<std::chrono::milliseconds> holdDown;
   std::vector<std::unique_ptr<std::atomic<int64_t>>> linkUpAt;  // steady ns; watcher thread
-  std::mutex channelMu;  // channels[r] swap vs. abort from the watcher / mesh threads
+  mutable std::mutex channelMu;  // channels[r] swap vs. abort from the watcher / mesh threads
+  // A rail being rebuilt in the background (connect + probe on the rail's own thread). Shared
+  // with that task, which may outlive a rebuild the job gave up on.
+  struct Rebuild {
+    enum State : int { kRunning = 0, kOk = 1, kFailed = 2 };
+    uint64_t gen = 0;
+    std::unique_ptr<Transport> transport;
+    TaskHandle task;
+    std::atomic<int> state{kRunning};
+    std::string error;             // written by the task before state
+    double latency = 0, bulk = 0;  // probe seconds, written by the task before state
+    size_t probeBytes = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::vector<std::shared_ptr<Rebuild>> rebuilds;   // per rail, null = none; main thread
+  std::vector<std::shared_ptr<Rebuild>> abandoned;  // given up, task still running
   bool readyLocally(int rail) const;
-  void readmit(const std::vector<int>& railsReady);
-  std::unique_ptr<Transport> rebuildRail(int rail, std::string& err);
-  void installRail(int rail, std::unique_ptr<Transport> fresh,
-                   std::chrono::steady_clock::time_point t0);
+  bool rebuilding(int rail) const;
+  void startRebuilds(const std::vector<int>& railsReady);
+  void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
+  void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;
+  void advanceRebuilds(const std::vector<double>& failed, const std::vector<double>& notDone);
+  void rejectRebuild(int rail, const std::shared_ptr<Rebuild>& rb, const std::string& reason,
+                     const std::string& why, double bandwidth);
+  void reapAbandoned();
+  void installRail(int rail, const std::shared_ptr<Rebuild>& rb, double latency, double bandwidth);
+  FailoverEvent railEvent(int rail, const std::string& reason) const;
 
   // ---- control endpoint (control_status.cc) ------------------------------------------------
   static constexpr int kDrain = 1, kRestore = 2;
@@ -137,6 +164,9 @@ struct Communicator::Impl {
   std::string statusJson = "{}", metricsText;
   void applyControl(const std::vector<double>& agreed);
   void publish();
+  std::string railState(size_t rail) const;
+  std::string metricsExposition() const;
+  const RailMetrics& metricsOf(const std::string& rail) const;
   HttpReply handleControl(const HttpRequest& request);
   bool authorized(const HttpRequest& request, HttpReply& denied) const;
 

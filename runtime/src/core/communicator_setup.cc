@@ -106,6 +106,10 @@ void Impl::allocateRailState(size_t nr) {
     controlRequest.push_back(std::make_unique<std::atomic<int>>(0));
   }
   faultWhy.assign(nr, std::string());
+  rebuilds.assign(nr, nullptr);
+  std::vector<std::string> names;
+  for (const auto& r : rails) names.push_back(r.name);
+  watchdog = std::make_unique<RailWatchdog>(names, o.watchdog, o.slowFactor);
   scratch.resize(nr);
   localDown.assign(nr, false);
   failedAt.assign(nr, std::chrono::steady_clock::time_point{});
@@ -122,6 +126,7 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports,
     transports[i]->setHealthListener(
         [this, i](const std::string& why) { onTransportFault(i, why); });
     if (start.usable[i]) transports[i]->connect(job, deadline);
+    metrics.railRejectedConnections += transports[i]->rejectedConnections();
   }
   // Silence long enough that a loaded machine still answers; short enough that "every rail
   // down" becomes an error well within 2 s of the rails failing.
@@ -174,7 +179,7 @@ void Impl::startScheduler(const StartState& start) {
     for (const RankInfo& ri : job.ranks) {
       if (!ri.rails[i].linkUp) ranks.push_back(ri.rank);
     }
-    recordFailover(static_cast<int>(i), strCat("at start: ", start.downAtStart), ranks);
+    recordFailover(static_cast<int>(i), strCat("at start: ", start.downAtStart), ranks, "carrier");
   }
 }
 

@@ -170,7 +170,11 @@ Options Options::fromEnv() {
   o.failover = failover == "replay";
   o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.readmitHoldDown = std::chrono::milliseconds(paramInt("NEZHA_READMIT_HOLDDOWN_MS", 0, 3600000));
+  o.watchdog = std::chrono::milliseconds(paramInt("NEZHA_WATCHDOG_MS", 0, 3600000));
+  o.slowFactor = paramDouble("NEZHA_SLOW_FACTOR", 1.5, 1000);
+  o.slowFloor = paramDouble("NEZHA_SLOW_FLOOR", 0, 0.5);
   o.controlAddr = paramString("NEZHA_CONTROL_ADDR");
+  o.jobName = paramString("NEZHA_JOB_NAME");
   o.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
   o.probeBytes = paramBytes("NEZHA_PROBE_BYTES", 0, size_t(1) << 30);
   o.tuneInterval = static_cast<int>(paramInt("NEZHA_TUNE_INTERVAL", 1, 1000000));

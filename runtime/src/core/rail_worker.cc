@@ -10,6 +10,11 @@ void TaskHandle::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool TaskHandle::done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
 RailWorker::RailWorker() : thread_([this] { loop(); }) {}
 
 RailWorker::~RailWorker() {

@@ -16,6 +16,7 @@ namespace nezha {
 class TaskHandle {
  public:
   void wait();
+  bool done();                                 // finished (without waiting)
   double seconds() const { return seconds_; }  // task run time (valid after wait)
 
  private:

@@ -12,6 +12,7 @@
 // their progress deadline.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include "core/communicator_impl.h"
 #include "core/error.h"
@@ -140,13 +141,10 @@ void Impl::onPeerRailDown(int peer, int rail, uint64_t gen) {
   channels[rail]->abort();
 }
 
-void Impl::recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks) {
-  FailoverEvent ev;
+void Impl::recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks,
+                          const std::string& reason) {
+  FailoverEvent ev = railEvent(rail, reason);
   ev.ranks = ranks;
-  ev.op = opCounter ? opCounter - 1 : 0;
-  ev.rail = rails[rail].name;
-  ev.unixSeconds =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   ev.stallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart).count();
   ev.localError = localError;
@@ -154,10 +152,28 @@ void Impl::recordFailover(int rail, const std::string& localError, const std::ve
   failedAt[rail] = std::chrono::steady_clock::now();
   metrics.rails[rails[rail].name].alive = false;
   if (o.verbose) {
-    std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s)\n", o.rank,
-                 ev.rail.c_str(), static_cast<unsigned long long>(ev.op),
+    std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s: %s)\n", o.rank,
+                 ev.rail.c_str(), static_cast<unsigned long long>(ev.op), reason.c_str(),
                  localError.empty() ? "reported by a peer" : localError.c_str());
   }
+}
+
+// One word for why this rank saw the rail fail (FailoverEvent::reason).
+std::string Impl::failoverReason(int rail, const std::string& localError) const {
+  if (linkDown[rail]->load() || reportedDownBy[rail]->load() > 0) return "carrier";
+  switch (watchdog->verdict(rail)) {
+    case RailWatchdog::kStalled:
+      return "watchdog";
+    case RailWatchdog::kSlow:
+      return "slow";
+    case RailWatchdog::kNone:
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    if (!faultWhy[rail].empty()) return "transport";
+  }
+  return localError.empty() ? "peer" : "error";
 }
 
 // Rails whose link this rank sees down now: the watcher's flag, or the carrier read afresh (a
@@ -215,16 +231,31 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
   at.leadingDone.assign(n, 0);
   at.longest = o.progressFloor;
   std::vector<TaskHandle> handles(todo.size());
+  std::vector<int> tasksPerRail(n, 0);
+  for (const Slice& s : todo) ++tasksPerRail[s.rail];
+  watchdog->beginAttempt(tasksPerRail);
   for (size_t i = 0; i < todo.size(); ++i) {
     const Slice s = todo[i];
-    const auto deadline = progressDeadline(s.rail, s.count * plan.unitBytes);
+    const size_t bytes = s.count * plan.unitBytes;
+    const auto deadline = progressDeadline(s.rail, bytes);
+    const double predicted = sched->predictSeconds(s.rail, bytes);
     at.longest = std::max(at.longest, deadline);
     workers[s.rail]->submit(
-        [&, s, deadline] {
+        [&, s, deadline, predicted] {
+          struct Done {  // counted even when the slice throws
+            RailWatchdog& w;
+            int rail;
+            ~Done() { w.taskDone(rail); }
+          } done{*watchdog, s.rail};
           Channel& ch = *channels[s.rail];
+          const auto start = Clock::now();
           ch.setProgressTimeout(deadline);
           ch.setPeersStillComing(peersBehind);
+          ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
+            return watchdog->check(rail, moved, start, predicted);
+          });
           fn(ch, scratch[s.rail], s);
+          ch.setProgressWatch(nullptr);
         },
         &handles[i]);
   }
@@ -277,22 +308,27 @@ void Impl::flagKnownDownRails(Attempt& at) {
   }
 }
 
-// The per-operation round. Its vector, per rail: [failed | not ready to re-admit | drain asked
-// | restore asked | -chunks done]. Drain/restore come from this rank's control endpoint; the
-// max of -done is minus the number of leading chunks finished on every rank. Afterwards
-// at.failed holds the agreed failures and at.doneEverywhere the chunks that stand.
+// The per-operation round. Its vector, per rail: [failed | not ready to rebuild | drain asked
+// | restore asked | -chunks done | rebuild failed here | rebuild not done here]. Drain/restore
+// come from this rank's control endpoint; the max of -done is minus the number of leading
+// chunks finished on every rank. Afterwards at.failed holds the agreed failures,
+// at.doneEverywhere the chunks that stand, at.ready the rails to start rebuilding and
+// at.rebuild* the agreed state of rails being rebuilt.
 void Impl::agreeOnAttempt(Attempt& at) {
   const size_t n = rails.size();
+  constexpr size_t kFields = 7;
   std::vector<double> round = at.failed;
-  round.resize(5 * n, 1.0);
+  round.resize(kFields * n, 1.0);
   for (size_t r = 0; r < n; ++r) {
     round[4 * n + r] = -static_cast<double>(at.leadingDone[r]);
     const int req = controlRequest[r]->load();
     round[2 * n + r] = req == kDrain ? 1.0 : 0.0;
     round[3 * n + r] = req == kRestore ? 1.0 : 0.0;
-    if (!sched->alive()[r] && !drained[r] && !readmitting && readyLocally(static_cast<int>(r))) {
+    const int ri = static_cast<int>(r);
+    if (!sched->alive()[r] && !drained[r] && !rebuilding(ri) && readyLocally(ri)) {
       round[n + r] = 0;
     }
+    rebuildFlags(r, round[5 * n + r], round[6 * n + r]);
   }
   try {
     // Peers still blocked on a silent rail reach the round up to their longest deadline late.
@@ -301,22 +337,28 @@ void Impl::agreeOnAttempt(Attempt& at) {
     at.errors.push_back(e.what());
     allRailsDown(at.errors);
   }
-  ready.clear();
+  at.ready.clear();
   for (size_t r = 0; r < n; ++r) {
-    if (round[n + r] == 0 && round[r] == 0) ready.push_back(static_cast<int>(r));
+    if (round[n + r] == 0 && round[r] == 0) at.ready.push_back(static_cast<int>(r));
   }
   applyControl(std::vector<double>(round.begin() + 2 * n, round.begin() + 4 * n));
   at.doneEverywhere.assign(n, 0);
   for (size_t r = 0; r < n; ++r) at.doneEverywhere[r] = static_cast<size_t>(-round[4 * n + r]);
+  at.rebuildFailed.assign(round.begin() + 5 * n, round.begin() + 6 * n);
+  at.rebuildNotDone.assign(round.begin() + 6 * n, round.begin() + 7 * n);
   at.failed.assign(round.begin(), round.begin() + n);
 }
 
-// Rails that leave the split: which ranks saw each fail themselves (one more round, held only
-// when a rail leaves), then a failover record per rail.
+// Rails that leave the split: which ranks saw each fail themselves and the most specific reason
+// any rank saw (one more round, held only when a rail leaves), then a failover record per rail
+// that is the same on every rank.
 void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
-  const size_t k = leaving.size();
-  std::vector<double> who(static_cast<size_t>(o.worldSize) * k, 0.0);
-  for (size_t j = 0; j < k; ++j) who[o.rank * k + j] = at.sawHere[leaving[j]];
+  const size_t k = leaving.size(), world = static_cast<size_t>(o.worldSize);
+  std::vector<double> who(world * k + k, 0.0);
+  for (size_t j = 0; j < k; ++j) {
+    who[o.rank * k + j] = at.sawHere[leaving[j]];
+    who[world * k + j] = reasonRank(failoverReason(leaving[j], at.errors[leaving[j]]));
+  }
   try {
     mesh->maxReduce(who, 2 * o.progressFloor);
   } catch (const RailError& e) {
@@ -328,8 +370,26 @@ void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
     for (int p = 0; p < o.worldSize; ++p) {
       if (who[p * k + j] > 0) ranks.push_back(p);
     }
-    recordFailover(leaving[j], at.errors[leaving[j]], ranks);
+    recordFailover(leaving[j], at.errors[leaving[j]], ranks,
+                   reasonName(static_cast<int>(who[world * k + j])));
   }
+}
+
+namespace {
+// Failover reasons from least to most specific: the agreed reason is the most specific any rank
+// saw (a peer's "peer" or "error" says less than its neighbour's "watchdog" or "carrier").
+constexpr const char* kReasons[] = {"peer", "error", "watchdog", "slow", "transport", "carrier"};
+}  // namespace
+
+int Impl::reasonRank(const std::string& reason) {
+  for (int i = 0; i < static_cast<int>(std::size(kReasons)); ++i) {
+    if (reason == kReasons[i]) return i;
+  }
+  return 0;
+}
+
+std::string Impl::reasonName(int rank) {
+  return rank >= 0 && rank < static_cast<int>(std::size(kReasons)) ? kReasons[rank] : "peer";
 }
 
 Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
@@ -337,6 +397,7 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
   out.secs.assign(rails.size(), 0.0);
   const size_t n = rails.size();
   std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
+  Attempt agreed;  // the last round's re-admission flags
   while (!todo.empty()) {
     Attempt at = runAttempt(plan, todo, fn, out);
     if (!o.failover) {
@@ -352,6 +413,9 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
       allRailsDown(at.errors);
     }
     agreeOnAttempt(at);
+    agreed.ready = at.ready;
+    agreed.rebuildFailed = at.rebuildFailed;
+    agreed.rebuildNotDone = at.rebuildNotDone;
     // Chunks on unflagged rails, and a flagged rail's leading chunks done on every rank, stand.
     std::vector<Slice> redo;
     std::vector<size_t> index(n, 0);  // chunk's position on its rail
@@ -378,7 +442,15 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
     metrics.replayedSlices += redo.size();
     todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
   }
-  if (!ready.empty() && !readmitting) readmit(ready);
+  // Re-admission moves on at operation boundaries only, with the last round's agreed flags.
+  reapAbandoned();
+  if (agreed.rebuildFailed.empty()) return out;  // nothing ran, so no round was held
+  advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
+  std::vector<int> start;
+  for (int r : agreed.ready) {
+    if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
+  }
+  if (!start.empty()) startRebuilds(start);
   return out;
 }
 

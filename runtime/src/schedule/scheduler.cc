@@ -120,6 +120,27 @@ std::vector<Slice> Scheduler::resplit(const Plan& plan, const std::vector<Slice>
   return out;
 }
 
+void Scheduler::remeasure(int rail, double latencySeconds, double bandwidthBytesPerSecond) {
+  NEZHA_ENFORCE(rail >= 0 && static_cast<size_t>(rail) < nrails_, "no rail ", rail);
+  probe_.latency[rail] = latencySeconds;
+  probe_.bandwidth[rail] = std::max(bandwidthBytesPerSecond, 1.0);
+  setAlive(alive_);  // cold and best rail from the new numbers
+  // The static policy's split is fixed at start by design (MRIB style); only adaptive re-seeds.
+  if (o_.policy != Policy::kAdaptive) return;
+  baseRatios_ = ratiosFromBandwidth(probe_.bandwidth);
+  const double share = baseRatios_[rail];
+  for (auto& [key, e] : table_.entries()) {
+    if (e.ratios[rail] <= share) continue;
+    // Give the excess to the other rails in proportion to what they had.
+    const double excess = e.ratios[rail] - share, rest = 1.0 - e.ratios[rail];
+    for (size_t q = 0; q < nrails_; ++q) {
+      if (static_cast<int>(q) == rail) continue;
+      e.ratios[q] += rest > 0 ? excess * e.ratios[q] / rest : excess / (nrails_ - 1);
+    }
+    e.ratios[rail] = share;
+  }
+}
+
 double Scheduler::predictSeconds(int rail, size_t bytes) const {
   return probe_.latency[rail] + static_cast<double>(bytes) / probe_.bandwidth[rail];
 }

@@ -58,6 +58,12 @@ class Scheduler {
   std::vector<Slice> resplit(const Plan& plan, const std::vector<Slice>& failed) const;
   // Predicted seconds of `bytes` on `rail` from the probe (latency + bytes / bandwidth).
   double predictSeconds(int rail, size_t bytes) const;
+  // A rail measured anew (re-admission probe, agreed on every rank): its latency and bandwidth
+  // replace the init probe's, and in every table entry its ratio is capped at the share that
+  // bandwidth earns next to the other rails (the tuner refines it from there). A rail that came
+  // back slow thus starts small instead of with the share it had when healthy. The static
+  // policy keeps its split (fixed at start by design).
+  void remeasure(int rail, double latencySeconds, double bandwidthBytesPerSecond);
 
   int coldRail() const { return coldRail_; }  // lowest-latency live rail
   int bestRail() const { return bestRail_; }  // highest-bandwidth live rail

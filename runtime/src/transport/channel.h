@@ -5,7 +5,7 @@
 // (tcp/); verbs and SHARP implement the same two classes.
 //
 // Contract every transport keeps:
-//  - Threading: exchange(), setProgressTimeout() and setPeersStillComing() are called only from
+//  - Threading: exchange() and the set*() calls below are made only from
 //    the rail's own thread (core/rail_worker.h), one exchange at a time. abort() may be called
 //    from any thread at any time, also during an exchange.
 //  - Ownership: IoOp buffers belong to the caller and stay valid until exchange() returns; the
@@ -93,6 +93,14 @@ class Channel {
   // reached this operation yet, so the silence is the peer's, not the rail's, and the exchange
   // keeps waiting (bounded by the transport's default I/O timeout). Empty = fail at once.
   virtual void setPeersStillComing(std::function<bool()> fn) = 0;
+  // Called on the rail's thread after every wait for I/O inside an exchange, and at least every
+  // kProgressWatchTick while nothing moves, with the time this exchange last moved bytes (its
+  // start until then). A non-empty answer fails the rail at once with that reason (RailError).
+  // This is how failover tells a rail that stopped while others move data (black hole), or that
+  // is far behind its prediction (gray), from one that is merely busy. Empty = no watch.
+  using ProgressWatch = std::function<std::string(std::chrono::steady_clock::time_point)>;
+  virtual void setProgressWatch(ProgressWatch fn) = 0;
+  static constexpr std::chrono::milliseconds kProgressWatchTick{50};
 };
 
 }  // namespace nezha

@@ -90,9 +90,16 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_EQ(rails[1].at("state"), "healthy");
   EXPECT_GT(rails[1].at("bytes").get<double>(), 0);
   std::string met = body(http(port0, "GET", "/metrics"));
-  EXPECT_NE(met.find("nezha_ops_total 2"), std::string::npos) << met;
-  EXPECT_NE(met.find("nezha_rail_up{rail=\"r1\"} 1"), std::string::npos) << met;
-  EXPECT_NE(met.find("nezha_rail_bytes_total{rail=\"r0\"}"), std::string::npos) << met;
+  EXPECT_NE(met.find("# TYPE nezha_runtime_operations_total counter\n"), std::string::npos) << met;
+  EXPECT_NE(met.find("nezha_runtime_operations_total{job=\"\",rank=\"0\"} 2\n"), std::string::npos)
+      << met;
+  EXPECT_NE(met.find("nezha_runtime_rail_up{job=\"\",rank=\"0\",rail=\"r1\"} 1\n"),
+            std::string::npos)
+      << met;
+  EXPECT_NE(met.find("nezha_runtime_rail_bytes_total{job=\"\",rank=\"0\",rail=\"r0\"}"),
+            std::string::npos)
+      << met;
+  EXPECT_NE(met.find("# HELP nezha_runtime_failovers_total "), std::string::npos) << met;
 
   // Drain asked on rank 1 only: both ranks stop using r1 from the same operation on.
   // Without the job's credential nothing changes: 401, and the next ops still use r1.

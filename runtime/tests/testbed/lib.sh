@@ -41,6 +41,18 @@ run_job() {
   return $ok
 }
 
+# show_events TRACE T0: rank 0's failover decisions, times relative to T0 (on failure).
+show_events() {
+  python3 - "$1" "$2" <<'PY' >&2 || true
+import json, sys
+t = json.load(open(sys.argv[1])); t0 = float(sys.argv[2])
+for kind in ("failovers", "rejected_readmissions", "readmissions", "drains"):
+    for e in t.get(kind, []):
+        print(f"  [{kind}] op {e['op']} rail {e['rail']} reason {e.get('reason')} "
+              f"t{e['t_unix'] - t0:+.2f}s {e.get('local_error', '')[:160]}")
+print(f"  check {t['check']}, {t['completed']} ops, error {t['error']}")
+PY
+}
 show() { # name hosts: dump logs on failure
   local i
   for ((i = 0; i < $2; i++)); do sed "s/^/  [$1 rank $i] /" "$WORK/$1.log.$i" >&2; done

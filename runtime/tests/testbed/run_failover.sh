@@ -188,6 +188,66 @@ else
   show drain 2
 fi
 
+# Black hole: host 1 drops everything on r1 (iptables, link stays up). The watchdog takes r1 out
+# (nothing moved on it while r0 did); re-admission probes fail in the background while the
+# hole lasts, so r1 never re-enters then; once the hole is gone, a probe passes and r1 is back.
+hole() { # HOST RAIL add|delete
+  local op=-A
+  [ "$3" = delete ] && op=-D
+  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
+  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
+}
+loop_job hole 2 2 14 NEZHA_READMIT_HOLDDOWN_MS=500 &
+job=$!
+sleep 2
+hole 1 1 add
+sleep 5
+healed_at=$(date +%s.%N)
+hole 1 1 delete
+wait $job || true
+T=$WORK/hole.trace.json
+if all_rc hole 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[(f['rail'], f['reason'], 1 in f['ranks']) for f in t['failovers']]")" = "[('r1', 'watchdog', True)]" ] &&
+  [ "$(trace_get "$T" "len(t['rejected_readmissions']) >= 1 and all(r['reason'] == 'probe' for r in t['rejected_readmissions'])")" = True ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions'] if r['t_unix'] < $healed_at]")" = "[]" ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "black hole: r1 out by the watchdog, $(trace_get "$T" "len(t['rejected_readmissions'])") probe(s) refused during the hole," \
+    "back $(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $healed_at, 2)") s after it healed"
+else
+  fail "black hole: want r1 out (watchdog), no re-admission during the hole, back after it"
+  show_events "$T" "$healed_at"
+  show hole 2
+fi
+
+# Gray failure: host 1's r1 suddenly runs at 5 Mbit/s (from veth speed: ~1000x slower). The rail
+# leaves as slow (its slice far behind while r0 finished), the re-admission probe measures it
+# below the bandwidth floor so it stays out, and once the shaping is lifted it comes back with
+# the share its probe measured. Results exact throughout.
+loop_job gray 2 2 16 NEZHA_READMIT_HOLDDOWN_MS=500 &
+job=$!
+sleep 2
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc replace dev r1 root tbf rate 5mbit burst 128kb latency 50ms
+sleep 6
+healed_at=$(date +%s.%N)
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc del dev r1 root
+wait $job || true
+T=$WORK/gray.trace.json
+if all_rc gray 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']][:1]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['failovers'][0]['reason'] in ('slow', 'watchdog')")" = True ] &&
+  [ "$(trace_get "$T" "any(r['reason'] == 'slow' for r in t['rejected_readmissions'])")" = True ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions'] if r['t_unix'] < $healed_at]")" = "[]" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = up ]; then
+  pass "gray rail: r1 out as $(trace_get "$T" "t['failovers'][0]['reason']"), kept out by its probe" \
+    "($(trace_get "$T" "round(min(r['measured_bandwidth_bytes_per_s'] for r in t['rejected_readmissions'] if r['reason'] == 'slow') / 1e6, 2)") MB/s)," \
+    "back after the shaping was lifted; longest op $(trace_get "$T" "round(max(d for (e, d) in t['ops']) / 1e6, 2)") s"
+else
+  fail "gray rail: want r1 out as slow, kept out while slow, back afterwards"
+  show_events "$T" "$healed_at"
+  show gray 2
+fi
+
 # Both rails of host 1 cut: every rank fails with the same family of clear error: host 1 names its
 # own down links (whichever detector fires first there), host 0 names the silent peer. The
 # bound is generous (the loop would run 30 s): it catches a hang, not a slow machine.

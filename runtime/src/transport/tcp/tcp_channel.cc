@@ -233,21 +233,29 @@ void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
   // A gated send's receive is always pending while it waits, so this means ops were matched
   // wrongly by the algorithm.
   NEZHA_ENFORCE(!pfds.empty(), "exchange deadlock: only forwarding sends remain");
-  int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
+  // With a watch, wake up at least every tick so a stall is judged while it happens.
+  const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  if (progressWatch_) wait = std::min(wait, std::chrono::milliseconds(kProgressWatchTick));
+  int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
   if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
-  if (n != 0) {
-    if (n > 0) progress.last = Clock::now();
-    return;
+  if (n > 0) progress.last = Clock::now();
+  if (progressWatch_) {
+    const std::string why = progressWatch_(progress.last);
+    if (!why.empty()) fail(why);
   }
+  if (n != 0 || Clock::now() < deadline) return;
   if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
     // A peer still on its way to this operation is not the rail's fault; once it arrived it
     // gets one full deadline of its own before silence counts against the rail.
     if (peersStillComing_()) {
       progress.waitedForPeer = true;
+      progress.graceUntil = Clock::now() + timeout;
       return;
     }
     if (progress.waitedForPeer) {
       progress.waitedForPeer = false;
+      progress.graceUntil = Clock::now() + timeout;
       return;
     }
   }

@@ -37,11 +37,13 @@ class TcpChannel : public Transport {
   void abort() override;
   void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
   void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
+  void setProgressWatch(ProgressWatch fn) override { progressWatch_ = std::move(fn); }
 
  private:
   struct Progress {
-    Clock::time_point last;      // last time any socket moved
-    bool waitedForPeer = false;  // the last timeout was a peer still on its way
+    Clock::time_point last;        // last time any socket moved
+    bool waitedForPeer = false;    // the last timeout was a peer still on its way
+    Clock::time_point graceUntil;  // a late peer extends the deadline to this
   };
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   void pump(StreamQueue& q, size_t& pendingQueues);
@@ -58,6 +60,7 @@ class TcpChannel : public Transport {
   std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
   std::chrono::milliseconds controlUserTimeout_;
   std::function<bool()> peersStillComing_;
+  ProgressWatch progressWatch_;
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self

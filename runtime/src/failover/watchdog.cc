@@ -1,0 +1,73 @@
+#include "failover/watchdog.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace nezha {
+
+RailWatchdog::RailWatchdog(std::vector<std::string> railNames, std::chrono::milliseconds window,
+                           double slowFactor)
+    : names_(std::move(railNames)), window_(window), slowFactor_(slowFactor) {
+  for (size_t i = 0; i < names_.size(); ++i) rails_.push_back(std::make_unique<Rail>());
+}
+
+void RailWatchdog::beginAttempt(const std::vector<int>& tasksPerRail) {
+  const int64_t now = ns(Clock::now());
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    Rail& rail = *rails_[r];
+    rail.pending = tasksPerRail[r];
+    rail.inAttempt = tasksPerRail[r] > 0;
+    rail.verdict = kNone;
+    rail.lastActivityNs = now;
+  }
+}
+
+void RailWatchdog::taskDone(int rail) {
+  Rail& r = *rails_[rail];
+  r.lastActivityNs = ns(Clock::now());
+  r.pending.fetch_sub(1);
+}
+
+std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
+                                Clock::time_point taskStart, double predictedSeconds) {
+  Rail& me = *rails_[rail];
+  const int64_t mine = ns(lastProgress);
+  int64_t seen = me.lastActivityNs.load();
+  while (seen < mine && !me.lastActivityNs.compare_exchange_weak(seen, mine)) {
+  }
+  if (!enabled()) return "";
+  const auto now = Clock::now();
+  bool others = false, othersDone = true;
+  std::string movedOn;
+  // Another rail counts as moving when it finished its part after this rail last moved, or moved
+  // data within the last half window: all rails standing still together (a peer that has not
+  // reached this operation yet) is not this rail's fault.
+  const int64_t recent = ns(now) - std::chrono::nanoseconds(window_).count() / 2;
+  for (size_t q = 0; q < rails_.size(); ++q) {
+    if (static_cast<int>(q) == rail || !rails_[q]->inAttempt) continue;
+    others = true;
+    const bool finished = rails_[q]->pending.load() == 0;
+    if (!finished) othersDone = false;
+    const int64_t theirs = rails_[q]->lastActivityNs.load();
+    if (movedOn.empty() && theirs > mine && (finished || theirs >= recent)) movedOn = names_[q];
+  }
+  if (!others) return "";
+  const auto stalled = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastProgress);
+  if (stalled >= window_ && !movedOn.empty()) {
+    me.verdict = kStalled;
+    return strCat("watchdog: nothing moved on this rail for ", stalled.count(), " ms while rail ",
+                  movedOn, " moved data");
+  }
+  const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - taskStart);
+  const auto budget = std::max(window_, std::chrono::milliseconds(static_cast<int64_t>(
+                                            1000 * std::min(slowFactor_ * predictedSeconds, 1e6))));
+  if (othersDone && ran >= budget) {
+    me.verdict = kSlow;
+    return strCat("slow: a slice predicted at ", static_cast<int64_t>(predictedSeconds * 1000),
+                  " ms has run ", ran.count(), " ms while every other rail finished");
+  }
+  return "";
+}
+
+}  // namespace nezha
