@@ -45,10 +45,61 @@ def evaluate_chaos(chaos: dict) -> list[dict]:
     ]
 
 
+HOLE_DETECT_GOAL_S = 1.0
+HOLE_THROUGHPUT_GOAL = 0.9
+GRAY_STALL_GOAL_S = 1.0
+
+
+def _fault_series(chaos: dict, kind: str, name: str) -> Optional[dict]:
+    return chaos.get("faults", {}).get(kind, {}).get("series", {}).get(name)
+
+
+def evaluate_faults(chaos: dict) -> list[dict]:
+    """Issue 13's goals for the black hole and the gray rail, each against the surviving rail's
+    pace measured in the same run (Gloo bound to the other rail, looping through the same fault)."""
+    rows = []
+    nz = _fault_series(chaos, "blackhole", NEZHA)
+    ctl = _fault_series(chaos, "blackhole", SURVIVOR)
+    detect = throughput = readmitted = None
+    if nz and nz.get("trace") and nz.get("events") and not nz["metrics"]["failed"]:
+        t0, tr = nz["t0_unix"], nz["trace"]
+        hole, healed = t0 + nz["events"]["cut_unix"], t0 + nz["events"].get("restore_unix", 1e18)
+        fo = [f for f in tr.get("failovers", []) if f["t_unix"] >= hole]
+        if fo:
+            detect = fo[0]["t_unix"] - hole
+            ends = [op[0] for op in tr["ops"]]
+            n = sum(1 for t in ends if fo[0]["t_unix"] < t <= healed)
+            mine = n * tr["bytes"] / (healed - fo[0]["t_unix"]) / 1e9 if healed > fo[0]["t_unix"] else None
+            alone = ctl["metrics"].get("algbw_during_cut_gbps") if ctl and not ctl["metrics"]["failed"] else None
+            throughput = mine / alone if mine is not None and alone else None
+        readmitted = sum(1 for r in tr.get("readmissions", []) if hole < r["t_unix"] < healed)
+    rows.append({"id": "hole-detect", "text": f"black hole detected <= {HOLE_DETECT_GOAL_S:.0f} s",
+                 "value": detect, "verdict": _judge(detect, lambda v: v <= HOLE_DETECT_GOAL_S)})
+    rows.append({"id": "hole-throughput",
+                 "text": f"black hole: throughput after detection >= {HOLE_THROUGHPUT_GOAL} x the surviving rail",
+                 "value": throughput, "verdict": _judge(throughput, lambda v: v >= HOLE_THROUGHPUT_GOAL)})
+    rows.append({"id": "hole-no-readmit", "text": "black hole: no re-admission while the hole lasts",
+                 "value": readmitted, "verdict": _judge(readmitted, lambda v: v == 0)})
+    g = _fault_series(chaos, "gray", NEZHA)
+    stall = None
+    if g and g.get("metrics") and not g["metrics"]["failed"]:
+        stall = g["metrics"].get("worst_gap_excess_s")
+    rows.append({"id": "gray-stall", "text": f"gray rail (1/40 speed): worst stall <= {GRAY_STALL_GOAL_S:.0f} s",
+                 "value": stall, "verdict": _judge(stall, lambda v: v <= GRAY_STALL_GOAL_S)})
+    return rows
+
+
 def chaos_goals_text(chaos: dict) -> str:
+    rows = []
+    for g in evaluate_faults(chaos):
+        v = g["value"]
+        shown = ("n/a" if v is None else f"{v:.3f}" if g["id"] == "hole-throughput"
+                 else str(v) if g["id"] == "hole-no-readmit" else f"{v * 1e3:.0f} ms")
+        rows.append(f"  {g['verdict']:10s} {g['text']}: {shown}")
+    faults = ["goals (issue 13):", *rows]
     rows = []
     for g in evaluate_chaos(chaos):
         v = g["value"]
         shown = "n/a" if v is None else f"{v:.3f}" if g["id"] == "chaos-throughput" else f"{v * 1e3:.0f} ms"
         rows.append(f"  {g['verdict']:10s} {g['text']}: {shown}")
-    return "\n".join(["goals (issue 4):", *rows])
+    return "\n".join(["goals (issue 4):", *rows, *faults])

@@ -80,17 +80,41 @@ def _nezha_env(scen: Scenario, ctx: RunContext, cs: ChaosSeries) -> dict:
             "NEZHA_IO_TIMEOUT_MS": str(NEZHA_CHAOS_IO_TIMEOUT_MS)}
 
 
+# How each kind of rail failure is made on the bed, and undone. "cut" takes the switch port down
+# (carrier lost); "blackhole" drops every packet of the rail inside the host (iptables, carrier
+# up); "gray" re-shapes the host's rail to 1/40 of its rate.
+FAULT_KINDS = ("cut", "blackhole", "gray")
+GRAY_SLOWDOWN = 40
+
+
+def _fault(ctx: RunContext, kind: str, host: int, rail: int, on: bool) -> None:
+    bed = ctx.bed
+    if kind == "cut":
+        (bed.cut if on else bed.restore)(host, rail)
+    elif kind == "blackhole":
+        op = "-A" if on else "-D"
+        for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            subprocess.run(bed.exec_argv(host, ["iptables", op, chain, flag, f"r{rail}", "-j", "DROP"]),
+                           check=on, capture_output=True)
+    elif kind == "gray":
+        rate = bed.rates_mbit[rail]
+        bed.shape(rail, max(rate // GRAY_SLOWDOWN, 1) if on else rate, host=host)
+    else:
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+
 def _run_with_cut(ctx: RunContext, argv, env: dict, cut_host: int, cut_rail: int, tl: Timeline, work: str,
-                  tag: str):
-    """Launch the ranks; cut the rail at tl.cut_at and restore it at tl.restore_at (seconds after
-    the ranks start). Returns (LaunchResult, events with unix times and rail tx snapshots)."""
+                  tag: str, kind: str = "cut"):
+    """Launch the ranks; inject the fault at tl.cut_at and heal it at tl.restore_at (seconds after
+    the ranks start). Returns (LaunchResult, events with unix times and rail tx snapshots); the
+    events keep the names "cut" and "restore" for every kind."""
     events: dict = {}
     timers: list[threading.Timer] = []
 
     def act(what: str) -> None:
         events[what + "_unix"] = time.time()
         events[what + "_tx"] = ctx.bed.rail_tx_bytes()
-        (ctx.bed.cut if what == "cut" else ctx.bed.restore)(cut_host, cut_rail)
+        _fault(ctx, kind, cut_host, cut_rail, what == "cut")
 
     def on_started(_t0: float) -> None:
         events["start_unix"] = time.time()
@@ -107,8 +131,9 @@ def _run_with_cut(ctx: RunContext, argv, env: dict, cut_host: int, cut_rail: int
             t.cancel()
             if t.is_alive():
                 t.join()
-        # Whatever happened, the rail must be up for the next series.
-        ctx.bed.restore(cut_host, cut_rail)
+        # Whatever happened, the rail must be healed for the next series.
+        if "cut_unix" in events and "restore_unix" not in events:
+            _fault(ctx, kind, cut_host, cut_rail, False)
     events["end_unix"] = time.time()
     events["end_tx"] = ctx.bed.rail_tx_bytes()
     return res, events
@@ -119,7 +144,7 @@ def _relative(events: dict) -> dict:
 
 
 def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host: int, cut_rail: int,
-                     tl: Timeline) -> dict:
+                     tl: Timeline, kind: str = "cut") -> dict:
     out = {"name": cs.name, "label": cs.label, "status": "ok", "reason": ""}
     work = tempfile.mkdtemp(prefix=f"chaos-{cs.name}-", dir=ctx.work_dir)
     trace_path = os.path.join(work, "trace.json")
@@ -132,7 +157,7 @@ def run_chaos_series(ctx: RunContext, scen: Scenario, cs: ChaosSeries, cut_host:
             return {**out, "status": "skipped", "reason": f"{os.path.basename(tool)} has no loop mode"}
         return run_sweep_fallback(ctx, scen, cs, cut_host, cut_rail, tl, work, env, out)
 
-    res, events = _run_with_cut(ctx, argv, env, cut_host, cut_rail, tl, work, cs.name)
+    res, events = _run_with_cut(ctx, argv, env, cut_host, cut_rail, tl, work, f"{kind}-{cs.name}", kind)
     out.update(seconds=round(res.seconds, 1), exit_codes=res.returncodes, logs=res.logs, argv_rank0=argv(0))
     if not res.ok():
         out["reason"] = res.failure()
@@ -202,4 +227,15 @@ def run_chaos(ctx: RunContext, scen: Scenario, names: list[str] | None, tl: Time
         if names and cs.name not in names:
             continue
         out["series"][cs.name] = run_chaos_series(ctx, scen, cs, cut_host, cut_rail, tl)
+    # Failures the carrier does not show (issue 13): Nezha and the surviving-rail control, each
+    # side by side in this run.
+    out["faults"] = {}
+    for kind in FAULT_KINDS[1:]:
+        log(f"chaos: {kind} on r{cut_rail} of host {cut_host} from {tl.cut_at:.0f}s to {tl.restore_at:.0f}s")
+        series = {}
+        for cs in CHAOS_SERIES:
+            if cs.name not in ("nezha-adaptive", "gloo-best-rail") or (names and cs.name not in names):
+                continue
+            series[cs.name] = run_chaos_series(ctx, scen, cs, cut_host, cut_rail, tl, kind)
+        out["faults"][kind] = {"series": series}
     return out

@@ -129,3 +129,41 @@ def test_chaos_goals_pass_miss_and_incomplete():
     del chaos["series"]["gloo-best-rail"]
     verdicts = {g["id"]: g["verdict"] for g in evaluate_chaos(chaos)}
     assert set(verdicts.values()) == {"INCOMPLETE"}
+
+
+def _hole_run(detect_s, ops_after, readmit_at=None):
+    """A Nezha loop trace through a black hole from t=10 to t=20 (t0 = T0): one op per 0.1 s of
+    1 GB before the hole, `ops_after` ops after detection."""
+    hole, healed = 10.0, 20.0
+    ops = [[T0 + 0.1 * i, 100_000] for i in range(1, 100)]
+    det = hole + detect_s
+    ops += [[T0 + det + (healed - det) * (i + 1) / (ops_after + 1), 100_000] for i in range(ops_after)]
+    trace = {"bytes": 10 ** 9, "start_unix": T0, "error": None, "ops": ops,
+             "failovers": [{"t_unix": T0 + det, "rail": "r1", "reason": "watchdog"}],
+             "readmissions": [] if readmit_at is None else [{"t_unix": T0 + readmit_at, "rail": "r1"}]}
+    return {"t0_unix": T0, "events": {"cut_unix": hole, "restore_unix": healed}, "trace": trace,
+            "metrics": {"failed": False, "worst_gap_excess_s": 0.4}}
+
+
+def test_fault_goals_black_hole_and_gray():
+    from harness.chaos_goals import evaluate_faults
+
+    control = {"metrics": {"failed": False, "algbw_during_cut_gbps": 10.0}}
+    chaos = {"faults": {"blackhole": {"series": {"nezha-adaptive": _hole_run(0.8, 99),
+                                                 "gloo-best-rail": control}},
+                        "gray": {"series": {"nezha-adaptive": {"metrics": {"failed": False,
+                                                                           "worst_gap_excess_s": 0.6}}}}}}
+    got = {g["id"]: (g["verdict"], g["value"]) for g in evaluate_faults(chaos)}
+    assert got["hole-detect"][0] == "PASS" and got["hole-detect"][1] == pytest.approx(0.8)
+    # 99 ops of 1 GB in 9.2 s = 10.76 GB/s against the survivor's 10 GB/s.
+    assert got["hole-throughput"][0] == "PASS" and got["hole-throughput"][1] == pytest.approx(99 / 9.2 / 10, rel=1e-3)
+    assert got["hole-no-readmit"] == ("PASS", 0)
+    assert got["gray-stall"] == ("PASS", 0.6)
+
+    chaos["faults"]["blackhole"]["series"]["nezha-adaptive"] = _hole_run(1.5, 50, readmit_at=15.0)
+    chaos["faults"]["gray"]["series"]["nezha-adaptive"]["metrics"]["worst_gap_excess_s"] = 2.5
+    got = {g["id"]: g["verdict"] for g in evaluate_faults(chaos)}
+    assert got == {"hole-detect": "MISS", "hole-throughput": "MISS", "hole-no-readmit": "MISS", "gray-stall": "MISS"}
+
+    got = {g["id"]: g["verdict"] for g in evaluate_faults({})}
+    assert set(got.values()) == {"INCOMPLETE"}
