@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
@@ -20,24 +21,37 @@ const tokenBytes = 32
 
 // ensureSecret creates the job's token Secret once. It reads through the uncached API reader so
 // the operator needs neither list nor watch on Secrets cluster-wide; it is called only when
-// workers are about to be created.
-func (r *MultiRailJobReconciler) ensureSecret(ctx context.Context, job *nezhav1.MultiRailJob) error {
+// workers are about to be created. A Secret of that name that this job does not control (no
+// controller reference to it) is never adopted: its token could be known to whoever made it.
+// The job then gets a SecretConflict condition and no workers (ok = false).
+func (r *MultiRailJobReconciler) ensureSecret(ctx context.Context, job *nezhav1.MultiRailJob, st *statusUpdate) (bool, error) {
 	key := client.ObjectKey{Namespace: job.Namespace, Name: builder.SecretName(job.Name)}
-	err := r.APIReader.Get(ctx, key, &corev1.Secret{})
+	var existing corev1.Secret
+	err := r.APIReader.Get(ctx, key, &existing)
 	if err == nil {
-		return nil
+		if metav1.IsControlledBy(&existing, job) {
+			return true, nil
+		}
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonSecretConflict,
+			fmt.Sprintf("Secret %s/%s exists but was not created by this MultiRailJob (it has no controller "+
+				"reference to the job); Nezha never adopts a token Secret it did not create: delete or "+
+				"rename that Secret (the job retries on its next change or resync)", key.Namespace, key.Name), warning)
+		return false, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Secret %s: %w", key.Name, err)
+		return false, fmt.Errorf("get Secret %s: %w", key.Name, err)
 	}
 	buf := make([]byte, tokenBytes)
 	if _, err := rand.Read(buf); err != nil {
-		return fmt.Errorf("generate job token: %w", err)
+		return false, fmt.Errorf("generate job token: %w", err)
 	}
-	if err := r.Create(ctx, builder.Secret(job, hex.EncodeToString(buf))); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Secret %s: %w", key.Name, err)
+	if err := r.Create(ctx, builder.Secret(job, hex.EncodeToString(buf))); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("Secret %s appeared while creating it; retrying", key.Name)
+		}
+		return false, fmt.Errorf("create Secret %s: %w", key.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // ensureService creates the headless Service, or puts back its ports and selector if they

@@ -23,6 +23,7 @@ const (
 	ReasonAllWorkersCreated    = "AllWorkersCreated"
 	ReasonCreatingWorkers      = "CreatingWorkers"
 	ReasonInvalidWorkerSpec    = "InvalidWorkerSpec"
+	ReasonSecretConflict       = "SecretConflict"
 	ReasonPyTorchJobCRDMissing = "PyTorchJobCRDMissing"
 	ReasonPyTorchJobCreated    = "PyTorchJobCreated"
 

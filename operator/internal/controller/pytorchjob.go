@@ -60,7 +60,7 @@ func (r *MultiRailJobReconciler) ensurePyTorchJob(ctx context.Context, job *nezh
 		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec, err.Error(), warning)
 		return nil, nil
 	}
-	if err := r.ensureSecret(ctx, job); err != nil {
+	if ok, err := r.ensureSecret(ctx, job, st); !ok || err != nil {
 		return nil, err
 	}
 	if err := r.Create(ctx, want); err != nil {

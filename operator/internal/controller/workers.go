@@ -56,7 +56,7 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 			fmt.Sprintf("%d worker pods exist", desired), "")
 		return nil
 	}
-	if err := r.ensureSecret(ctx, job); err != nil {
+	if ok, err := r.ensureSecret(ctx, job, st); !ok || err != nil {
 		return err
 	}
 	// Create in parallel: a 1,000-worker job would otherwise wait for 1,000 sequential round trips.
