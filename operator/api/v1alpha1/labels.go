@@ -49,6 +49,8 @@ const (
 	EnvJobToken = "NEZHA_JOB_TOKEN"
 	// EnvControlAddr is where the runtime serves /status and /metrics.
 	EnvControlAddr = "NEZHA_CONTROL_ADDR"
+	// EnvJobName is the job label of the runtime's metrics.
+	EnvJobName = "NEZHA_JOB_NAME"
 	// EnvPolicy is adaptive, static or single.
 	EnvPolicy = "NEZHA_POLICY"
 	// EnvColdThreshold is the cold-start threshold in bytes, or "auto".

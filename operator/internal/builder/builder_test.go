@@ -152,14 +152,14 @@ func TestRuntimeEnv(t *testing.T) {
 			job:  tu.MakeJob("j", "ns", "a").Obj(),
 			rank: &rank,
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_RANK": "2", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
-				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
+				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
 		},
 		{
 			name: "policy, threshold in bytes, failover timeouts in ms",
 			job: tu.MakeJob("j", "ns", "a").Policy(nezhav1.PolicySingle).ColdThreshold("1Mi").
 				RailTimeout(metav1.Duration{Duration: 1500e6}).Obj(),
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
-				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_POLICY": "single", "NEZHA_COLD_THRESHOLD": "1048576",
+				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "single", "NEZHA_COLD_THRESHOLD": "1048576",
 				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
 		},
 	}

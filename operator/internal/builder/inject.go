@@ -7,6 +7,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
@@ -134,8 +135,14 @@ func injectRuntime(spec *corev1.PodSpec, image string) {
 		Name:            runtimeInitContainer,
 		Image:           image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/bin/sh", "-c", "cp -a " + runtimeMountPath + "/. " + runtimeStagingPath + "/"},
+		// -R, not -a: a non-root copy cannot (and need not) keep the image's file owners.
+		Command:         []string{"/bin/sh", "-c", "cp -R " + runtimeMountPath + "/. " + runtimeStagingPath + "/"},
 		VolumeMounts:    []corev1.VolumeMount{{Name: runtimeVolumeName, MountPath: runtimeStagingPath}},
+		SecurityContext: RestrictedSecurityContext(),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
 	})
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
@@ -146,6 +153,25 @@ func injectRuntime(spec *corev1.PodSpec, image string) {
 			prependPath(c.Env, "LD_LIBRARY_PATH", runtimeMountPath+"/lib"),
 			prependPath(c.Env, "PYTHONPATH", runtimeMountPath+"/python"),
 		})
+	}
+}
+
+// RuntimeUID is the non-root user of the runtime image and of the container the operator
+// injects (images/runtime/Dockerfile creates it).
+const RuntimeUID = 65532
+
+// RestrictedSecurityContext satisfies Pod Security "restricted": non-root, no privilege
+// escalation, every capability dropped, the runtime's default seccomp profile, and a read-only
+// root filesystem (the copy goes to an emptyDir).
+func RestrictedSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](RuntimeUID),
+		RunAsGroup:               ptr.To[int64](RuntimeUID),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
 
@@ -196,6 +222,7 @@ func RuntimeEnv(o RuntimeEnvOptions) []corev1.EnvVar {
 			},
 		}},
 		corev1.EnvVar{Name: nezhav1.EnvControlAddr, Value: ":" + strconv.Itoa(nezhav1.ControlPort)},
+		corev1.EnvVar{Name: nezhav1.EnvJobName, Value: o.Job.Name},
 		corev1.EnvVar{Name: nezhav1.EnvPolicy, Value: string(policy)},
 		corev1.EnvVar{Name: nezhav1.EnvColdThreshold, Value: cold},
 	)
