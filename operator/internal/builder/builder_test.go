@@ -232,7 +232,8 @@ func TestInjectTemplate(t *testing.T) {
 		t.Errorf("env (-want +got):\n%s", d)
 	}
 	if len(tmpl.Spec.InitContainers) != 1 || tmpl.Spec.InitContainers[0].Image != "rt:1" ||
-		tmpl.Spec.InitContainers[0].Command[2] != "cp -a /opt/nezha/. /nezha-runtime/" {
+		tmpl.Spec.InitContainers[0].Command[2] != "cp -R /opt/nezha/. /nezha-runtime/" ||
+		tmpl.Spec.InitContainers[0].SecurityContext == nil {
 		t.Errorf("init containers %+v", tmpl.Spec.InitContainers)
 	}
 	for _, c := range tmpl.Spec.Containers {
