@@ -74,7 +74,10 @@ start_apiserver() {
     --service-account-issuer "https://kubernetes.default.svc.$CLUSTER_DOMAIN" \
     --service-account-key-file "$C_PKI/sa.pub" --service-account-signing-key-file "$C_PKI/sa.key" \
     --service-cluster-ip-range "$CLUSTER_SERVICE_CIDR" --allow-privileged=true --profiling=false \
-    --kubelet-preferred-address-types InternalIP
+    --kubelet-preferred-address-types InternalIP \
+    --enable-aggregator-routing=true
+  # --enable-aggregator-routing: with no kube-proxy, admission webhooks (the operator's) are
+  # reached through their Service's endpoints (pod IPs) instead of its ClusterIP.
   cluster_await kube-apiserver 60 "kube-apiserver ready" kc get --raw /readyz
   # In-cluster clients dial the `kubernetes` Service (10.96.0.1:443); without kube-proxy this
   # forwarder is what answers there.

@@ -14,10 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	"github.com/nezha-project/nezha/operator/internal/prober"
 	"github.com/nezha-project/nezha/operator/internal/scheme"
+	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
 
 func main() {
@@ -42,6 +44,8 @@ func run() error {
 		staleAfter   = flag.Duration("railnode-stale-after", staleDefault,
 			"a RailNode whose status.observedTime is older than this has a dead agent: its rails count as unknown, not healthy (0 trusts every RailNode; env "+controller.EnvRailNodeStaleAfter+")")
 		leNamespace = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
+		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
+		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -57,7 +61,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *webhookPort < 0 || *webhookPort > 65535 {
+		return fmt.Errorf("--webhook-port=%d is not a port", *webhookPort)
+	}
 	mgr, err := ctrl.NewManager(cfg, controller.CacheAndClientOptions(ctrl.Options{
+		WebhookServer:           ctrlwebhook.NewServer(ctrlwebhook.Options{Port: *webhookPort, CertDir: *certDir}),
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
@@ -86,6 +94,12 @@ func run() error {
 	}
 	if *probeRuntime {
 		r.Prober = prober.NewHTTP(*probeTimeout)
+	}
+	if *webhookPort != 0 {
+		if err := webhook.SetupRailClassWebhook(mgr); err != nil {
+			return fmt.Errorf("set up webhooks: %w", err)
+		}
+		setupLog.Info("admission webhooks", "port", *webhookPort, "certDir", *certDir)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	webhookserver "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
+	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
 
 const testRuntimeImage = "nezha/runtime:test"
@@ -53,7 +55,7 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-	env, err := testenv.New(testenv.Options{})
+	env, err := testenv.New(testenv.Options{WithWebhooks: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -76,11 +78,19 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 
+	wh := env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, controller.CacheAndClientOptions(ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		WebhookServer: webhookserver.NewServer(webhookserver.Options{
+			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+		}),
 	}, testenv.Scheme()))
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := webhook.SetupRailClassWebhook(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -102,6 +112,15 @@ func runSuite(m *testing.M) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	// RailClasses go through the webhook (failurePolicy Fail): serve before the first test.
+	started := mgr.GetWebhookServer().StartedChecker()
+	for deadline := time.Now().Add(30 * time.Second); started(nil) != nil; {
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "webhook server did not start")
+			return 1
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	code := m.Run()
 	cancel()
 	if err := <-done; err != nil {

@@ -12,10 +12,13 @@ import (
 	"runtime"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/nezha-project/nezha/operator/internal/scheme"
+	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
 
 // Module paths and files of the third-party CRDs (versions come from go.mod).
@@ -54,6 +57,9 @@ func ModuleDir(module string) (string, error) {
 type Options struct {
 	// WithoutPyTorchJob leaves the Kubeflow CRD out (to test the operator without it).
 	WithoutPyTorchJob bool
+	// WithWebhooks registers the operator's admission webhooks with the apiserver (envtest makes
+	// the serving certificate; serve them with WebhookServer).
+	WithWebhooks bool
 }
 
 // New returns an envtest environment ready to Start. It fails when KUBEBUILDER_ASSETS does not
@@ -81,10 +87,42 @@ func New(o Options) (*envtest.Environment, error) {
 		}
 		paths = append(paths, filepath.Join(tDir, pytorchJobCRDFile))
 	}
-	return &envtest.Environment{
+	env := &envtest.Environment{
 		CRDDirectoryPaths:     paths,
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
-	}, nil
+	}
+	if o.WithWebhooks {
+		env.WebhookInstallOptions.ValidatingWebhooks = []*admissionregistrationv1.ValidatingWebhookConfiguration{
+			RailClassWebhookConfiguration(),
+		}
+	}
+	return env, nil
+}
+
+// RailClassWebhookConfiguration is the same registration the chart installs
+// (charts/nezha/templates/webhook.yaml); envtest points it at the test's webhook server.
+func RailClassWebhookConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	path := webhook.RailClassPath
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "nezha-operator"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "vrailclass.nezha.io",
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             &none,
+			FailurePolicy:           &fail,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service: &admissionregistrationv1.ServiceReference{Name: "nezha-operator-webhook", Namespace: "nezha-system", Path: &path},
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{"nezha.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"railclasses"},
+				},
+			}},
+		}},
+	}
 }
