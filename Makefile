@@ -98,8 +98,19 @@ fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 
 	runtime/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 .PHONY: fuzz-ci
-fuzz-ci: ## The fuzz targets for 15 s each (what `make test` runs).
+fuzz-ci: ## The C++ and Go fuzz targets for 15 s / 10 s each (what `make test` runs).
 	$(MAKE) fuzz FUZZ_SECONDS=15
+	$(MAKE) fuzz-go GO_FUZZ_TIME=10s
+
+GO_FUZZ_TIME ?= 60s
+.PHONY: fuzz-go
+fuzz-go: ## Every Go fuzz target (func FuzzX) for GO_FUZZ_TIME each, from its seeds.
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' operator cni hack internal | xargs -n1 dirname | sort -u); do \
+	  for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go | sed 's/^func //'); do \
+	    echo "fuzz-go: ./$$pkg $$fn for $(GO_FUZZ_TIME)"; \
+	    go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(GO_FUZZ_TIME) ./$$pkg || exit 1; \
+	  done; \
+	done
 
 .PHONY: test-python
 test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.

@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nezha-project/nezha/cni/internal/nstest"
+	"github.com/nezha-project/nezha/cni/pkg/railcni"
 )
 
 // The test bed: a "node" namespace holding two rails, each a veth pair whose first end is the
@@ -90,6 +91,8 @@ func newBedWith(t *testing.T, refDir string) *bed {
 		}
 	}
 	b := &bed{t: t, node: nstest.New(t, "node"), dataDir: t.TempDir()}
+	// The plugin (run by libcni with this environment) keeps state only under allowed roots.
+	t.Setenv(railcni.EnvDataRoots, os.TempDir())
 	for _, rail := range []string{"r0", "r1"} {
 		b.node.MustIP(t, "link", "add", rail, "type", "veth", "peer", "name", rail+"x")
 		b.node.MustIP(t, "link", "set", rail, "up")

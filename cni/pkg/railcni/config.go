@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -26,7 +29,15 @@ const (
 	// DefaultDataDir holds one small state file per attachment recording what ADD changed
 	// (original sysctls and MTU) so DEL can put it back.
 	DefaultDataDir = "/var/lib/cni/nezha-rail"
+	// EnvDataRoots lists (colon-separated) the directories a config's dataDir may lie under.
+	// The config comes from a NetworkAttachmentDefinition, which namespace users can write; the
+	// plugin runs as root on the node, so without this a NAD could make it write anywhere. Set
+	// in the container runtime's environment (it is not under the NAD's control).
+	EnvDataRoots = "NEZHA_RAIL_DATA_ROOTS"
 )
+
+// DefaultDataRoots are the allowed dataDir roots when EnvDataRoots is unset.
+var DefaultDataRoots = []string{"/var/lib/cni", "/run/cni"}
 
 // Bounds checked on the configuration.
 const (
@@ -100,7 +111,34 @@ func (c *NetConf) validate() error {
 	if c.MTU != 0 && (c.MTU < minMTU || c.MTU > maxMTU) {
 		return fmt.Errorf("%s: config field \"mtu\": %d is outside %d..%d", PluginName, c.MTU, minMTU, maxMTU)
 	}
+	if c.DataDir != "" {
+		if err := confined(c.DataDir, dataRoots()); err != nil {
+			return fmt.Errorf("%s: config field \"dataDir\": %w", PluginName, err)
+		}
+	}
 	return nil
+}
+
+func dataRoots() []string {
+	if v := os.Getenv(EnvDataRoots); v != "" {
+		return strings.Split(v, ":")
+	}
+	return DefaultDataRoots
+}
+
+// confined accepts an absolute, clean path at or below one of roots (no "..", no duplicate or
+// trailing slashes, no NUL), so a state file can never land outside them.
+func confined(path string, roots []string) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsRune(path, 0) {
+		return fmt.Errorf("%q must be an absolute, clean path", path)
+	}
+	for _, root := range roots {
+		root = filepath.Clean(root)
+		if root != "/" && filepath.IsAbs(root) && (path == root || strings.HasPrefix(path, root+"/")) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is outside the allowed directories %v (%s)", path, roots, EnvDataRoots)
 }
 
 // TableFor is the routing table used for the interface ifname under this config.

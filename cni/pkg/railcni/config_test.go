@@ -18,6 +18,11 @@ func TestParseConfigRejectsBadFields(t *testing.T) {
 		{"tiny mtu", `{"mtu": 67}`, `config field "mtu": 67 is outside 68..65535`},
 		{"not json", `{`, `parse network configuration`},
 		{"bad prevResult", `{"prevResult": {"ips": [{"address": "nonsense"}]}}`, `config field "prevResult"`},
+		// dataDir comes from a NAD that namespace users can write; the plugin runs as root.
+		{"dataDir escapes", `{"dataDir": "/var/lib/cni/../../etc"}`, `config field "dataDir": "/var/lib/cni/../../etc" must be an absolute, clean path`},
+		{"dataDir elsewhere", `{"dataDir": "/etc/cron.d"}`, `config field "dataDir": "/etc/cron.d" is outside the allowed directories`},
+		{"dataDir relative", `{"dataDir": "state"}`, `must be an absolute, clean path`},
+		{"dataDir prefix trick", `{"dataDir": "/var/lib/cnix"}`, `is outside the allowed directories`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := strings.Replace(tc.json, "{", `{"cniVersion":"1.0.0","name":"rail0","type":"nezha-rail",`, 1)
@@ -93,4 +98,47 @@ func TestDerivedTablesAreDistinctForCommonNames(t *testing.T) {
 			t.Errorf("DerivedTable(%s) invalid: %v", n, err)
 		}
 	}
+}
+
+func TestDataDirUnderAllowedRoots(t *testing.T) {
+	for _, dir := range []string{"/var/lib/cni", "/var/lib/cni/nezha-rail", "/run/cni/x"} {
+		raw := `{"cniVersion":"1.0.0","name":"rail0","type":"nezha-rail","dataDir":"` + dir + `"}`
+		if _, err := ParseConfig([]byte(raw)); err != nil {
+			t.Errorf("dataDir %s: %v", dir, err)
+		}
+	}
+	t.Setenv(EnvDataRoots, "/srv/cni:/opt/state")
+	raw := `{"cniVersion":"1.0.0","name":"rail0","type":"nezha-rail","dataDir":"/opt/state/rails"}`
+	if _, err := ParseConfig([]byte(raw)); err != nil {
+		t.Errorf("dataDir under a configured root: %v", err)
+	}
+	raw = `{"cniVersion":"1.0.0","name":"rail0","type":"nezha-rail","dataDir":"/var/lib/cni/x"}`
+	if _, err := ParseConfig([]byte(raw)); err == nil {
+		t.Error("dataDir under a default root accepted although NEZHA_RAIL_DATA_ROOTS replaces them")
+	}
+}
+
+// FuzzParseConfig: any stdin gives a config or an error naming the plugin, never a panic; an
+// accepted dataDir is always under an allowed root.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		`{"cniVersion":"1.0.0","name":"rail0","type":"nezha-rail","table":1000,"rulePriority":10000,"mtu":9000}`,
+		`{"cniVersion":"1.0.0","name":"r","type":"nezha-rail","dataDir":"/var/lib/cni/a"}`,
+		`{"cniVersion":"0.4.0","name":"r","type":"nezha-rail","prevResult":{"cniVersion":"0.4.0","interfaces":[{"name":"net1"}],"ips":[{"version":"4","address":"10.0.0.2/24","interface":0}]}}`,
+		`{`, `[]`, `{"table":-1}`, `{"dataDir":"/var/lib/cni/../x"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, stdin []byte) {
+		conf, err := ParseConfig(stdin)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), PluginName+": ") {
+				t.Fatalf("error without the plugin's name: %v", err)
+			}
+			return
+		}
+		if conf.DataDir != "" && confined(conf.DataDir, DefaultDataRoots) != nil {
+			t.Fatalf("accepted dataDir %q outside the roots", conf.DataDir)
+		}
+	})
 }
