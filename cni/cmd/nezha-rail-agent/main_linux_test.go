@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"github.com/nezha-project/nezha/internal/listenertest"
 	"github.com/nezha-project/nezha/internal/prereq"
 	"io"
 	"net"
@@ -118,6 +119,8 @@ func TestBinary(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// Stray, garbage and idle connections stay open while the real scrape below is answered.
+	listenertest.Abuse(t, metricsAddr, 5)
 	body := get(t, "http://"+metricsAddr+"/metrics")
 	for _, want := range []string{
 		`nezha_rail_link_up{interface="nzb0",rail="bin-rail"} 1`,

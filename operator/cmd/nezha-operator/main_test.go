@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nezha-project/nezha/internal/listenertest"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
@@ -132,6 +133,15 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 	}()
 
 	waitFor(t, "readyz", func() error { return httpOK("http://" + probeAddr + "/readyz") })
+	// Stray, garbage and idle connections to both listeners do not stop them answering.
+	listenertest.Abuse(t, probeAddr, 5)
+	listenertest.Abuse(t, metricsAddr, 5)
+	if err := httpOK("http://" + probeAddr + "/readyz"); err != nil {
+		t.Fatalf("/readyz with stray connections open: %v", err)
+	}
+	if err := httpOK("http://" + metricsAddr + "/metrics"); err != nil {
+		t.Fatalf("/metrics with stray connections open: %v", err)
+	}
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "smoke"}}
 	mustCreate(t, admin, ns)
