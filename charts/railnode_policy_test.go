@@ -1,0 +1,97 @@
+package charts
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// TestAgentWritesOnlyItsOwnRailNode installs the chart's agent RBAC and its
+// ValidatingAdmissionPolicy into a real apiserver, then acts as the agent with a service-account
+// token bound to a pod on node-a: writing RailNode node-a is allowed, node-b is denied by the
+// policy (RBAC alone would allow it).
+func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"nezha/crds"}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}))
+	for _, o := range renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion,
+		"--namespace", releaseNamespace, "--show-only", "templates/agent-rbac.yaml",
+		"--show-only", "templates/agent-railnode-policy.yaml")) {
+		must(admin.Create(ctx, o))
+	}
+	// A pod of the agent on each node, and a token bound to the one on node-a.
+	for _, node := range []string{"node-a", "node-b"} {
+		must(admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
+		must(admin.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node, Namespace: releaseNamespace},
+			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: releaseName + "-rail-agent",
+				Containers: []corev1.Container{{Name: "agent", Image: "agent"}}},
+		}))
+	}
+	pod := &corev1.Pod{}
+	must(admin.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "agent-node-a"}, pod))
+	cs, err := kubernetes.NewForConfig(cfg)
+	must(err)
+	tr, err := cs.CoreV1().ServiceAccounts(releaseNamespace).CreateToken(ctx, releaseName+"-rail-agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		}}, metav1.CreateOptions{})
+	must(err)
+	agentCfg := rest.AnonymousClientConfig(cfg)
+	agentCfg.BearerToken = tr.Status.Token
+	agent, err := client.New(agentCfg, client.Options{})
+	must(err)
+
+	railNode := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("nezha.io/v1alpha1")
+		u.SetKind("RailNode")
+		u.SetName(name)
+		return u
+	}
+	if err := agent.Create(ctx, railNode("node-a")); err != nil {
+		t.Fatalf("the agent on node-a may write RailNode node-a: %v", err)
+	}
+	err = agent.Create(ctx, railNode("node-b"))
+	if err == nil || !strings.Contains(err.Error(), "only the RailNode of its own node") ||
+		!strings.Contains(err.Error(), "this token belongs to node node-a") {
+		t.Fatalf("the agent on node-a must not write RailNode node-b, got %v", err)
+	}
+	// The admin made node-b's; the agent from node-a may not change or delete it either.
+	must(admin.Create(ctx, railNode("node-b")))
+	victim := railNode("node-b")
+	must(admin.Get(ctx, client.ObjectKey{Name: "node-b"}, victim))
+	victim.SetLabels(map[string]string{"forged": "yes"})
+	if err := agent.Update(ctx, victim); err == nil || !strings.Contains(err.Error(), "own node") {
+		t.Fatalf("update of another node's RailNode: want denied, got %v", err)
+	}
+	// Deleting is not even in the agent's RBAC; either way it must be forbidden.
+	if err := agent.Delete(ctx, victim); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of another node's RailNode: want forbidden, got %v", err)
+	}
+}
