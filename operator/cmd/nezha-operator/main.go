@@ -8,6 +8,7 @@ import (
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	"github.com/nezha-project/nezha/operator/internal/prober"
 	"github.com/nezha-project/nezha/operator/internal/scheme"
@@ -44,6 +46,10 @@ func run() error {
 		staleAfter   = flag.Duration("railnode-stale-after", staleDefault,
 			"a RailNode whose status.observedTime is older than this has a dead agent: its rails count as unknown, not healthy (0 trusts every RailNode; env "+controller.EnvRailNodeStaleAfter+")")
 		leNamespace = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
+		netpol      = flag.Bool("network-policies", true, "give every job a NetworkPolicy: its own pods reach its workers, the operator and --monitoring-namespace only the runtime's control ports")
+		monitoring  = flag.String("monitoring-namespace", "monitoring", "namespace allowed to scrape the runtime's /metrics through the jobs' NetworkPolicies (empty: none)")
+		opNamespace = flag.String("operator-namespace", os.Getenv("POD_NAMESPACE"), "the operator's own namespace (env POD_NAMESPACE), for the jobs' NetworkPolicies")
+		opLabels    = flag.String("operator-pod-labels", "app.kubernetes.io/component=operator", "labels of the operator's pods (k=v,...), for the jobs' NetworkPolicies")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	)
@@ -92,6 +98,16 @@ func run() error {
 		PyTorchJobEnabled:  pytorch,
 		RailNodeStaleAfter: *staleAfter,
 	}
+	if *netpol {
+		labels, err := parseLabels(*opLabels)
+		if err != nil {
+			return fmt.Errorf("--operator-pod-labels: %w", err)
+		}
+		if *opNamespace == "" {
+			return fmt.Errorf("--network-policies needs --operator-namespace (or POD_NAMESPACE)")
+		}
+		r.NetworkPolicy = &builder.NetworkPolicyOptions{OperatorNamespace: *opNamespace, OperatorPodLabels: labels, MonitoringNamespace: *monitoring}
+	}
 	if *probeRuntime {
 		r.Prober = prober.NewHTTP(*probeTimeout)
 	}
@@ -129,4 +145,16 @@ func durationEnv(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q is negative", name, v)
 	}
 	return d, nil
+}
+
+// parseLabels reads "k=v,k2=v2" into a map (keys and values as Kubernetes labels allow).
+func parseLabels(s string) (map[string]string, error) {
+	sel, err := labels.ConvertSelectorToLabelsMap(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("%q selects every pod; give at least one label", s)
+	}
+	return sel, nil
 }

@@ -118,6 +118,7 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 	cmd := exec.Command(bin, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
 		"--runtime-image=nezha/runtime:smoke", "--zap-log-level=info",
 		"--webhook-port=0", // the webhook itself is tested in the controller suite (envtest certs)
+		"--operator-namespace="+leRole.Namespace,
 		"--leader-elect", "--leader-election-namespace="+leRole.Namespace)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs

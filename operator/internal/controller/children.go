@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,4 +92,31 @@ func portsEqual(a, b []corev1.ServicePort) bool {
 		}
 	}
 	return true
+}
+
+// ensureNetworkPolicy creates the job's NetworkPolicy, or puts its rules back if they drifted.
+func (r *MultiRailJobReconciler) ensureNetworkPolicy(ctx context.Context, job *nezhav1.MultiRailJob) error {
+	if r.NetworkPolicy == nil {
+		return nil
+	}
+	want := builder.NetworkPolicy(job, *r.NetworkPolicy)
+	have := &networkingv1.NetworkPolicy{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create NetworkPolicy %s: %w", want.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		return nil
+	}
+	have.Spec = want.Spec
+	if err := r.Update(ctx, have); err != nil {
+		return fmt.Errorf("update NetworkPolicy %s: %w", have.Name, err)
+	}
+	return nil
 }

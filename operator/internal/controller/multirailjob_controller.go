@@ -12,6 +12,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,9 @@ type MultiRailJobReconciler struct {
 	// RailNodeStaleAfter is how old a RailNode's observedTime may be before its agent is presumed
 	// gone and its rails unknown (NEZHA_RAILNODE_STALE_AFTER); zero trusts every RailNode.
 	RailNodeStaleAfter time.Duration
+	// NetworkPolicy, when set, gives every job a NetworkPolicy isolating its workers (the job's
+	// own pods; the operator and monitoring only on the runtime's control ports).
+	NetworkPolicy *builder.NetworkPolicyOptions
 
 	phases phaseTracker
 }
@@ -63,6 +67,7 @@ type MultiRailJobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch;create;update
@@ -172,6 +177,9 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 				"waiting for NetworksReady", "")
 		}
 	case job.Spec.Workers != nil:
+		if err := r.ensureNetworkPolicy(ctx, job); err != nil {
+			return result, err
+		}
 		if err := r.ensureService(ctx, job); err != nil {
 			return result, err
 		}
@@ -179,6 +187,9 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 			return result, err
 		}
 	default:
+		if err := r.ensureNetworkPolicy(ctx, job); err != nil {
+			return result, err
+		}
 		if ptj, err = r.ensurePyTorchJob(ctx, job, rr.rails, avoid, st); err != nil {
 			return result, err
 		}
@@ -342,6 +353,7 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&nezhav1.MultiRailJob{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&nadv1.NetworkAttachmentDefinition{}).
 		// PyTorchJob pods are owned by the PyTorchJob, so pods map to jobs by label.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).

@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	webhookserver "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	"github.com/nezha-project/nezha/operator/internal/webhook"
@@ -103,6 +104,8 @@ func runSuite(m *testing.M) int {
 		PyTorchJobEnabled:  true,
 		Prober:             prober,
 		RailNodeStaleAfter: controller.DefaultRailNodeStaleAfter,
+		NetworkPolicy: &builder.NetworkPolicyOptions{OperatorNamespace: "nezha-system",
+			OperatorPodLabels: map[string]string{"app.kubernetes.io/component": "operator"}, MonitoringNamespace: "monitoring"},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
