@@ -78,3 +78,26 @@ func TestNoPodIP(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// FuzzParseStatus: whatever a worker's runtime (or something posing as it) answers, the prober
+// returns failed rail names or an error, never a panic, and never an empty rail name.
+func FuzzParseStatus(f *testing.F) {
+	for _, seed := range []string{
+		`{"rank":0,"rails":[{"name":"r0","state":"healthy"},{"name":"r1","state":"failed"}]}`,
+		`{"rank":1,"rails":[{"name":"r0","state":"probing"},{"name":"r1","state":"drained"}]}`,
+		`{"rails":[{"name":"","state":"failed"}]}`, `{"rails":[{"state":"exploded"}]}`, `[]`, `{`, ``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		failed, err := parseStatus(strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		for _, name := range failed {
+			if name == "" {
+				t.Fatalf("empty rail name reported failed for %q", body)
+			}
+		}
+	})
+}
