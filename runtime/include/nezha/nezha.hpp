@@ -106,9 +106,9 @@ struct Options {
   // Progress watchdog: a rail whose slice moves nothing for this long while another rail of the
   // same operation moves data fails (black hole, carrier up); 0 = off.
   std::chrono::milliseconds watchdog{800};
-  // A slice still running after max(watchdog, slowFactor x its predicted time) while every
-  // other rail finished its part fails as slow (gray failure); it comes back through
-  // re-admission with the share its probe measures.
+  // A slice still running max(watchdog, slowFactor x its predicted time) after every other rail
+  // finished its part fails as slow (gray failure); it comes back through re-admission with the
+  // share its probe measures.
   double slowFactor = 4;
   // A re-admitted rail whose measured share of the job's bandwidth is below this stays out.
   double slowFloor = 0.02;

@@ -30,7 +30,8 @@ const std::vector<Param>& allParams() {
       {"NEZHA_WATCHDOG_MS", "800",
        "a rail that moves nothing this long while another rail moves data fails (0 = off)"},
       {"NEZHA_SLOW_FACTOR", "4",
-       "a slice this many times over its prediction (and the watchdog) while the others are done "
+       "a slice still running this many times its prediction (and the watchdog) after the others "
+       "finished "
        "fails as slow"},
       {"NEZHA_SLOW_FLOOR", "0.02",
        "a re-admitted rail below this share of the job's measured bandwidth stays out"},

@@ -39,6 +39,7 @@ std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
   if (!enabled()) return "";
   const auto now = Clock::now();
   bool others = false, othersDone = true;
+  int64_t othersDoneAt = 0;  // when the last other rail finished (valid if othersDone)
   std::string movedOn;
   // Another rail counts as moving when it finished its part after this rail last moved, or moved
   // data within the last half window: all rails standing still together (a peer that has not
@@ -50,22 +51,37 @@ std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
     const bool finished = rails_[q]->pending.load() == 0;
     if (!finished) othersDone = false;
     const int64_t theirs = rails_[q]->lastActivityNs.load();
+    othersDoneAt = std::max(othersDoneAt, theirs);
     if (movedOn.empty() && theirs > mine && (finished || theirs >= recent)) movedOn = names_[q];
   }
   if (!others) return "";
-  const auto stalled = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastProgress);
-  if (stalled >= window_ && !movedOn.empty()) {
+  // The silence counts from the first moment another rail was seen moving after this one went
+  // quiet: a peer that arrives late starts every rail at once, and this rail's bytes follow.
+  if (movedOn.empty()) {
+    me.quietSinceProgressNs = -1;
+  } else if (me.quietSinceProgressNs != mine) {
+    me.quietSinceProgressNs = mine;
+    me.othersMovingSinceNs = ns(now);
+  }
+  const auto stalled = movedOn.empty()
+                           ? std::chrono::milliseconds(0)
+                           : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 now - Clock::time_point(Clock::duration(me.othersMovingSinceNs)));
+  if (stalled >= window_) {
     me.verdict = kStalled;
     return strCat("watchdog: nothing moved on this rail for ", stalled.count(), " ms while rail ",
                   movedOn, " moved data");
   }
-  const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - taskStart);
+  // Counted from when the operation started waiting on this rail alone (the last other rail
+  // finished), not from the slice's start: a peer that arrived late held every rail equally.
+  const auto waitingSince = std::max(taskStart, Clock::time_point(Clock::duration(othersDoneAt)));
+  const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - waitingSince);
   const auto budget = std::max(window_, std::chrono::milliseconds(static_cast<int64_t>(
                                             1000 * std::min(slowFactor_ * predictedSeconds, 1e6))));
   if (othersDone && ran >= budget) {
     me.verdict = kSlow;
     return strCat("slow: a slice predicted at ", static_cast<int64_t>(predictedSeconds * 1000),
-                  " ms has run ", ran.count(), " ms while every other rail finished");
+                  " ms still runs ", ran.count(), " ms after every other rail finished");
   }
   return "";
 }

@@ -4,9 +4,12 @@
 // operation, on the rails' own threads (Channel::setProgressWatch):
 //
 //   stalled  nothing moved on this rail for `window` while another rail of the same attempt
-//            moved data or finished after this rail last moved;
+//            kept moving data (or finished) — counted from the first moment another rail was
+//            seen moving after this one went quiet, so ranks arriving late at an operation
+//            (which stalls every rail at once) never count;
 //   slow     every other rail of the attempt finished its part, and this rail's current slice
-//            has run for max(window, slowFactor x its predicted time).
+//            still runs max(window, slowFactor x its predicted time) after the last of them
+//            finished (or after the slice started, if later): the operation waits on it alone.
 //
 // When no other rail takes part (a cold operation on one rail), neither applies: the slice's
 // own no-progress deadline and the control mesh's "is the peer still coming?" decide, as before.
@@ -45,6 +48,10 @@ class RailWatchdog {
     std::atomic<int> pending{0};             // tasks of this attempt not finished
     std::atomic<bool> inAttempt{false};
     std::atomic<int> verdict{kNone};
+    // The rail's own thread only: the silence being judged (its last progress) and since when
+    // another rail was seen moving during it.
+    int64_t quietSinceProgressNs = -1;
+    int64_t othersMovingSinceNs = 0;
   };
   static int64_t ns(Clock::time_point t) { return t.time_since_epoch().count(); }
   std::vector<std::string> names_;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -127,10 +128,10 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
   StreamQueues sq = queueOps(ops);
   Progress progress;
-  progress.last = Clock::now();
+  progress.last = progress.lastReceived = Clock::now();
   while (sq.pending > 0) {
     for (StreamQueue& q : sq.queues) {
-      if (q.pending()) pump(q, sq.pending);
+      if (q.pending() && pump(q, sq.pending) && !q.send) progress.lastReceived = Clock::now();
     }
     if (sq.pending == 0) break;
     waitForProgress(sq, progress);
@@ -183,7 +184,9 @@ StreamQueues TcpChannel::queueOps(std::vector<IoOp>& ops) const {
 }
 
 // Moves as many bytes as the socket takes without blocking.
-void TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
+// Returns whether any byte moved.
+bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
+  bool moved = false;
   while (q.pending()) {
     StreamPart& part = q.parts[q.cursor];
     char* base = static_cast<char*>(part.op->buf) + part.offset;
@@ -202,6 +205,7 @@ void TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
                   std::strerror(errno)));
     }
     part.done += static_cast<size_t>(n);
+    moved = true;
     if (!q.send) {
       size_t whole = part.done / part.op->align * part.op->align;
       if (whole > part.reported) {
@@ -216,6 +220,7 @@ void TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
       break;  // socket buffer full
     }
   }
+  return moved;
 }
 
 // Sleeps in poll() until a queue can move. No progress within the progress timeout fails the
@@ -241,7 +246,11 @@ void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
   if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
   if (n > 0) progress.last = Clock::now();
   if (progressWatch_) {
-    const std::string why = progressWatch_(progress.last);
+    // Bytes that arrive are what proves a rail alive: sends only fill the local socket buffer,
+    // which a black-holed rail also accepts for a while.
+    const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
+                                       [](const StreamQueue& q) { return !q.send && q.pending(); });
+    const std::string why = progressWatch_(receiving ? progress.lastReceived : progress.last);
     if (!why.empty()) fail(why);
   }
   if (n != 0 || Clock::now() < deadline) return;

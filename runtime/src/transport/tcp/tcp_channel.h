@@ -41,12 +41,13 @@ class TcpChannel : public Transport {
 
  private:
   struct Progress {
-    Clock::time_point last;        // last time any socket moved
-    bool waitedForPeer = false;    // the last timeout was a peer still on its way
-    Clock::time_point graceUntil;  // a late peer extends the deadline to this
+    Clock::time_point last;          // last time any socket moved
+    bool waitedForPeer = false;      // the last timeout was a peer still on its way
+    Clock::time_point graceUntil;    // a late peer extends the deadline to this
+    Clock::time_point lastReceived;  // last time a receive moved bytes
   };
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
-  void pump(StreamQueue& q, size_t& pendingQueues);
+  bool pump(StreamQueue& q, size_t& pendingQueues);
   void waitForProgress(const StreamQueues& sq, Progress& progress);
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
