@@ -41,6 +41,7 @@ std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
   bool others = false, othersDone = true;
   int64_t othersDoneAt = 0;  // when the last other rail finished (valid if othersDone)
   std::string movedOn;
+  int64_t movedAt = 0;  // when that rail moved (its latest activity, after this rail's last)
   // Another rail counts as moving when it finished its part after this rail last moved, or moved
   // data within the last half window: all rails standing still together (a peer that has not
   // reached this operation yet) is not this rail's fault.
@@ -52,16 +53,22 @@ std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
     if (!finished) othersDone = false;
     const int64_t theirs = rails_[q]->lastActivityNs.load();
     othersDoneAt = std::max(othersDoneAt, theirs);
-    if (movedOn.empty() && theirs > mine && (finished || theirs >= recent)) movedOn = names_[q];
+    if (movedOn.empty() && theirs > mine && (finished || theirs >= recent)) {
+      movedOn = names_[q];
+      movedAt = theirs;
+    }
   }
   if (!others) return "";
-  // The silence counts from the first moment another rail was seen moving after this one went
-  // quiet: a peer that arrives late starts every rail at once, and this rail's bytes follow.
+  // The silence counts from the moment another rail was first seen moving after this one went
+  // quiet (that rail's activity, not this check's time): a peer that arrives late starts every
+  // rail at once, and this rail's bytes follow. It is never later than the moment the slow check
+  // counts from (the last other rail finishing), and the window never exceeds the slow budget, so
+  // a rail that moves nothing at all (black hole) is always judged stalled, not slow.
   if (movedOn.empty()) {
     me.quietSinceProgressNs = -1;
   } else if (me.quietSinceProgressNs != mine) {
     me.quietSinceProgressNs = mine;
-    me.othersMovingSinceNs = ns(now);
+    me.othersMovingSinceNs = movedAt;
   }
   const auto stalled = movedOn.empty()
                            ? std::chrono::milliseconds(0)
