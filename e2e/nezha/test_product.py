@@ -29,6 +29,7 @@ BENCH_JOB = "nze-allreduce"
 LONG_JOB = "nze-long"
 OUTAGE_JOB = "nze-outage"
 CHAOS_JOB = "nze-chaos"
+STEER_JOB = "nze-steer"
 # Time the operator gets to bring outage-era workers onto a recovered node (it reconciles on
 # RailNode changes, so this is generous).
 OUTAGE_RECOVERY_SECONDS = 60
@@ -258,6 +259,69 @@ def test_workers_created_during_a_rail_outage_run_after_recovery(kube, rails):
         wait_for(f"{OUTAGE_JOB} Running once {cut_rail} is back", running, timeout=OUTAGE_RECOVERY_SECONDS)
     finally:
         kube.kubectl("delete", "multirailjob", OUTAGE_JOB, "-n", JOB_NAMESPACE, "--wait=true")
+
+
+def runtime_rail_states(kube, pod):
+    """The runtime's own /status in a worker, read through the API server's pod proxy (the
+    operator reaches it directly; the test goes where kubectl can)."""
+    proc = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{pod}:9402/proxy/status", check=False)
+    if proc.returncode != 0:
+        return None
+    return {r["name"]: r["state"] for r in json.loads(proc.stdout)["rails"]}
+
+
+def events_of(kube, job, reason):
+    items = kube.get("events", namespace=JOB_NAMESPACE)["items"]
+    return [e["message"] for e in items
+            if e["involvedObject"].get("name") == job and e["involvedObject"].get("kind") == "MultiRailJob"
+            and e["reason"] == reason]
+
+
+def set_quarantine(kube, rails):
+    kube.kubectl("patch", "railnode", node_name(kube), "--type", "merge",
+                 "-p", json.dumps({"spec": {"quarantinedRails": rails}}))
+
+
+def test_operator_drains_a_quarantined_rail_through_the_runtime_and_restores_it(kube, rails):
+    """A failure the pods cannot see (here an admin's quarantine on the RailNode; in a fabric a
+    switch port): the operator drains the rail in the running job through the runtime's
+    authenticated control endpoint, the runtime applies it on both ranks, and lifting the
+    quarantine restores it."""
+    kube.apply(MANIFESTS / "job-steer.yaml")
+    pods = [f"{STEER_JOB}-0", f"{STEER_JOB}-1"]
+    drained_rail = RAIL_CLASSES[1]
+    try:
+        def both_runtimes_use_both_rails():
+            states = [runtime_rail_states(kube, p) for p in pods]
+            ok = all(s and all(s.get(r) == "healthy" for r in RAIL_CLASSES) for s in states)
+            return ok and states
+        wait_for(f"{STEER_JOB}'s runtimes up on both rails", both_runtimes_use_both_rails)
+
+        set_quarantine(kube, [drained_rail])
+
+        def drained_everywhere():
+            states = [runtime_rail_states(kube, p) for p in pods]
+            ok = all(s and s.get(drained_rail) == "drained" and s.get(RAIL_CLASSES[0]) == "healthy" for s in states)
+            return ok and states
+        wait_for(f"{drained_rail} drained in both runtimes", drained_everywhere)
+        drains = events_of(kube, STEER_JOB, "RailDrained")
+        assert drains and f'rail "{drained_rail}" quarantined on node "{node_name(kube)}"' in drains[0], drains
+        job = kube.get("multirailjob", STEER_JOB, JOB_NAMESPACE)
+        assert [d["rail"] for d in job["status"].get("drainedRails", [])] == [drained_rail], job["status"]
+        assert condition(job, "Degraded").get("status") == "True", job["status"]
+    finally:
+        set_quarantine(kube, [])
+
+    def restored_everywhere():
+        states = [runtime_rail_states(kube, p) for p in pods]
+        return all(s and s.get(drained_rail) == "healthy" for s in states) and states
+    wait_for(f"{drained_rail} back in both runtimes", restored_everywhere)
+    assert events_of(kube, STEER_JOB, "RailRestored"), "no RailRestored event"
+    assert len(events_of(kube, STEER_JOB, "RailDrained")) == 1, "drained more than once"
+    job = kube.get("multirailjob", STEER_JOB, JOB_NAMESPACE)
+    assert not job["status"].get("drainedRails"), job["status"]
+    assert job["status"]["phase"] == "Running", job["status"]
+    kube.kubectl("delete", "multirailjob", STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
 
 
 def test_deleting_a_job_removes_its_children(kube, rails):

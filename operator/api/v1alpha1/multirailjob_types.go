@@ -257,6 +257,15 @@ type MultiRailJobStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	FailoverHistory []FailoverRecord `json:"failoverHistory,omitempty"`
 
+	// drainedRails are the rails the operator drained through the runtime's control endpoint
+	// because node agents report them down (or an admin quarantined them) while the runtime still
+	// used them; each is restored, and leaves this list, once every worker's node reports it up.
+	// +optional
+	// +listType=map
+	// +listMapKey=rail
+	// +kubebuilder:validation:MaxItems=64
+	DrainedRails []DrainedRail `json:"drainedRails,omitempty"`
+
 	// restarts counts how often onRailLoss=Restart recreated the workers.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
@@ -317,6 +326,26 @@ type WorkerRailStatus struct {
 	// healthy is false when the node's RailNode reports this rail down or quarantined.
 	// +optional
 	Healthy bool `json:"healthy,omitempty"`
+}
+
+// DrainedRail is a rail the operator took out of a running job through the runtime's control
+// endpoint.
+type DrainedRail struct {
+	// rail is the RailClass name.
+	// +required
+	Rail string `json:"rail"`
+	// node whose agent reported the rail down (the first one found).
+	// +optional
+	Node string `json:"node,omitempty"`
+	// rank whose runtime was asked to drain (the runtime applies it on every rank).
+	// +optional
+	Rank int32 `json:"rank,omitempty"`
+	// reason is what the node's RailNode said about the rail.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// time the drain was accepted by the runtime.
+	// +optional
+	Time metav1.Time `json:"time,omitempty"`
 }
 
 // FailoverAction says what a FailoverRecord records.

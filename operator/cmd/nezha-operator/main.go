@@ -43,7 +43,11 @@ func run() error {
 		runtimeImage = flag.String("runtime-image", "", "image holding /opt/nezha, copied into workers that ask for runtime injection")
 		probeRuntime = flag.Bool("probe-runtime", false, "fold each running worker's runtime /status (port 9402) into rail health")
 		probeTimeout = flag.Duration("probe-timeout", time.Second, "timeout of one runtime /status probe")
-		staleAfter   = flag.Duration("railnode-stale-after", staleDefault,
+		steerRails   = flag.Bool("steer-rails", true, "with --probe-runtime: drain, through the runtime's authenticated control endpoint, "+
+			"a rail node agents report down while the job still uses it, and restore it when it is up again")
+		railInterval = flag.Duration("rail-action-interval", controller.DefaultRailActionInterval,
+			"the least time between two drain (or restore) requests for one rail of one job")
+		staleAfter = flag.Duration("railnode-stale-after", staleDefault,
 			"a RailNode whose status.observedTime is older than this has a dead agent: its rails count as unknown, not healthy (0 trusts every RailNode; env "+controller.EnvRailNodeStaleAfter+")")
 		leNamespace = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
 		netpol      = flag.Bool("network-policies", true, "give every job a NetworkPolicy: its own pods reach its workers, the operator and --monitoring-namespace only the runtime's control ports")
@@ -110,7 +114,12 @@ func run() error {
 	}
 	if *probeRuntime {
 		r.Prober = prober.NewHTTP(*probeTimeout)
+		r.SteerRails = *steerRails
 	}
+	if *railInterval <= 0 {
+		return fmt.Errorf("--rail-action-interval must be positive, got %s", *railInterval)
+	}
+	r.RailActionInterval = *railInterval
 	if *webhookPort != 0 {
 		if err := webhook.SetupRailClassWebhook(mgr); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)

@@ -49,6 +49,11 @@ const (
 	ReasonRailLost        = "RailLost"
 	ReasonRailRecovered   = "RailRecovered"
 	ReasonRestartedWorker = "RestartedWorkers"
+	// The operator drained or restored a rail through the runtime's control endpoint, or could
+	// not (rail_steering.go).
+	ReasonRailDrained      = "RailDrained"
+	ReasonRailRestored     = "RailRestored"
+	ReasonRailActionFailed = "RailActionFailed"
 )
 
 // Backoff bounds for polling conditions nothing can watch (a referenced NAD in another

@@ -26,6 +26,10 @@ var (
 		Name: "nezha_operator_rail_failovers_total",
 		Help: "Failover history entries recorded, by action (RailLost, RailRecovered, Restarted).",
 	}, []string{"action"})
+	railActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nezha_operator_rail_actions_total",
+		Help: "Drain and restore requests sent to job runtimes' control endpoints, by action (drain, restore) and result (accepted, error).",
+	}, []string{"action", "result"})
 	workerPodsCreated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nezha_operator_worker_pods_created_total",
 		Help: "Worker pods created by the operator.",
@@ -33,7 +37,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, workerPodsCreated)
+	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, railActions, workerPodsCreated)
 }
 
 // phaseTracker keeps nezha_operator_jobs exact: it remembers each job's last phase so a change

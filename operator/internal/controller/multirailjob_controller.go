@@ -57,8 +57,15 @@ type MultiRailJobReconciler struct {
 	// NetworkPolicy, when set, gives every job a NetworkPolicy isolating its workers (the job's
 	// own pods; the operator and monitoring only on the runtime's control ports).
 	NetworkPolicy *builder.NetworkPolicyOptions
+	// SteerRails lets the operator drain and restore rails through the runtime's control
+	// endpoint (rail_steering.go); needs Prober.
+	SteerRails bool
+	// RailActionInterval is how often, at most, one rail of one job is drained or restored
+	// through the runtime's control endpoint (zero: DefaultRailActionInterval).
+	RailActionInterval time.Duration
 
-	phases phaseTracker
+	phases   phaseTracker
+	steering steerLimiter
 }
 
 // +kubebuilder:rbac:groups=nezha.io,resources=multirailjobs,verbs=get;list;watch
@@ -83,6 +90,7 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.phases.forget(req.NamespacedName)
+			r.steering.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -204,11 +212,12 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	for i := range railNodes.Items {
 		nodes[railNodes.Items[i].Name] = &railNodes.Items[i]
 	}
-	runtimeFailed := r.probeRuntimes(ctx, obs)
+	states := r.probeRuntimes(ctx, obs)
 	prevDown := downPairs(st.status.WorkerStatuses)
-	health := assessRailHealth(obs.workers, railNames, nodes, runtimeFailed, prevDown,
+	health := assessRailHealth(obs.workers, railNames, nodes, states.failed(), prevDown,
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
 	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
+	result.RequeueAfter = earliest(result.RequeueAfter, r.steerRails(ctx, job, obs, health, states, st))
 	placed := map[string]bool{}
 	for _, w := range obs.workers {
 		placed[w.NodeName] = true
@@ -293,9 +302,9 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 // in a few timeouts rather than one per worker.
 const probeParallelism = 16
 
-// probeRuntimes asks each running worker's runtime for failed rails. Probe errors are logged, not
-// fatal: a runtime that is still starting has no /status yet.
-func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) map[int32][]string {
+// probeRuntimes asks each running worker's runtime for its rails' states. Probe errors are
+// logged, not fatal: a runtime that is still starting has no /status yet.
+func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) runtimeStates {
 	if r.Prober == nil {
 		return nil
 	}
@@ -303,7 +312,7 @@ func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observat
 		mu  sync.Mutex
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, probeParallelism)
-		out = map[int32][]string{}
+		out = runtimeStates{}
 	)
 	for rank, pod := range obs.pods {
 		if pod.Status.Phase != corev1.PodRunning {
@@ -313,16 +322,14 @@ func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observat
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			failed, err := r.Prober.FailedRails(ctx, pod)
+			states, err := r.Prober.RailStates(ctx, pod)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
 				return
 			}
-			if len(failed) > 0 {
-				mu.Lock()
-				out[rank] = failed
-				mu.Unlock()
-			}
+			mu.Lock()
+			out[rank] = states
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -4,14 +4,20 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nezha-project/nezha/operator/internal/prober"
 )
 
-// RuntimeProber asks the Nezha runtime inside a running worker which rails it has failed over
-// from (its /status endpoint on NEZHA_CONTROL_ADDR). The runtime sees failures the node agent
-// cannot (a dead peer link, a stuck switch port), so its view is folded into rail health.
-// Tests use a fake; nil disables probing.
+// RuntimeProber talks to the Nezha runtime inside a running worker through its control endpoint
+// (NEZHA_CONTROL_ADDR). The runtime sees failures the node agent cannot (a dead peer link, a
+// stuck switch port), so its view is folded into rail health; and the operator drains through it
+// the rails node agents see down that the runtime still uses (rail_steering.go).
+// prober.HTTP is the implementation; envtest pods run no runtime, so the controller tests use a
+// fake. nil disables both.
 type RuntimeProber interface {
-	// FailedRails returns the names of the rails the runtime in pod currently does not use
-	// because they failed.
-	FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, error)
+	// RailStates returns each rail's state in the runtime of pod (prober.StateHealthy, ...).
+	RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error)
+	// SetRail asks the runtime in pod to drain or restore rail, with the job's control
+	// credential; nil means the runtime accepted (it applies the change on every rank).
+	SetRail(ctx context.Context, pod *corev1.Pod, rail string, action prober.Action, credential string) error
 }

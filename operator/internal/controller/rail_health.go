@@ -35,6 +35,26 @@ type railHealth struct {
 	recheck time.Duration
 	// placed is true when at least one worker has a node.
 	placed bool
+	// agentDown is the node agents' own word (fresh RailNodes, or a quarantine in a RailNode's
+	// spec): the (rail, node) pairs down, in the words of describeDown. What the operator drains
+	// through the runtime's control endpoint (rail_steering.go).
+	agentDown map[railPair]string
+	// agentUnconfirmed are rails some worker's node does not confirm up: a stale or missing
+	// RailNode, or no entry for the rail. A drained rail is restored only when confirmed up.
+	agentUnconfirmed map[string]bool
+}
+
+// agentSaysUp is true when every worker's node has a fresh RailNode reporting rail up.
+func (h railHealth) agentSaysUp(rail string) bool {
+	if !h.placed || h.agentUnconfirmed[rail] {
+		return false
+	}
+	for p := range h.agentDown {
+		if p.rail == rail {
+			return false
+		}
+	}
+	return true
 }
 
 // notDown counts the rails not known to be down: what the failure policy weighs, since a silent
@@ -51,7 +71,7 @@ func (h railHealth) notDown() int32 { return h.healthy + int32(len(h.unknownRail
 // agent report, and holds either way.
 func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes map[string]*nezhav1.RailNode,
 	runtimeFailed map[int32][]string, prevDown map[railPair]bool, f freshness) railHealth {
-	h := railHealth{down: map[railPair]string{}}
+	h := railHealth{down: map[railPair]string{}, agentDown: map[railPair]string{}, agentUnconfirmed: map[string]bool{}}
 	unreported := map[string]bool{}
 	unknown := map[railPair]bool{}
 	stale := map[string]string{}
@@ -78,20 +98,26 @@ func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes 
 			case rnStale && slices.Contains(rn.Spec.QuarantinedRails, rs.Name):
 				rs.Healthy = false
 				h.down[pair] = describeDown(rn, rs.Name)
+				h.agentDown[pair] = h.down[pair]
 			case rnStale && prevDown[pair]:
 				rs.Healthy = false
 				h.down[pair] = fmt.Sprintf("rail %q last reported down on node %q; %s", rs.Name, w.NodeName, stale[rn.Name])
+				h.agentUnconfirmed[rs.Name] = true
 			case rnStale:
 				unknown[pair] = true
+				h.agentUnconfirmed[rs.Name] = true
 			case rn != nil:
 				if ok, found := rn.RailHealthy(rs.Name); !found {
 					unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
+					h.agentUnconfirmed[rs.Name] = true
 				} else if !ok {
 					rs.Healthy = false
 					h.down[pair] = describeDown(rn, rs.Name)
+					h.agentDown[pair] = h.down[pair]
 				}
 			default:
 				unreported[fmt.Sprintf("%q on node %q", rs.Name, w.NodeName)] = true
+				h.agentUnconfirmed[rs.Name] = true
 			}
 			for _, failed := range runtimeFailed[w.Rank] {
 				if failed == rs.Name {

@@ -3,7 +3,10 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
+	runtimeprober "github.com/nezha-project/nezha/operator/internal/prober"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
@@ -29,25 +33,83 @@ const testRuntimeImage = "nezha/runtime:test"
 
 var (
 	k8s    client.Client // uncached, sees writes immediately
-	prober = &fakeProber{failed: map[string][]string{}}
+	prober = newFakeProber()
 )
 
-// fakeProber stands in for the runtime's /status endpoint (no runtime runs in envtest pods).
+// fakeProber stands in for the runtime's control endpoint (no runtime runs in envtest pods; the
+// real client, prober.HTTP, is tested against the runtime's contract in internal/prober, and the
+// operator and runtime against each other on the local cluster, e2e/nezha). Like the runtime, it
+// applies a drain or restore asked on one pod to every pod of the job (the same namespace here:
+// one job per test namespace).
 type fakeProber struct {
 	mu     sync.Mutex
-	failed map[string][]string // "namespace/pod" → failed rails
+	states map[string]map[string]string // "namespace/pod" → rail → state
+	calls  map[string][]steerCall       // namespace → SetRail calls in order
+	refuse map[string]error             // "namespace/pod" → what SetRail answers instead
 }
 
-func (f *fakeProber) FailedRails(_ context.Context, pod *corev1.Pod) ([]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.failed[pod.Namespace+"/"+pod.Name], nil
+type steerCall struct {
+	pod, rail  string
+	action     runtimeprober.Action
+	credential string
 }
 
-func (f *fakeProber) set(ns, pod string, rails ...string) {
+func newFakeProber() *fakeProber {
+	return &fakeProber{states: map[string]map[string]string{}, calls: map[string][]steerCall{}, refuse: map[string]error{}}
+}
+
+func (f *fakeProber) RailStates(_ context.Context, pod *corev1.Pod) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.failed[ns+"/"+pod] = rails
+	return maps.Clone(f.states[pod.Namespace+"/"+pod.Name]), nil
+}
+
+func (f *fakeProber) SetRail(_ context.Context, pod *corev1.Pod, rail string, action runtimeprober.Action, credential string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[pod.Namespace] = append(f.calls[pod.Namespace], steerCall{pod.Name, rail, action, credential})
+	if err := f.refuse[pod.Namespace+"/"+pod.Name]; err != nil {
+		return err
+	}
+	for key, states := range f.states {
+		if !strings.HasPrefix(key, pod.Namespace+"/") {
+			continue
+		}
+		switch {
+		case action == runtimeprober.Drain && states[rail] == runtimeprober.StateHealthy:
+			states[rail] = runtimeprober.StateDrained
+		case action == runtimeprober.Restore && states[rail] == runtimeprober.StateDrained:
+			states[rail] = runtimeprober.StateHealthy
+		}
+	}
+	return nil
+}
+
+// set makes the runtime in pod report rails failed (and no others).
+func (f *fakeProber) set(ns, pod string, failed ...string) {
+	states := map[string]string{}
+	for _, r := range failed {
+		states[r] = runtimeprober.StateFailed
+	}
+	f.setStates(ns, pod, states)
+}
+
+func (f *fakeProber) setStates(ns, pod string, states map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states[ns+"/"+pod] = states
+}
+
+func (f *fakeProber) callsIn(ns string) []steerCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls[ns])
+}
+
+func (f *fakeProber) refuseOn(ns, pod string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse[ns+"/"+pod] = err
 }
 
 func TestMain(m *testing.M) {
@@ -96,13 +158,16 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	r := &controller.MultiRailJobReconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorderFor("nezha-operator"),
-		Clock:              clock.RealClock{},
-		RuntimeImage:       testRuntimeImage,
-		PyTorchJobEnabled:  true,
-		Prober:             prober,
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorderFor("nezha-operator"),
+		Clock:             clock.RealClock{},
+		RuntimeImage:      testRuntimeImage,
+		PyTorchJobEnabled: true,
+		Prober:            prober,
+		SteerRails:        true,
+		// Short, so the tests see a repeat soon; the rate limit itself is unit-tested.
+		RailActionInterval: 300 * time.Millisecond,
 		RailNodeStaleAfter: controller.DefaultRailNodeStaleAfter,
 		NetworkPolicy: &builder.NetworkPolicyOptions{OperatorNamespace: "nezha-system",
 			OperatorPodLabels: map[string]string{"app.kubernetes.io/component": "operator"}, MonitoringNamespace: "monitoring"},

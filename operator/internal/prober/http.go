@@ -1,5 +1,5 @@
-// Package prober reads the Nezha runtime's own view of its rails from a worker's control
-// endpoint (NEZHA_CONTROL_ADDR, port 9402).
+// Package prober talks to the Nezha runtime's control endpoint in a worker (NEZHA_CONTROL_ADDR,
+// port 9402): it reads the runtime's own view of its rails, and drains or restores a rail.
 //
 // Contract (runtime/README.md "Control endpoint"): GET http://<pod IP>:9402/status returns 200 and
 //
@@ -9,6 +9,10 @@
 // "healthy", "failed" (the runtime stopped using the rail and replays its share on the others),
 // "probing" (failed, waiting to be re-admitted; counted as failed) or "drained" (an operator
 // asked the runtime to stop using a working rail: not a failure, so not counted as failed).
+//
+// POST /rails/{name}/drain|restore changes the job and carries the job's control credential
+// (ControlCredential) as "Authorization: Bearer"; the runtime answers 202 and applies it at its
+// next operation on every rank, or 401 without the right credential.
 package prober
 
 import (
@@ -18,7 +22,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +38,16 @@ const (
 	StateFailed  = "failed"
 	StateProbing = "probing"
 	StateDrained = "drained"
+)
+
+// Action is what POST /rails/{name}/{action} asks of the runtime.
+type Action string
+
+const (
+	// Drain takes a working rail out of the job's split (it keeps its connections).
+	Drain Action = "drain"
+	// Restore puts a drained rail back.
+	Restore Action = "restore"
 )
 
 // Status is the /status document.
@@ -61,12 +77,12 @@ func NewHTTP(timeout time.Duration) *HTTP {
 	return &HTTP{Client: &http.Client{Timeout: timeout}, Port: nezhav1.ControlPort}
 }
 
-// FailedRails implements controller.RuntimeProber.
-func (h *HTTP) FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	if pod.Status.PodIP == "" {
-		return nil, fmt.Errorf("pod %s has no IP yet", pod.Name)
+// RailStates implements controller.RuntimeProber: each rail's state in the runtime of pod.
+func (h *HTTP) RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error) {
+	url, err := h.url(pod, "/status")
+	if err != nil {
+		return nil, err
 	}
-	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(h.Port)) + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -82,23 +98,84 @@ func (h *HTTP) FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, erro
 	return parseStatus(io.LimitReader(resp.Body, maxBody))
 }
 
-func parseStatus(r io.Reader) ([]string, error) {
+// FailedRails returns the rails the runtime in pod stopped using because they failed.
+func (h *HTTP) FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	states, err := h.RailStates(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	return Failed(states), nil
+}
+
+// SetRail implements controller.RuntimeProber: POST /rails/{rail}/{drain|restore} with the job's
+// control credential. The runtime answers 202 and applies it at its next operation on every rank.
+func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, rail string, action Action, credential string) error {
+	if action != Drain && action != Restore {
+		return fmt.Errorf("rail action %q: want %q or %q", action, Drain, Restore)
+	}
+	if rail == "" || strings.ContainsAny(rail, "/?#% ") {
+		return fmt.Errorf("rail name %q cannot be sent in a control path", rail)
+	}
+	url, err := h.url(pod, "/rails/"+rail+"/"+string(action))
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+func (h *HTTP) url(pod *corev1.Pod, path string) (string, error) {
+	if pod.Status.PodIP == "" {
+		return "", fmt.Errorf("pod %s has no IP yet", pod.Name)
+	}
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(h.Port)) + path, nil
+}
+
+// Failed lists, sorted, the rails whose state means the runtime stopped using them because they
+// failed ("failed", "probing"); "drained" is an operator's choice, not a failure.
+func Failed(states map[string]string) []string {
+	var failed []string
+	for name, state := range states {
+		if state == StateFailed || state == StateProbing {
+			failed = append(failed, name)
+		}
+	}
+	sort.Strings(failed)
+	return failed
+}
+
+func parseStatus(r io.Reader) (map[string]string, error) {
 	var st Status
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return nil, fmt.Errorf("runtime /status: %w", err)
 	}
-	var failed []string
+	states := make(map[string]string, len(st.Rails))
 	for i, rs := range st.Rails {
 		switch rs.State {
-		case StateHealthy, StateDrained:
-		case StateFailed, StateProbing:
-			failed = append(failed, rs.Name)
+		case StateHealthy, StateDrained, StateFailed, StateProbing:
 		default:
 			return nil, fmt.Errorf("runtime /status: rails[%d].state: unknown value %q", i, rs.State)
 		}
 		if rs.Name == "" {
 			return nil, fmt.Errorf("runtime /status: rails[%d].name is empty", i)
 		}
+		if _, dup := states[rs.Name]; dup {
+			return nil, fmt.Errorf("runtime /status: rails[%d].name: %q listed twice", i, rs.Name)
+		}
+		states[rs.Name] = rs.State
 	}
-	return failed, nil
+	return states, nil
 }

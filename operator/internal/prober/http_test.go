@@ -48,6 +48,7 @@ func TestFailedRails(t *testing.T) {
 				`{"name":"b","state":"failed","bytes":5,"split":1,"ranks_reachable":0}],"failovers":1,"readmissions":0,"replayed_slices":3}`,
 			[]string{"b"}, ""},
 		{"unknown state", 200, `{"rails":[{"name":"a","state":"meh"}]}`, nil, `rails[0].state: unknown value "meh"`},
+		{"rail listed twice", 200, `{"rails":[{"name":"a","state":"failed"},{"name":"a","state":"healthy"}]}`, nil, `"a" listed twice`},
 		{"empty name", 200, `{"rails":[{"name":"","state":"failed"}]}`, nil, "rails[0].name is empty"},
 		{"not JSON", 200, `<html>`, nil, "runtime /status"},
 		{"server error", 503, ``, nil, "503"},
@@ -79,8 +80,63 @@ func TestNoPodIP(t *testing.T) {
 	}
 }
 
+// steerServer stands in for a runtime's control endpoint that wants credential and records
+// what it was asked.
+func steerServer(t *testing.T, credential string) (*HTTP, *corev1.Pod, *[]string) {
+	t.Helper()
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+credential {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="nezha-control"`)
+			http.Error(w, "wrong credential for this job's control endpoint", http.StatusUnauthorized)
+			return
+		}
+		asked = append(asked, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	p := NewHTTP(2 * time.Second)
+	p.Port, _ = strconv.Atoi(port)
+	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}, &asked
+}
+
+func TestSetRailPostsWithTheCredential(t *testing.T) {
+	cred := ControlCredential([]byte("token-of-the-job"))
+	p, pod, asked := steerServer(t, cred)
+	ctx := context.Background()
+	if err := p.SetRail(ctx, pod, "rail-b", Drain, cred); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetRail(ctx, pod, "rail-b", Restore, cred); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"POST /rails/rail-b/drain", "POST /rails/rail-b/restore"}, *asked); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	err := p.SetRail(ctx, pod, "rail-b", Drain, ControlCredential([]byte("another job's token")))
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "wrong credential") {
+		t.Errorf("wrong credential: error %v, want the runtime's 401 and its words", err)
+	}
+	for _, bad := range []struct {
+		rail   string
+		action Action
+		want   string
+	}{
+		{"", Drain, "rail name"}, {"a/b", Drain, "rail name"}, {"a?x", Restore, "rail name"},
+		{"rail-b", "explode", `rail action "explode"`},
+	} {
+		if err := p.SetRail(ctx, pod, bad.rail, bad.action, cred); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("SetRail(%q, %q): error %v, want %q", bad.rail, bad.action, err, bad.want)
+		}
+	}
+	if len(*asked) != 2 {
+		t.Errorf("refused requests reached the runtime: %v", *asked)
+	}
+}
+
 // FuzzParseStatus: whatever a worker's runtime (or something posing as it) answers, the prober
-// returns failed rail names or an error, never a panic, and never an empty rail name.
+// returns known rail states or an error, never a panic, and never an empty rail name.
 func FuzzParseStatus(f *testing.F) {
 	for _, seed := range []string{
 		`{"rank":0,"rails":[{"name":"r0","state":"healthy"},{"name":"r1","state":"failed"}]}`,
@@ -90,13 +146,16 @@ func FuzzParseStatus(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		failed, err := parseStatus(strings.NewReader(body))
+		states, err := parseStatus(strings.NewReader(body))
 		if err != nil {
 			return
 		}
-		for _, name := range failed {
+		for name, state := range states {
 			if name == "" {
-				t.Fatalf("empty rail name reported failed for %q", body)
+				t.Fatalf("empty rail name accepted from %q", body)
+			}
+			if state != StateHealthy && state != StateFailed && state != StateProbing && state != StateDrained {
+				t.Fatalf("unknown state %q accepted from %q", state, body)
 			}
 		}
 	})

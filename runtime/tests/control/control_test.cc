@@ -50,6 +50,13 @@ std::string http(int port, const std::string& method, const std::string& path,
 const std::string kCredential = controlCredential(testing::kTestToken);
 std::string body(const std::string& reply) { return reply.substr(reply.find("\r\n\r\n") + 4); }
 
+// The operator computes the same credential in Go (operator/internal/prober/credential_test.go
+// holds the same vector): a change on one side alone breaks one of the two tests.
+TEST(ControlCredentialTest, MatchesTheOperatorsVector) {
+  EXPECT_EQ(controlCredential("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+            "b0c6ee25b0f7e6197752d0359198a710aa1914ee42f53468e86d4ece96c1117d");
+}
+
 TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   auto comms = testing::makeJob(testing::jobOptions(2, 2, [](Options& o) {
     o.coldThreshold = 0;

@@ -1,0 +1,272 @@
+package controller
+
+// Rail steering: the operator as a controller of the job's rails, not only their observer.
+//
+// The runtime fails a rail over by itself when it sees the failure (carrier down, data stopped
+// moving). Some failures it cannot see, or not soon: a switch port or the far end gone bad while
+// the local link stays up, a rail an admin quarantined. When a node agent reports a rail down
+// (or its RailNode quarantines it) and the job's runtime still uses that rail, the operator asks
+// the runtime of the rank on that node to drain it (POST /rails/{rail}/drain on its control
+// endpoint, authenticated with the job's control credential); the runtime agrees on it with the
+// other ranks and applies it at the next operation on every rank. When every worker's node
+// reports the rail up again, the operator restores it (POST .../restore) — only the rails it
+// drained itself, which status.drainedRails remembers, so a human's drain is never undone.
+//
+// Idempotent: a drain is asked only while some rank's runtime still reports the rail healthy, and
+// announced (Event RailDrained naming node, rank, rail and reason) once; a restore is asked
+// until the runtime accepts it. Rate-limited: at most one request per job, rail and action per
+// RailActionInterval, however often the job is reconciled.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/builder"
+	"github.com/nezha-project/nezha/operator/internal/prober"
+)
+
+// DefaultRailActionInterval is how often, at most, the operator repeats a drain or restore of one
+// rail of one job (--rail-action-interval).
+const DefaultRailActionInterval = 10 * time.Second
+
+// steerLimiter remembers when each (job, rail, action) was last asked.
+type steerLimiter struct {
+	mu   sync.Mutex
+	last map[steerKey]time.Time
+}
+
+type steerKey struct {
+	job    types.NamespacedName
+	rail   string
+	action prober.Action
+}
+
+// allow records an attempt at now and reports whether it may go ahead; when not, wait says how
+// long until it may.
+func (l *steerLimiter) allow(k steerKey, now time.Time, interval time.Duration) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[steerKey]time.Time{}
+	}
+	if t, seen := l.last[k]; seen && now.Sub(t) < interval {
+		return false, interval - now.Sub(t)
+	}
+	l.last[k] = now
+	return true, 0
+}
+
+// forget drops a deleted job's entries.
+func (l *steerLimiter) forget(job types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.last {
+		if k.job == job {
+			delete(l.last, k)
+		}
+	}
+}
+
+// runtimeStates is what the workers' runtimes said: rank → rail → state.
+type runtimeStates map[int32]map[string]string
+
+// anyRank reports whether some rank's runtime reports rail in state.
+func (s runtimeStates) anyRank(rail, state string) bool {
+	for _, states := range s {
+		if states[rail] == state {
+			return true
+		}
+	}
+	return false
+}
+
+// failed is rank → rails the runtime stopped using because they failed.
+func (s runtimeStates) failed() map[int32][]string {
+	out := map[int32][]string{}
+	for rank, states := range s {
+		if f := prober.Failed(states); len(f) > 0 {
+			out[rank] = f
+		}
+	}
+	return out
+}
+
+// steerRails drains and restores the job's rails as described above. It updates
+// st.status.DrainedRails, queues action Events, and returns when to look again (0: no need).
+func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.MultiRailJob, obs observation,
+	health railHealth, states runtimeStates, st *statusUpdate) time.Duration {
+	drained := map[string]nezhav1.DrainedRail{}
+	for _, d := range st.status.DrainedRails {
+		if slices.Contains(job.Spec.Rails, d.Rail) {
+			drained[d.Rail] = d
+		}
+	}
+	defer func() { st.status.DrainedRails = sortedDrained(drained) }()
+	if r.Prober == nil || !r.SteerRails || len(states) == 0 {
+		return 0 // no runtime answered: nothing to steer, and nothing learned
+	}
+	var (
+		recheck    time.Duration
+		credential string
+		credErr    error
+		credLoaded bool
+	)
+	cred := func() (string, error) {
+		if !credLoaded {
+			credential, credErr = r.controlCredential(ctx, job)
+			credLoaded = true
+		}
+		return credential, credErr
+	}
+	for _, rail := range job.Spec.Rails {
+		pair, reason, down := firstAgentDown(health, rail)
+		switch {
+		case down && states.anyRank(rail, prober.StateHealthy):
+			pod, rank := podOnNode(obs, pair.node)
+			if pod == nil || !otherRailInUse(states[rank], rail) {
+				// The runtime never drains its last working rail: Degraded already says the
+				// job runs on a rail its node calls down.
+				continue
+			}
+			wait, err := r.askRuntime(ctx, job, pod, rail, prober.Drain, cred, st)
+			recheck = earliest(recheck, wait)
+			if err != nil || wait > 0 {
+				continue
+			}
+			if _, known := drained[rail]; !known {
+				drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: pair.node, Rank: rank, Reason: reason, Time: st.now}
+				st.actionEvent(warning, ReasonRailDrained, fmt.Sprintf(
+					"draining rail %q: %s; rank %d's runtime on node %q accepted the drain and applies it on every rank at the next operation",
+					rail, reason, rank, pair.node))
+			}
+			// The runtime applies it at its next operation: look again to see it done.
+			recheck = earliest(recheck, r.railActionInterval())
+		case !down && health.agentSaysUp(rail):
+			d, ours := drained[rail]
+			if !ours {
+				continue
+			}
+			pod, rank := podOnNode(obs, d.Node)
+			if pod == nil {
+				pod, rank = podOnNode(obs, "")
+			}
+			if pod == nil {
+				continue
+			}
+			wait, err := r.askRuntime(ctx, job, pod, rail, prober.Restore, cred, st)
+			recheck = earliest(recheck, wait)
+			if err != nil || wait > 0 {
+				continue
+			}
+			delete(drained, rail)
+			st.actionEvent(normal, ReasonRailRestored, fmt.Sprintf(
+				"restoring rail %q: every worker's node reports it up again; rank %d's runtime accepted the restore", rail, rank))
+		}
+	}
+	return recheck
+}
+
+// askRuntime sends one rate-limited drain or restore. wait > 0: not sent or refused; look again
+// then.
+func (r *MultiRailJobReconciler) askRuntime(ctx context.Context, job *nezhav1.MultiRailJob, pod *corev1.Pod,
+	rail string, action prober.Action, cred func() (string, error), st *statusUpdate) (time.Duration, error) {
+	key := steerKey{types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, rail, action}
+	if ok, wait := r.steering.allow(key, st.now.Time, r.railActionInterval()); !ok {
+		return wait, nil
+	}
+	credential, err := cred()
+	if err == nil {
+		err = r.Prober.SetRail(ctx, pod, rail, action, credential)
+	}
+	if err != nil {
+		railActions.WithLabelValues(string(action), "error").Inc()
+		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", pod.Name, "err", err)
+		st.actionEvent(warning, ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s: %v", action, rail, pod.Name, err))
+		return r.railActionInterval(), err // try again then
+	}
+	railActions.WithLabelValues(string(action), "accepted").Inc()
+	return 0, nil
+}
+
+// controlCredential derives the job's control credential from its token Secret, read uncached.
+func (r *MultiRailJobReconciler) controlCredential(ctx context.Context, job *nezhav1.MultiRailJob) (string, error) {
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: job.Namespace, Name: builder.SecretName(job.Name)}
+	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
+		return "", fmt.Errorf("read the job's token Secret %s: %w", key.Name, err)
+	}
+	if !metav1.IsControlledBy(&secret, job) {
+		return "", fmt.Errorf("Secret %s is not the job's own (no controller reference to it)", key.Name)
+	}
+	token := secret.Data[nezhav1.JobTokenKey]
+	if len(token) == 0 {
+		return "", fmt.Errorf("Secret %s has no %q key", key.Name, nezhav1.JobTokenKey)
+	}
+	return prober.ControlCredential(token), nil
+}
+
+func (r *MultiRailJobReconciler) railActionInterval() time.Duration {
+	if r.RailActionInterval > 0 {
+		return r.RailActionInterval
+	}
+	return DefaultRailActionInterval
+}
+
+// otherRailInUse reports whether a runtime (its rail states) uses some rail besides rail.
+func otherRailInUse(states map[string]string, rail string) bool {
+	for name, state := range states {
+		if name != rail && state == prober.StateHealthy {
+			return true
+		}
+	}
+	return false
+}
+
+// firstAgentDown returns the first (by node name) node whose agent reports rail down.
+func firstAgentDown(h railHealth, rail string) (railPair, string, bool) {
+	var best railPair
+	found := false
+	for p := range h.agentDown {
+		if p.rail == rail && (!found || p.node < best.node) {
+			best, found = p, true
+		}
+	}
+	return best, h.agentDown[best], found
+}
+
+// podOnNode returns the running worker with the lowest rank on node ("" = any node).
+func podOnNode(obs observation, node string) (*corev1.Pod, int32) {
+	var pick *corev1.Pod
+	var rank int32
+	for k, pod := range obs.pods {
+		if pod.Status.Phase != corev1.PodRunning || (node != "" && pod.Spec.NodeName != node) {
+			continue
+		}
+		if pick == nil || k < rank {
+			pick, rank = pod, k
+		}
+	}
+	return pick, rank
+}
+
+func sortedDrained(m map[string]nezhav1.DrainedRail) []nezhav1.DrainedRail {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]nezhav1.DrainedRail, 0, len(m))
+	for _, d := range m {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rail < out[j].Rail })
+	return out
+}
