@@ -147,6 +147,45 @@ func TestChartRendersWhatValuesAskFor(t *testing.T) {
 	}
 }
 
+// TestValuesSchemaRefusesBadValuesNamingTheField: values.schema.json turns a typo or a wrong type
+// into an error at `helm install` that names the value, instead of a pod that crash-loops on a
+// bad flag.
+func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"operator.runtimeControl.railActionInterval=soon", "railActionInterval"},
+		{"operator.runtimeControl.steerRails=maybe", "steerRails"},
+		{"operator.metricsPort=70000", "metricsPort"},
+		{"image.pullPolicy=Sometimes", "pullPolicy"},
+		{"operator.logLevel=loud", "logLevel"},
+		{"agent.coalesceWindow=200", "coalesceWindow"},
+		{"networkPolicy.monitoringNamespace=Not_A_Namespace", "monitoringNamespace"},
+		{"operatr.replicas=2", "operatr"},
+	} {
+		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
+			"--namespace", releaseNamespace, "--set", tc.set)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("--set %s rendered without error", tc.set)
+			continue
+		}
+		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), tc.want) {
+			t.Errorf("--set %s: error does not name %q as a schema violation:\n%s", tc.set, tc.want, out)
+		}
+	}
+}
+
+// TestChartTurnsOnRuntimeControl: the operator the chart installs reads the runtimes' status and
+// steers rails (operator/README.md "Rail steering"), with the chart's interval.
+func TestChartTurnsOnRuntimeControl(t *testing.T) {
+	out := runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace,
+		"--set", "operator.runtimeControl.railActionInterval=30s")
+	for _, arg := range []string{"--probe-runtime=true", "--probe-timeout=1s", "--steer-rails=true", "--rail-action-interval=30s"} {
+		if !strings.Contains(out, "- "+arg+"\n") {
+			t.Errorf("operator Deployment lacks %s", arg)
+		}
+	}
+}
+
 // Every rendered object (and every CRD) must be accepted by a real API server.
 func TestChartObjectsAreAcceptedByAPIServer(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
