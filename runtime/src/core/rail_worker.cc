@@ -1,6 +1,7 @@
 #include "core/rail_worker.h"
 
 #include <chrono>
+#include <utility>
 
 namespace nezha {
 
@@ -56,7 +57,10 @@ void RailWorker::loop() {
     // Notify under the lock: the waiter may destroy the handle as soon as it sees done_.
     std::lock_guard<std::mutex> lock(h->mu_);
     h->done_ = true;
-    h->error_ = error;
+    // Moved, not copied: the worker keeps no reference, so the exception object is destroyed on
+    // the waiter's thread, which also read it (a copy released here raced with the waiter's
+    // what() as far as TSan can see: libstdc++'s refcount is not instrumented).
+    h->error_ = std::move(error);
     h->seconds_ = secs;
     h->cv_.notify_all();
   }
