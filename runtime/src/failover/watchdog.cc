@@ -32,7 +32,11 @@ void RailWatchdog::taskDone(int rail) {
 std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
                                 Clock::time_point taskStart, double predictedSeconds) {
   Rail& me = *rails_[rail];
-  const int64_t mine = ns(lastProgress);
+  // lastProgress may predate this slice (bytes last arrived in an earlier one): for "did another
+  // rail move after this one?" the slice's start counts as this rail's latest activity; for "did
+  // anything arrive at all?" (black hole vs slow, below) only real arrivals count.
+  const int64_t arrived = ns(lastProgress);
+  const int64_t mine = std::max(arrived, ns(taskStart));
   int64_t seen = me.lastActivityNs.load();
   while (seen < mine && !me.lastActivityNs.compare_exchange_weak(seen, mine)) {
   }
@@ -85,7 +89,19 @@ std::string RailWatchdog::check(int rail, Clock::time_point lastProgress,
   const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - waitingSince);
   const auto budget = std::max(window_, std::chrono::milliseconds(static_cast<int64_t>(
                                             1000 * std::min(slowFactor_ * predictedSeconds, 1e6))));
-  if (othersDone && ran >= budget) {
+  if (!othersDone || ran < budget) return "";
+  // The operation has waited on this rail alone for its whole budget. Whether it is slow (gray:
+  // still moving) or stopped (black hole) is told by its own arrivals, not by the clock since the
+  // others finished: a rank may take in the tail of a step just after the others finished and
+  // then nothing more.
+  const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(
+      now - Clock::time_point(Clock::duration(arrived)));
+  if (quiet >= window_) {
+    me.verdict = kStalled;
+    return strCat("watchdog: nothing moved on this rail for ", quiet.count(),
+                  " ms; every other rail finished ", ran.count(), " ms ago");
+  }
+  if (quiet <= window_ / 2) {
     me.verdict = kSlow;
     return strCat("slow: a slice predicted at ", static_cast<int64_t>(predictedSeconds * 1000),
                   " ms still runs ", ran.count(), " ms after every other rail finished");

@@ -10,6 +10,9 @@
 //   slow     every other rail of the attempt finished its part, and this rail's current slice
 //            still runs max(window, slowFactor x its predicted time) after the last of them
 //            finished (or after the slice started, if later): the operation waits on it alone.
+//            Slow only while bytes still arrive (within half a window); a rail on which nothing
+//            arrived for a whole window is stalled instead: stopped (black hole), not slow (gray).
+//            In between, the check waits for one or the other.
 //
 // When no other rail takes part (a cold operation on one rail), neither applies: the slice's
 // own no-progress deadline and the control mesh's "is the peer still coming?" decide, as before.

@@ -94,8 +94,10 @@ class Channel {
   // keeps waiting (bounded by the transport's default I/O timeout). Empty = fail at once.
   virtual void setPeersStillComing(std::function<bool()> fn) = 0;
   // Called on the rail's thread after every wait for I/O inside an exchange, and at least every
-  // kProgressWatchTick while nothing moves, with the time this exchange last moved bytes (its
-  // start until then). A non-empty answer fails the rail at once with that reason (RailError).
+  // kProgressWatchTick while nothing moves, with the time of the rail's last progress: while a
+  // receive is pending, when bytes last arrived on the channel (in this exchange or an earlier
+  // one: starting an exchange is not progress); otherwise when this exchange last moved bytes
+  // (its start until then). A non-empty answer fails the rail at once with that reason (RailError).
   // This is how failover tells a rail that stopped while others move data (black hole), or that
   // is far behind its prediction (gray), from one that is merely busy. Empty = no watch.
   using ProgressWatch = std::function<std::string(std::chrono::steady_clock::time_point)>;

@@ -128,10 +128,10 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
   StreamQueues sq = queueOps(ops);
   Progress progress;
-  progress.last = progress.lastReceived = Clock::now();
+  progress.last = Clock::now();
   while (sq.pending > 0) {
     for (StreamQueue& q : sq.queues) {
-      if (q.pending() && pump(q, sq.pending) && !q.send) progress.lastReceived = Clock::now();
+      if (q.pending() && pump(q, sq.pending) && !q.send) lastArrival_ = Clock::now();
     }
     if (sq.pending == 0) break;
     waitForProgress(sq, progress);
@@ -250,7 +250,7 @@ void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
     // which a black-holed rail also accepts for a while.
     const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
                                        [](const StreamQueue& q) { return !q.send && q.pending(); });
-    const std::string why = progressWatch_(receiving ? progress.lastReceived : progress.last);
+    const std::string why = progressWatch_(receiving ? lastArrival_ : progress.last);
     if (!why.empty()) fail(why);
   }
   if (n != 0 || Clock::now() < deadline) return;

@@ -41,10 +41,9 @@ class TcpChannel : public Transport {
 
  private:
   struct Progress {
-    Clock::time_point last;          // last time any socket moved
-    bool waitedForPeer = false;      // the last timeout was a peer still on its way
-    Clock::time_point graceUntil;    // a late peer extends the deadline to this
-    Clock::time_point lastReceived;  // last time a receive moved bytes
+    Clock::time_point last;        // last time any socket moved
+    bool waitedForPeer = false;    // the last timeout was a peer still on its way
+    Clock::time_point graceUntil;  // a late peer extends the deadline to this
   };
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
@@ -62,6 +61,9 @@ class TcpChannel : public Transport {
   std::chrono::milliseconds controlUserTimeout_;
   std::function<bool()> peersStillComing_;
   ProgressWatch progressWatch_;
+  // When bytes last arrived on any stream (construction until then): what the progress watch
+  // judges a receiving rail by, across exchanges.
+  Clock::time_point lastArrival_ = Clock::now();
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self
