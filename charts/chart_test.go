@@ -160,6 +160,8 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 		{"agent.coalesceWindow=200", "coalesceWindow"},
 		{"networkPolicy.monitoringNamespace=Not_A_Namespace", "monitoringNamespace"},
 		{"operatr.replicas=2", "operatr"},
+		{"operator.quarantine.failures=-1", "failures"},
+		{"operator.quarantine.window=10", "window"},
 	} {
 		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
 			"--namespace", releaseNamespace, "--set", tc.set)
@@ -179,7 +181,8 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 func TestChartTurnsOnRuntimeControl(t *testing.T) {
 	out := runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace,
 		"--set", "operator.runtimeControl.railActionInterval=30s")
-	for _, arg := range []string{"--probe-runtime=true", "--probe-timeout=1s", "--steer-rails=true", "--rail-action-interval=30s"} {
+	for _, arg := range []string{"--probe-runtime=true", "--probe-timeout=1s", "--steer-rails=true", "--rail-action-interval=30s",
+		"--quarantine-failures=3", "--quarantine-window=10m", "--quarantine-release-after=30m"} {
 		if !strings.Contains(out, "- "+arg+"\n") {
 			t.Errorf("operator Deployment lacks %s", arg)
 		}

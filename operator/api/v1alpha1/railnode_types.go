@@ -28,6 +28,7 @@ const (
 // +kubebuilder:resource:scope=Cluster,shortName=rn,categories=nezha
 // +kubebuilder:printcolumn:name="Rails",type=integer,JSONPath=`.status.railCount`
 // +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.healthyRailCount`
+// +kubebuilder:printcolumn:name="Quarantined",type=string,JSONPath=`.spec.quarantinedRails`
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentVersion`,priority=1
 // +kubebuilder:printcolumn:name="Observed",type=date,JSONPath=`.status.observedTime`
 type RailNode struct {
@@ -43,8 +44,10 @@ type RailNode struct {
 // RailNodeSpec is intentionally minimal: the node is named by metadata.name and the rails come
 // from the cluster's RailClasses.
 type RailNodeSpec struct {
-	// quarantinedRails lists RailClass names an administrator has taken out of service on this
-	// node; the operator treats them as down whatever their link state.
+	// quarantinedRails lists RailClass names taken out of service on this node, by an
+	// administrator or by the operator (a rail that failed too often: see the annotation
+	// nezha.io/rail-evidence); the operator treats them as down whatever their link state, keeps
+	// new workers off the node and drains the rail from running jobs.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64

@@ -47,6 +47,11 @@ func run() error {
 			"a rail node agents report down while the job still uses it, and restore it when it is up again")
 		railInterval = flag.Duration("rail-action-interval", controller.DefaultRailActionInterval,
 			"the least time between two drain (or restore) requests for one rail of one job")
+		qFailures = flag.Int("quarantine-failures", controller.DefaultQuarantineFailures,
+			"quarantine a rail on a node after this many failures within --quarantine-window (0 disables)")
+		qWindow       = flag.Duration("quarantine-window", controller.DefaultQuarantineWindow, "the window --quarantine-failures counts in")
+		qReleaseAfter = flag.Duration("quarantine-release-after", controller.DefaultQuarantineReleaseAfter,
+			"release a quarantined rail after it has been healthy without failure this long")
 		staleAfter = flag.Duration("railnode-stale-after", staleDefault,
 			"a RailNode whose status.observedTime is older than this has a dead agent: its rails count as unknown, not healthy (0 trusts every RailNode; env "+controller.EnvRailNodeStaleAfter+")")
 		leNamespace = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's own namespace)")
@@ -125,6 +130,16 @@ func run() error {
 			return fmt.Errorf("set up webhooks: %w", err)
 		}
 		setupLog.Info("admission webhooks", "port", *webhookPort, "certDir", *certDir)
+	}
+	if *qFailures < 0 {
+		return fmt.Errorf("--quarantine-failures=%d is negative", *qFailures)
+	}
+	quarantine := &controller.RailQuarantineReconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("nezha-operator"), Clock: clock.RealClock{},
+		Policy: controller.QuarantinePolicy{Failures: *qFailures, Window: *qWindow, ReleaseAfter: *qReleaseAfter},
+	}
+	if err := quarantine.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up rail quarantine: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

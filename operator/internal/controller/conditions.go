@@ -54,6 +54,10 @@ const (
 	ReasonRailDrained      = "RailDrained"
 	ReasonRailRestored     = "RailRestored"
 	ReasonRailActionFailed = "RailActionFailed"
+	// Events on RailNodes: quarantine by evidence (quarantine_evidence.go).
+	ReasonRailQuarantined     = "RailQuarantined"
+	ReasonRailReleased        = "RailReleased"
+	ReasonInvalidRailEvidence = "InvalidRailEvidence"
 )
 
 // Backoff bounds for polling conditions nothing can watch (a referenced NAD in another

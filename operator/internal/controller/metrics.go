@@ -30,6 +30,10 @@ var (
 		Name: "nezha_operator_rail_actions_total",
 		Help: "Drain and restore requests sent to job runtimes' control endpoints, by action (drain, restore) and result (accepted, error).",
 	}, []string{"action", "result"})
+	railQuarantines = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nezha_operator_rail_quarantines_total",
+		Help: "Rails the operator quarantined by evidence or released, by action (quarantined, released).",
+	}, []string{"action"})
 	workerPodsCreated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nezha_operator_worker_pods_created_total",
 		Help: "Worker pods created by the operator.",
@@ -37,7 +41,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, railActions, workerPodsCreated)
+	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, railActions, railQuarantines, workerPodsCreated)
 }
 
 // phaseTracker keeps nezha_operator_jobs exact: it remembers each job's last phase so a change

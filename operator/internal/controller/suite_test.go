@@ -178,6 +178,13 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Only RailNodes whose rails carry a lastTransitionTime give evidence; the other tests' do not.
+	q := &controller.RailQuarantineReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("nezha-operator"),
+		Clock: clock.RealClock{}, Policy: controller.QuarantinePolicy{Failures: 3, Window: time.Minute, ReleaseAfter: 2 * time.Second}}
+	if err := q.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	// RailClasses go through the webhook (failurePolicy Fail): serve before the first test.
