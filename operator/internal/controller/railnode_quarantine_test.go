@@ -81,12 +81,12 @@ func railNodeEvent(node, reason, msg string) func() error {
 	}
 }
 
-// TestFlappingRailIsQuarantinedThenReleased: three failures within the window (suite policy: 3
-// in 1 min, release after 2 s stable) put the rail into the RailNode's spec with a Warning Event;
-// a new job's workers keep off that node; once healthy and stable the operator releases it.
-func TestFlappingRailIsQuarantinedThenReleased(t *testing.T) {
-	ns := newNamespace(t)
-	node, rail := ns+"-flappy", ns+"-r0"
+// flapThreeTimes reports rail failing three times (a second apart, the API's time resolution),
+// waiting for each failure to be recorded so none is missed, and checks the first two do not
+// quarantine. It returns the base time the reports were stamped from (the third failure is
+// base+6 s).
+func flapThreeTimes(t *testing.T, node, rail string) time.Time {
+	t.Helper()
 	base := time.Now().Add(-20 * time.Second).Truncate(time.Second)
 	reportRail(t, node, rail, true, base)
 	for i := 1; i <= 3; i++ {
@@ -99,6 +99,16 @@ func TestFlappingRailIsQuarantinedThenReleased(t *testing.T) {
 			reportRail(t, node, rail, true, base.Add(time.Duration(2*i+1)*time.Second))
 		}
 	}
+	return base
+}
+
+// TestFlappingRailIsQuarantinedThenReleased: three failures within the window (suite policy: 3
+// in 1 min, release after 2 s stable) put the rail into the RailNode's spec with a Warning Event;
+// a new job's workers keep off that node; once healthy and stable the operator releases it.
+func TestFlappingRailIsQuarantinedThenReleased(t *testing.T) {
+	ns := newNamespace(t)
+	node, rail := ns+"-flappy", ns+"-r0"
+	base := flapThreeTimes(t, node, rail)
 	eventually(t, "quarantined", quarantinedIs(node, rail, true))
 	eventually(t, "quarantine event", railNodeEvent(node, "RailQuarantined", fmt.Sprintf("rail %q on node %q failed 3 times within 1m0s", rail, node)))
 
@@ -136,15 +146,7 @@ func TestFlappingRailIsQuarantinedThenReleased(t *testing.T) {
 func TestAdminReleaseClearsTheRecord(t *testing.T) {
 	ns := newNamespace(t)
 	node, rail := ns+"-flappy", ns+"-r0"
-	base := time.Now().Add(-20 * time.Second).Truncate(time.Second)
-	reportRail(t, node, rail, true, base)
-	for i := 1; i <= 3; i++ {
-		reportRail(t, node, rail, false, base.Add(time.Duration(2*i)*time.Second))
-		eventually(t, fmt.Sprintf("failure %d recorded", i), failuresRecorded(node, rail, i))
-		if i < 3 {
-			reportRail(t, node, rail, true, base.Add(time.Duration(2*i+1)*time.Second))
-		}
-	}
+	base := flapThreeTimes(t, node, rail)
 	eventually(t, "quarantined", quarantinedIs(node, rail, true))
 	// The admin lifts it while the rail is still down, and quarantines another rail by hand.
 	rn, err := getRailNode(node)
