@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/quarantine"
 )
 
 // Condition reasons (also used as Event reasons). CamelCase, stable: users alert on them.
@@ -54,9 +55,9 @@ const (
 	ReasonRailDrained      = "RailDrained"
 	ReasonRailRestored     = "RailRestored"
 	ReasonRailActionFailed = "RailActionFailed"
-	// Events on RailNodes: quarantine by evidence (quarantine_evidence.go).
-	ReasonRailQuarantined     = "RailQuarantined"
-	ReasonRailReleased        = "RailReleased"
+	// Events on RailNodes: quarantine by evidence (internal/quarantine).
+	ReasonRailQuarantined     = quarantine.ReasonQuarantined
+	ReasonRailReleased        = quarantine.ReasonReleased
 	ReasonInvalidRailEvidence = "InvalidRailEvidence"
 )
 

@@ -13,9 +13,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/quarantine"
 )
 
-// RailQuarantineReconciler quarantines rails by evidence (quarantine_evidence.go): it keeps the
+// The controller package's names for the quarantine policy (flags and tests use these).
+type QuarantinePolicy = quarantine.Policy
+
+const (
+	RailEvidenceAnnotation        = quarantine.EvidenceAnnotation
+	DefaultQuarantineFailures     = quarantine.DefaultFailures
+	DefaultQuarantineWindow       = quarantine.DefaultWindow
+	DefaultQuarantineReleaseAfter = quarantine.DefaultReleaseAfter
+)
+
+// RailQuarantineReconciler quarantines rails by evidence (internal/quarantine): it keeps the
 // failure record in each RailNode's annotation and edits spec.quarantinedRails. The agent writes
 // only the status subresource, so the two never overwrite each other.
 type RailQuarantineReconciler struct {
@@ -34,14 +45,14 @@ func (r *RailQuarantineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := rn.DeepCopy()
-	ev, err := parseEvidence(rn)
+	ev, err := quarantine.Parse(rn)
 	if err != nil {
 		// Someone edited the annotation by hand: say so and start a fresh record rather than
 		// stop quarantining this node.
 		r.Recorder.Event(rn, warning, ReasonInvalidRailEvidence, err.Error()+"; starting a new failure record")
 	}
-	acts, recheck := r.Policy.judge(rn, ev, r.Clock.Now())
-	if err := encodeEvidence(rn, ev); err != nil {
+	acts, recheck := r.Policy.Judge(rn, ev, r.Clock.Now())
+	if err := quarantine.Encode(rn, ev); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !equality.Semantic.DeepEqual(before.Spec, rn.Spec) || !equality.Semantic.DeepEqual(before.Annotations, rn.Annotations) {
@@ -54,14 +65,14 @@ func (r *RailQuarantineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	for _, a := range acts {
 		eventType := normal
-		if a.reason == ReasonRailQuarantined {
+		if a.Reason == ReasonRailQuarantined {
 			eventType = warning
 			railQuarantines.WithLabelValues("quarantined").Inc()
 		} else {
 			railQuarantines.WithLabelValues("released").Inc()
 		}
-		log.FromContext(ctx).Info(a.message, "rail", a.rail)
-		r.Recorder.Event(rn, eventType, a.reason, a.message)
+		log.FromContext(ctx).Info(a.Message, "rail", a.Rail)
+		r.Recorder.Event(rn, eventType, a.Reason, a.Message)
 	}
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }

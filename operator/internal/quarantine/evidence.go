@@ -1,9 +1,9 @@
-package controller
-
-// Quarantine by evidence: a rail that fails Failures times within Window on one node is put into
-// that RailNode's spec.quarantinedRails by the operator, so new jobs keep off the node
+// Package quarantine is quarantine by evidence: a rail that fails Failures times within Window on
+// one node is put into that RailNode's spec.quarantinedRails by the operator, so new jobs keep off the node
 // (nodesToAvoid) and running jobs drain the rail (rail_steering.go); it is released once it has
 // been healthy and failure-free for ReleaseAfter, or when an admin removes it from the spec.
+// The controller (internal/controller/railnode_quarantine.go) reads and writes RailNodes; this
+// package only judges, on explicit times, so it is tested and fuzzed without an API server.
 //
 // Evidence is the agent's own report: each healthy→unhealthy change of a rail, stamped with the
 // agent's status.rails[].lastTransitionTime (so the operator counts each failure once however
@@ -11,6 +11,7 @@ package controller
 // annotation nezha.io/rail-evidence). Flaps faster than the agent's coalescing window (200 ms by
 // default) count as one, and timestamps are whole seconds (the API's time format): two failures
 // within the same second count as one.
+package quarantine
 
 import (
 	"encoding/json"
@@ -24,11 +25,11 @@ import (
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
-// RailEvidenceAnnotation holds the operator's per-rail failure evidence on a RailNode (JSON).
-const RailEvidenceAnnotation = "nezha.io/rail-evidence"
+// EvidenceAnnotation holds the operator's per-rail failure evidence on a RailNode (JSON).
+const EvidenceAnnotation = "nezha.io/rail-evidence"
 
-// QuarantinePolicy is when a rail is quarantined and released. Failures == 0 disables it.
-type QuarantinePolicy struct {
+// Policy is when a rail is quarantined and released. Failures == 0 disables it.
+type Policy struct {
 	Failures     int
 	Window       time.Duration
 	ReleaseAfter time.Duration
@@ -36,16 +37,22 @@ type QuarantinePolicy struct {
 
 // Chart and flag defaults.
 const (
-	DefaultQuarantineFailures     = 3
-	DefaultQuarantineWindow       = 10 * time.Minute
-	DefaultQuarantineReleaseAfter = 30 * time.Minute
+	DefaultFailures     = 3
+	DefaultWindow       = 10 * time.Minute
+	DefaultReleaseAfter = 30 * time.Minute
+)
+
+// Event reasons (on the RailNode).
+const (
+	ReasonQuarantined = "RailQuarantined"
+	ReasonReleased    = "RailReleased"
 )
 
 // maxEvidencePerRail bounds the annotation: more failures than this within a window change nothing.
 const maxEvidencePerRail = 32
 
-// railEvidence is one rail's record in the annotation.
-type railEvidence struct {
+// Evidence is one rail's record in the annotation.
+type Evidence struct {
 	// Failures are the agent's lastTransitionTimes of the rail's failures within the window.
 	Failures []metav1.Time `json:"failures,omitempty"`
 	// LastFailure is the latest failure, kept after it leaves the window: a quarantined rail is
@@ -55,34 +62,34 @@ type railEvidence struct {
 	QuarantinedAt *metav1.Time `json:"quarantinedAt,omitempty"`
 }
 
-// parseEvidence reads the annotation; a missing one is empty evidence.
-func parseEvidence(rn *nezhav1.RailNode) (map[string]*railEvidence, error) {
-	ev := map[string]*railEvidence{}
-	raw, ok := rn.Annotations[RailEvidenceAnnotation]
+// Parse reads the annotation; a missing one is empty evidence.
+func Parse(rn *nezhav1.RailNode) (map[string]*Evidence, error) {
+	ev := map[string]*Evidence{}
+	raw, ok := rn.Annotations[EvidenceAnnotation]
 	if !ok || raw == "" {
 		return ev, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
-		return map[string]*railEvidence{}, fmt.Errorf("annotation %s: %w", RailEvidenceAnnotation, err)
+		return map[string]*Evidence{}, fmt.Errorf("annotation %s: %w", EvidenceAnnotation, err)
 	}
 	for rail, e := range ev {
 		if e == nil {
-			return map[string]*railEvidence{}, fmt.Errorf("annotation %s: rail %q: null record", RailEvidenceAnnotation, rail)
+			return map[string]*Evidence{}, fmt.Errorf("annotation %s: rail %q: null record", EvidenceAnnotation, rail)
 		}
 	}
 	return ev, nil
 }
 
-// quarantineAction is one change judge decided on, with its Event.
-type quarantineAction struct {
-	rail, reason, message string
+// Action is one change Judge decided on, with its Event (reason and message).
+type Action struct {
+	Rail, Reason, Message string
 }
 
-// judge updates the evidence from rn's status at now and decides what to quarantine and release.
+// Judge updates the evidence from rn's status at now and decides what to quarantine and release.
 // It edits rn.Spec.QuarantinedRails in place and returns the actions taken and when to look
 // again (0: only on the next change).
-func (p QuarantinePolicy) judge(rn *nezhav1.RailNode, ev map[string]*railEvidence, now time.Time) ([]quarantineAction, time.Duration) {
-	var acts []quarantineAction
+func (p Policy) Judge(rn *nezhav1.RailNode, ev map[string]*Evidence, now time.Time) ([]Action, time.Duration) {
+	var acts []Action
 	var recheck time.Duration
 	status := map[string]*nezhav1.RailInterfaceStatus{}
 	for i := range rn.Status.Rails {
@@ -94,7 +101,7 @@ func (p QuarantinePolicy) judge(rn *nezhav1.RailNode, ev map[string]*railEvidenc
 		}
 		e := ev[rail]
 		if e == nil {
-			e = &railEvidence{}
+			e = &Evidence{}
 			ev[rail] = e
 		}
 		if e.LastFailure == nil || s.LastTransitionTime.After(e.LastFailure.Time) {
@@ -119,15 +126,15 @@ func (p QuarantinePolicy) judge(rn *nezhav1.RailNode, ev map[string]*railEvidenc
 		case e.QuarantinedAt != nil && !inSpec:
 			// An admin released it: start afresh, or old failures would quarantine it again at once
 			// (only the last failure's time stays, so the report in hand is not counted anew).
-			ev[rail] = &railEvidence{LastFailure: e.LastFailure}
-			acts = append(acts, quarantineAction{rail, ReasonRailReleased, fmt.Sprintf(
+			ev[rail] = &Evidence{LastFailure: e.LastFailure}
+			acts = append(acts, Action{rail, ReasonReleased, fmt.Sprintf(
 				"rail %q on node %q released from quarantine by an administrator; its failure record is cleared", rail, rn.Name)})
 			continue
 		case e.QuarantinedAt == nil && !inSpec && len(e.Failures) >= p.Failures:
 			rn.Spec.QuarantinedRails = append(rn.Spec.QuarantinedRails, rail)
 			t := metav1.NewTime(now)
 			e.QuarantinedAt = &t
-			acts = append(acts, quarantineAction{rail, ReasonRailQuarantined, fmt.Sprintf(
+			acts = append(acts, Action{rail, ReasonQuarantined, fmt.Sprintf(
 				"rail %q on node %q failed %d times within %s (last at %s): quarantined; new jobs avoid the node, running jobs drain the rail; released after %s healthy without failure, or by removing it from spec.quarantinedRails",
 				rail, rn.Name, len(e.Failures), p.Window, e.Failures[len(e.Failures)-1].UTC().Format(time.RFC3339), p.ReleaseAfter)})
 		}
@@ -141,7 +148,7 @@ func (p QuarantinePolicy) judge(rn *nezhav1.RailNode, ev map[string]*railEvidenc
 			if wait := stableSince.Add(p.ReleaseAfter).Sub(now); healthy && wait <= 0 {
 				rn.Spec.QuarantinedRails = slices.DeleteFunc(rn.Spec.QuarantinedRails, func(r string) bool { return r == rail })
 				delete(ev, rail)
-				acts = append(acts, quarantineAction{rail, ReasonRailReleased, fmt.Sprintf(
+				acts = append(acts, Action{rail, ReasonReleased, fmt.Sprintf(
 					"rail %q on node %q released from quarantine: healthy without failure for %s", rail, rn.Name, p.ReleaseAfter)})
 				continue
 			} else if healthy {
@@ -167,10 +174,10 @@ func (p QuarantinePolicy) judge(rn *nezhav1.RailNode, ev map[string]*railEvidenc
 	return acts, recheck
 }
 
-// encodeEvidence writes ev back into rn's annotations (removing the annotation when empty).
-func encodeEvidence(rn *nezhav1.RailNode, ev map[string]*railEvidence) error {
+// Encode writes ev back into rn's annotations (removing the annotation when empty).
+func Encode(rn *nezhav1.RailNode, ev map[string]*Evidence) error {
 	if len(ev) == 0 {
-		delete(rn.Annotations, RailEvidenceAnnotation)
+		delete(rn.Annotations, EvidenceAnnotation)
 		return nil
 	}
 	raw, err := json.Marshal(ev)
@@ -180,6 +187,14 @@ func encodeEvidence(rn *nezhav1.RailNode, ev map[string]*railEvidence) error {
 	if rn.Annotations == nil {
 		rn.Annotations = map[string]string{}
 	}
-	rn.Annotations[RailEvidenceAnnotation] = string(raw)
+	rn.Annotations[EvidenceAnnotation] = string(raw)
 	return nil
+}
+
+// earliest is the sooner of two waits, 0 meaning none.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
