@@ -61,6 +61,10 @@ enum class OpKind { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier
 // adaptive: cold/hot with online tuning; static: fixed bandwidth-proportional split (MRIB);
 // single: everything on the rail with the highest probed bandwidth.
 enum class Policy { kAdaptive, kStatic, kSingle };
+// What a rail that fails the pre-flight check does to the start (src/preflight/preflight.h):
+// fail the start, start without it (it joins through re-admission), wait until it is back, or
+// off (no check; a rail that cannot connect ends the start).
+enum class PreflightPolicy { kOff, kFail, kDegrade, kWait };
 
 size_t dataTypeSize(DataType t);
 const char* toString(DataType t);
@@ -71,6 +75,8 @@ DataType parseDataType(const std::string& s);  // throws ConfigError
 ReduceOp parseReduceOp(const std::string& s);
 OpKind parseOpKind(const std::string& s);
 Policy parsePolicy(const std::string& s);
+const char* toString(PreflightPolicy p);
+PreflightPolicy parsePreflightPolicy(const std::string& s);
 
 struct RailSpec {
   std::string name;       // unique in the job, e.g. "r0"
@@ -121,9 +127,14 @@ struct Options {
   int localRank = 0;
   // The job's name (NEZHA_JOB_NAME, set by the operator): the `job` label of every metric.
   std::string jobName;
-  size_t probeBytes = 1 << 20;        // bandwidth probe size per rail
-  int tuneInterval = 5;               // agree timing stats every N operations
-  std::string tablePath;              // optional data-length table to start from
+  size_t probeBytes = 1 << 20;  // bandwidth probe size per rail
+  // Pre-flight check of every rail before the first operation (src/preflight/preflight.h).
+  PreflightPolicy preflight = PreflightPolicy::kDegrade;
+  std::chrono::milliseconds preflightTimeout{10000};  // connect + transfer, per rail
+  size_t preflightBytes = 64 << 10;                   // transfer each way per checked pair
+  std::chrono::milliseconds preflightWait{600000};    // kWait: longest wait for failed rails
+  int tuneInterval = 5;                               // agree timing stats every N operations
+  std::string tablePath;                              // optional data-length table to start from
   size_t ringThreshold = 64 << 10;    // allreduce slices below this use recursive doubling
   size_t chainThreshold = 256 << 10;  // broadcasts above this: pipelined chain
   size_t socketBuffer = 4 << 20;      // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
@@ -167,7 +178,8 @@ struct FailoverEvent {
   // Why, as one word: failovers "carrier" (link lost here or on a peer), "watchdog" (nothing
   // moved while other rails did), "slow" (far behind its prediction while the others were
   // done), "transport" (the transport's own health event), "error" (the connection failed),
-  // "peer" (another rank saw it); re-admissions "probe" (rebuilt, end-to-end probe passed);
+  // "peer" (another rank saw it), "preflight" (failed the start-up check, at op 0);
+  // re-admissions "probe" (rebuilt, end-to-end probe passed);
   // rejected re-admissions "probe" (it failed) or "slow" (below the bandwidth floor); drains
   // "operator".
   std::string reason;
@@ -245,6 +257,9 @@ class Communicator {
   struct Impl;
 
  private:
+  // NEZHA_PREFLIGHT=wait: barriers until every rail that failed the start-up check is back
+  // (re-admitted after an end-to-end probe), or NEZHA_PREFLIGHT_WAIT_MS passed on some rank.
+  void waitForPreflightRails();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -91,7 +91,8 @@ std::string configFingerprint(const Options& o) {
                 ";tune_interval=", o.tuneInterval, ";tune_gain=", o.tuneGain,
                 ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
                 ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop",
-                ";slow_floor=", o.slowFloor);
+                ";slow_floor=", o.slowFloor, ";preflight=", toString(o.preflight),
+                ";preflight_bytes=", o.preflightBytes);
 }
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {

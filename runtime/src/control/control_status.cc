@@ -51,6 +51,34 @@ std::string Impl::railState(size_t r) const {
   return "failed";
 }
 
+// The start-up check as /status reports it (the operator's RailsVerified condition reads it).
+namespace {
+Json preflightJson(const Impl& m) {
+  const Options& o = m.o;
+  const Impl::PreflightReport& preflight = m.preflight;
+  // Bounded: a large job's document stays small; the count says how many there were.
+  constexpr size_t kMaxListed = 32;
+  Json pf = Json::object();
+  pf["policy"] = toString(o.preflight);
+  pf["result"] = m.preflightResult();
+  pf["peers_checked"] = preflight.peersChecked;
+  pf["seconds"] = preflight.seconds;
+  pf["failure_count"] = preflight.failures.size();
+  Json list = Json::array();
+  for (size_t i = 0; i < preflight.failures.size() && i < kMaxListed; ++i) {
+    const PreflightFailure& f = preflight.failures[i];
+    Json j = Json::object();
+    j["rank"] = f.rank;
+    j["rail"] = m.rails[f.rail].name;
+    j["peer"] = f.peer;
+    j["reason"] = f.reason;
+    list.push_back(j);
+  }
+  pf["failures"] = list;
+  return pf;
+}
+}  // namespace
+
 void Impl::publish() {
   Json st = Json::object();
   st["rank"] = o.rank;
@@ -77,6 +105,7 @@ void Impl::publish() {
     rs.push_back(j);
   }
   st["rails"] = rs;
+  st["preflight"] = preflightJson(*this);
   st["failovers"] = metrics.failovers.size();
   st["readmissions"] = metrics.readmissions.size();
   st["replayed_slices"] = metrics.replayedSlices;

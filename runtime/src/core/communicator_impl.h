@@ -22,6 +22,7 @@
 #include "failover/control_mesh.h"
 #include "failover/link_watch.h"
 #include "failover/watchdog.h"
+#include "preflight/preflight.h"
 #include "schedule/scheduler.h"
 #include "transport/transport.h"
 
@@ -53,11 +54,37 @@ struct Communicator::Impl {
   struct StartState {
     std::vector<bool> usable;  // rails that start in the split
     std::string downAtStart;   // why the others do not
+    // Per rail left out: the failover reason ("carrier", "preflight") and the ranks that saw it.
+    std::vector<std::string> downReason;
+    std::vector<std::vector<int>> downRanks;
+    void leaveOut(size_t rail, const std::string& reason, std::vector<int> ranks,
+                  const std::string& why);
   };
   void describeRails();
   std::vector<std::unique_ptr<Transport>> joinJob(StartState& start);
   void allocateRailState(size_t rails);
-  void connectRails(std::vector<std::unique_ptr<Transport>>& transports, const StartState& start);
+  void connectRails(std::vector<std::unique_ptr<Transport>>& transports, StartState& start);
+
+  // ---- pre-flight (preflight/preflight.h; preflight/preflight_run.cc) ----
+  struct PreflightReport {
+    std::string result = "off";              // passed | failed | waiting | recovered | off
+    std::vector<PreflightFailure> failures;  // every failing pair, all ranks (own with reasons)
+    std::vector<bool> failedRails;
+    size_t peersChecked = 0;  // peers this rank transferred to, per rail
+    double seconds = 0;       // connect + transfer + agreement
+  };
+  PreflightReport preflight;
+  // Connects the usable rails concurrently (each on its own thread) and, unless the policy is
+  // off, runs the transfers; returns this rank's failures per rail. Policy off: rethrows.
+  std::vector<std::vector<PreflightFailure>> connectAndCheck(
+      std::vector<std::unique_ptr<Transport>>& transports, const StartState& start);
+  // Agrees on every rank's failures and applies NEZHA_PREFLIGHT (fail: throws; degrade/wait:
+  // the failing rails leave `start`).
+  void decidePreflight(const std::vector<std::vector<PreflightFailure>>& local,
+                       std::vector<std::unique_ptr<Transport>>& transports, StartState& start,
+                       std::chrono::steady_clock::time_point began);
+  bool preflightRailsBack() const;
+  std::string preflightResult() const;  // "failed" turns "recovered" once every rail is back
   void startScheduler(const StartState& start);
   void startControl();
 

@@ -32,12 +32,15 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   m.describeRails();
   Impl::StartState start;
   start.usable.assign(m.rails.size(), true);
+  start.downReason.assign(m.rails.size(), std::string());
+  start.downRanks.assign(m.rails.size(), std::vector<int>());
   if (m.o.worldSize > 1) {
     std::vector<std::unique_ptr<Transport>> transports = m.joinJob(start);
     m.connectRails(transports, start);
   }
   m.startScheduler(start);
   m.startControl();
+  if (m.preflight.result == "waiting") waitForPreflightRails();
   if (m.o.verbose && m.o.rank == 0) {
     std::fprintf(stderr, "nezha: %d ranks, policy %s, cold rail %s, cold threshold %zu bytes\n",
                  m.o.worldSize, toString(m.o.policy), m.rails[m.sched->coldRail()].name.c_str(),
@@ -77,14 +80,16 @@ std::vector<std::unique_ptr<Transport>> Impl::joinJob(StartState& start) {
   // A rail without carrier on some rank at start stays out on every rank (the same decision
   // everywhere: all ranks hold the same table) and joins later through re-admission.
   for (size_t i = 0; i < rails.size(); ++i) {
-    std::string ranks;
+    std::string list;
+    std::vector<int> ranks;
     for (const RankInfo& ri : job.ranks) {
-      if (!ri.rails[i].linkUp) ranks += strCat(ranks.empty() ? "" : ",", ri.rank);
+      if (ri.rails[i].linkUp) continue;
+      list += strCat(list.empty() ? "" : ",", ri.rank);
+      ranks.push_back(ri.rank);
     }
     if (ranks.empty()) continue;
-    start.usable[i] = false;
-    start.downAtStart += strCat(start.downAtStart.empty() ? "" : "; ", rails[i].name, " (",
-                                rails[i].iface, ") has no link on rank ", ranks);
+    start.leaveOut(i, "carrier", ranks,
+                   strCat(rails[i].name, " (", rails[i].iface, ") has no link on rank ", list));
   }
   const bool noneUsable =
       std::none_of(start.usable.begin(), start.usable.end(), [](bool u) { return u; });
@@ -117,15 +122,20 @@ void Impl::allocateRailState(size_t nr) {
   drained.assign(nr, false);
 }
 
-void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports,
-                        const StartState& start) {
+void Impl::StartState::leaveOut(size_t rail, const std::string& reason, std::vector<int> ranks,
+                                const std::string& why) {
+  usable[rail] = false;
+  downReason[rail] = reason;
+  downRanks[rail] = std::move(ranks);
+  downAtStart += strCat(downAtStart.empty() ? "" : "; ", why);
+}
+
+void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, StartState& start) {
   const size_t nr = rails.size();
   allocateRailState(nr);
-  Deadline deadline = Clock::now() + o.rendezvousTimeout;
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<std::vector<PreflightFailure>> local = connectAndCheck(transports, start);
   for (size_t i = 0; i < nr; ++i) {
-    transports[i]->setHealthListener(
-        [this, i](const std::string& why) { onTransportFault(i, why); });
-    if (start.usable[i]) transports[i]->connect(job, deadline);
     metrics.railRejectedConnections += transports[i]->rejectedConnections();
   }
   // Silence long enough that a loaded machine still answers; short enough that "every rail
@@ -135,11 +145,15 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports,
       o.rank, o.worldSize, nr, silence,
       [this](int peer, int rail, uint64_t gen) { onPeerRailDown(peer, rail, gen); });
   for (size_t i = 0; i < nr; ++i) {
-    if (start.usable[i]) {
+    // A rail that could not connect here has no control connections to give; the agreement
+    // below runs over the others.
+    if (start.usable[i] && local[i].empty()) {
       mesh->attach(static_cast<int>(i), transports[i]->releaseControl());
-    } else {
-      localDown[i] = true;
     }
+  }
+  if (o.preflight != PreflightPolicy::kOff) decidePreflight(local, transports, start, began);
+  for (size_t i = 0; i < nr; ++i) {
+    if (!start.usable[i]) localDown[i] = true;
     channels.push_back(std::move(transports[i]));
   }
   std::vector<std::string> ifaces;
@@ -175,11 +189,8 @@ void Impl::startScheduler(const StartState& start) {
   opStart = std::chrono::steady_clock::now();
   for (size_t i = 0; i < start.usable.size(); ++i) {
     if (start.usable[i]) continue;
-    std::vector<int> ranks;
-    for (const RankInfo& ri : job.ranks) {
-      if (!ri.rails[i].linkUp) ranks.push_back(ri.rank);
-    }
-    recordFailover(static_cast<int>(i), strCat("at start: ", start.downAtStart), ranks, "carrier");
+    recordFailover(static_cast<int>(i), strCat("at start: ", start.downAtStart), start.downRanks[i],
+                   start.downReason[i]);
   }
 }
 

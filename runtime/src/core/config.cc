@@ -186,6 +186,11 @@ Options Options::fromEnv() {
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
+  o.preflight = parsePreflightPolicy(paramString("NEZHA_PREFLIGHT"));
+  o.preflightTimeout =
+      std::chrono::milliseconds(paramInt("NEZHA_PREFLIGHT_TIMEOUT_MS", 100, 3600000));
+  o.preflightBytes = paramBytes("NEZHA_PREFLIGHT_BYTES", 1, size_t(16) << 20);
+  o.preflightWait = std::chrono::milliseconds(paramInt("NEZHA_PREFLIGHT_WAIT_MS", 0, 86400000));
   validateOptions(o);
   return o;
 }

@@ -48,6 +48,14 @@ const std::vector<Param>& allParams() {
       {"NEZHA_SOCKET_BUFFER", "4M",
        "socket send/receive buffer per stream (0 = autotune, <= 256M)"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},
+      {"NEZHA_PREFLIGHT", "degrade",
+       "a rail failing the start-up check: fail | degrade (start without it) | wait | off"},
+      {"NEZHA_PREFLIGHT_TIMEOUT_MS", "10000",
+       "budget of the start-up check per rail (connect to every peer + transfer)"},
+      {"NEZHA_PREFLIGHT_BYTES", "64K",
+       "start-up check transfer each way per checked pair (<= 16M)"},
+      {"NEZHA_PREFLIGHT_WAIT_MS", "600000",
+       "NEZHA_PREFLIGHT=wait: how long to wait for failed rails before failing the start"},
       {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},
   };
   return params;

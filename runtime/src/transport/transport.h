@@ -33,12 +33,24 @@
 
 namespace nezha {
 
+// A connect() that could not reach `peer` on the rail (pre-flight reports the pair).
+class PeerConnectError : public RailError {
+ public:
+  PeerConnectError(int rail, int peer, const std::string& what)
+      : RailError(rail, what), peer_(peer) {}
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
 class Transport : public Channel {
  public:
   // What peers need to reach this rank on the rail (published at rendezvous).
   virtual RailEndpoint endpoint() const = 0;
-  // Connects to every peer and authenticates each connection; throws RailError / AuthError.
-  // Called once, on the constructing thread, before any exchange.
+  // Connects to every peer and authenticates each connection; throws PeerConnectError (naming
+  // the peer it could not reach), RailError or AuthError. Called once, from one thread (rails
+  // connect concurrently, each on its own), before any exchange.
   virtual void connect(const JobTable& job, Deadline deadline) = 0;
   // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
   virtual std::vector<Fd> releaseControl() = 0;

@@ -96,6 +96,12 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_EQ(rails[1].at("name"), "r1");
   EXPECT_EQ(rails[1].at("state"), "healthy");
   EXPECT_GT(rails[1].at("bytes").get<double>(), 0);
+  // The start-up check ran on both rails (2 ranks: the one peer) and passed.
+  const Json& preflight = j.at("preflight");
+  EXPECT_EQ(preflight.at("result"), "passed") << preflight;
+  EXPECT_EQ(preflight.at("policy"), "degrade");
+  EXPECT_EQ(preflight.at("peers_checked"), 1);
+  EXPECT_EQ(preflight.at("failures").size(), 0u);
   std::string met = body(http(port0, "GET", "/metrics"));
   EXPECT_NE(met.find("# TYPE nezha_runtime_operations_total counter\n"), std::string::npos) << met;
   EXPECT_NE(met.find("nezha_runtime_operations_total{job=\"\",rank=\"0\"} 2\n"), std::string::npos)

@@ -273,5 +273,70 @@ else
   show cutboth 2
 fi
 
+# Pre-flight (NEZHA_PREFLIGHT): host 1's r1 is a black hole before the job starts (carrier up,
+# everything dropped), so the start-up check cannot connect it. preflight_get HOST EXPR evaluates
+# EXPR on the `p` = /status "preflight" document of that host ("" while it does not answer).
+preflight_get() {
+  "$TESTBED" exec --name "$BED" --host "$1" -- curl -s "http://127.0.0.1:9402/status" |
+    python3 -c "import json,sys; p=json.load(sys.stdin)['preflight']; print($2)" 2>/dev/null || true
+}
+until_preflight() { # HOST EXPR: waits (bounded, 20 s) until EXPR is True
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(preflight_get "$1" "$2")" = True ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# fail: every rank stops with one error naming the failing pair.
+hole 1 1 add
+run_job pffail 2 2 NEZHA_PREFLIGHT=fail NEZHA_PREFLIGHT_TIMEOUT_MS=1500 -- --quiet --max-bytes 64K || true
+hole 1 1 delete
+expect_error pffail 0 "pre-flight failed (NEZHA_PREFLIGHT=fail): rail r1: rank 0 -> rank 1"
+expect_error pffail 1 "pre-flight failed (NEZHA_PREFLIGHT=fail): rail r1: rank .* -> rank"
+
+# degrade (the default): the job starts on r0 alone, /status lists the failing pairs; once the
+# hole is gone r1 joins through re-admission and the check reads "recovered".
+hole 1 1 add
+loop_job pfdeg 2 2 12 NEZHA_PREFLIGHT_TIMEOUT_MS=1500 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
+job=$!
+until_preflight 0 "p['result'] == 'failed'" &&
+  listed=$(preflight_get 0 "sorted((f['rank'], f['rail']) for f in p['failures'])") || listed="(no answer)"
+healed_at=$(date +%s.%N)
+hole 1 1 delete
+until_preflight 0 "p['result'] == 'recovered'" && recovered=yes || recovered=no
+wait $job || true
+T=$WORK/pfdeg.trace.json
+if all_rc pfdeg 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$listed" = "[(0, 'r1'), (1, 'r1')]" ] && [ "$recovered" = yes ] &&
+  [ "$(trace_get "$T" "[(f['rail'], f['op'], f['reason']) for f in t['failovers']]")" = "[('r1', 0, 'preflight')]" ] &&
+  [ "$(trace_get "$T" "t['op_split'][0] == [1, 0]")" = True ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  pass "pre-flight degrade: started on r0, failing pairs $listed in /status, r1 back" \
+    "$(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $healed_at, 2)") s after the hole healed"
+else
+  fail "pre-flight degrade (listed: $listed, recovered: $recovered)"
+  show_events "$T" "$healed_at"
+  show pfdeg 2
+fi
+
+# wait: no operation runs until r1 is back; the first one is split over both rails.
+hole 1 1 add
+loop_job pfwait 2 2 3 NEZHA_PREFLIGHT=wait NEZHA_PREFLIGHT_TIMEOUT_MS=1500 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
+job=$!
+until_preflight 0 "p['result'] == 'waiting'" && waited=yes || waited=no
+hole 1 1 delete
+wait $job || true
+T=$WORK/pfwait.trace.json
+if all_rc pfwait 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] && [ "$waited" = yes ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions']]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['op_split'][0][1] > 0")" = True ]; then
+  pass "pre-flight wait: /status said waiting while r1 was a hole; the first op ran on both rails"
+else
+  fail "pre-flight wait (waited: $waited)"
+  show pfwait 2
+fi
+
 log "$passes passed, $failures failed"
 [ "$failures" = 0 ]

@@ -63,10 +63,17 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     const RailEndpoint& ep = job.ranks[peer].rails[rail_];
     for (int s = 0; s < conns; ++s) {
       std::string what = strCat("rail ", spec_.name, " to rank ", peer);
-      Fd fd = connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
-      authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline, rail_,
-                           what);
-      streams_[peer][s] = std::move(fd);
+      try {
+        Fd fd =
+            connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
+        authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline,
+                             rail_, what);
+        streams_[peer][s] = std::move(fd);
+      } catch (const PeerConnectError&) {
+        throw;
+      } catch (const RailError& e) {
+        throw PeerConnectError(rail_, peer, e.what());
+      }
     }
   }
   // Higher ranks dial us. Anyone else who connects (a port scanner, a stray HTTP client, a
@@ -77,8 +84,13 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
   HandshakeAcceptor acceptor(listen_.get(), token_, ao);
   int expected = (size_ - 1 - rank_) * conns;
   while (expected > 0) {
-    AcceptedPeer in = acceptor.next(
-        deadline, rail_, strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
+    AcceptedPeer in;
+    try {
+      in = acceptor.next(deadline, rail_,
+                         strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
+    } catch (const RailError& e) {
+      throw PeerConnectError(rail_, firstMissingPeer(), e.what());
+    }
     bool matched = false;
     for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
       for (int s = 0; s < conns && !matched; ++s) {
@@ -106,6 +118,15 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     setControlTimeouts(control_[p].get(), controlUserTimeout_);
     for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
   }
+}
+
+int TcpChannel::firstMissingPeer() const {
+  for (int peer = rank_ + 1; peer < size_; ++peer) {
+    for (const Fd& fd : streams_[peer]) {
+      if (!fd.valid()) return peer;
+    }
+  }
+  return -1;
 }
 
 void TcpChannel::abort() {

@@ -40,6 +40,8 @@ class TcpChannel : public Transport {
   void setProgressWatch(ProgressWatch fn) override { progressWatch_ = std::move(fn); }
 
  private:
+  // The lowest higher rank that has not connected all its streams yet (connect()'s accept phase).
+  int firstMissingPeer() const;
   struct Progress {
     Clock::time_point last;        // last time any socket moved
     bool waitedForPeer = false;    // the last timeout was a peer still on its way

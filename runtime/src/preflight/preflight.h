@@ -1,0 +1,62 @@
+// Pre-flight: before the first operation, every rank checks every rail to its peers with a real
+// transfer, so a rail that is up but cannot carry data (a black hole, an MTU mismatch that lets
+// handshakes through and drops full-size frames, a far-end switch port) is found before
+// training, not by the first collective's deadline.
+//
+// What is checked, per rail:
+//   1. connect   every rail connects to every peer concurrently, within NEZHA_PREFLIGHT_TIMEOUT_MS
+//                (the TCP transport opens a full mesh, so connecting is itself an all-pairs check);
+//   2. transfer  NEZHA_PREFLIGHT_BYTES each way, with a pattern that names sender, receiver and
+//                rail, to the peers preflightPeers() picks, every byte checked;
+//   3. agree     the ranks exchange, over the control mesh, which (rank, rail, peer) pairs failed,
+//                so every rank takes the same decision under NEZHA_PREFLIGHT:
+//                  fail     the job stops with one error listing the failing pairs;
+//                  degrade  failing rails start out of the split and join through re-admission
+//                           (a real end-to-end probe) once healthy;
+//                  wait     like degrade, but the communicator is not handed to the job until
+//                           every rail is back (bounded by NEZHA_PREFLIGHT_WAIT_MS);
+//                  off      connect as before: a rail that cannot connect ends the start.
+//
+// Which peers get a transfer: all of them up to kAllPairsUpTo ranks; beyond that the pairs the
+// algorithms move data on — ring neighbours (ring allreduce, reduce-scatter, allgather, chain
+// broadcast) and the recursive-doubling partners rank XOR 2^k (small allreduces) — that is
+// 2 + ceil(log2 N) peers per rank instead of N-1. A broken pair no algorithm uses costs nothing
+// until re-admission or the data path meets it. The choice is symmetric (a checks b iff b
+// checks a), so both ends post matching transfers.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "transport/channel.h"
+
+namespace nezha {
+
+inline constexpr int kAllPairsUpTo = 16;
+
+// The peers `rank` checks with a transfer (sorted, without `rank`).
+std::vector<int> preflightPeers(int rank, int worldSize);
+
+// One pair that failed: `rank` could not use `rail` with `peer` (peer -1: not known which).
+struct PreflightFailure {
+  int rank = 0;
+  int rail = 0;
+  int peer = -1;
+  std::string reason;
+};
+
+// Sends `bytes` to every peer in `peers` and receives as many from each, in one exchange on a
+// connected channel, and checks every received byte. Returns the peers whose data did not
+// arrive whole or arrived wrong; the channel is broken afterwards if any did (RailError inside).
+std::vector<PreflightFailure> checkTransfers(Channel& channel, const std::vector<int>& peers,
+                                             size_t bytes);
+
+// The byte a sender puts at `offset` of its pre-flight transfer to `to` on rail `rail`.
+unsigned char preflightByte(int from, int to, int rail, size_t offset);
+
+// "rail r1: rank 2 -> rank 0 (reason); ..." with at most `limit` pairs, then "and N more".
+std::string describeFailures(const std::vector<PreflightFailure>& failures,
+                             const std::vector<std::string>& railNames, size_t limit = 8);
+
+}  // namespace nezha
