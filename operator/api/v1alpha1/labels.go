@@ -55,6 +55,9 @@ const (
 	EnvPolicy = "NEZHA_POLICY"
 	// EnvColdThreshold is the cold-start threshold in bytes, or "auto".
 	EnvColdThreshold = "NEZHA_COLD_THRESHOLD"
+	// EnvPreflight is spec.failurePolicy.onPreflightFailure in the runtime's words: fail, degrade
+	// or wait.
+	EnvPreflight = "NEZHA_PREFLIGHT"
 	// EnvIOTimeoutMillis is spec.runtime.failover.railTimeout in milliseconds (set only when
 	// given): the runtime's no-progress deadline after which a rail fails.
 	EnvIOTimeoutMillis = "NEZHA_IO_TIMEOUT_MS"

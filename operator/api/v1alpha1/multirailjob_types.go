@@ -40,6 +40,22 @@ const (
 	Restart RailLossAction = "Restart"
 )
 
+// PreflightAction is what a job does when a rail fails the runtime's start-up check (every rank
+// connects every rail to its peers and checks a short transfer before the first collective).
+// +kubebuilder:validation:Enum=Fail;StartWithoutRail;Wait
+type PreflightAction string
+
+const (
+	// PreflightFail stops the start on every rank with one error naming the failing pairs.
+	PreflightFail PreflightAction = "Fail"
+	// PreflightStartWithoutRail starts on the rails that passed; a failing rail joins later
+	// through the runtime's re-admission (an end-to-end probe) once it is healthy.
+	PreflightStartWithoutRail PreflightAction = "StartWithoutRail"
+	// PreflightWait holds the start until every rail passes (the runtime's re-admission), for at
+	// most the runtime's NEZHA_PREFLIGHT_WAIT_MS (10 minutes), then fails like Fail.
+	PreflightWait PreflightAction = "Wait"
+)
+
 // MultiRailJob is a distributed training job whose workers get one interface on every rail and
 // run the Nezha runtime over all of them.
 //
@@ -177,6 +193,12 @@ type FailurePolicy struct {
 	// +optional
 	// +kubebuilder:default=ContinueDegraded
 	OnRailLoss RailLossAction `json:"onRailLoss,omitempty"`
+
+	// onPreflightFailure is what happens when a rail fails the start-up check between some pair
+	// of ranks (status: the RailsVerified condition lists the failing rank, rail and peer).
+	// +optional
+	// +kubebuilder:default=StartWithoutRail
+	OnPreflightFailure PreflightAction `json:"onPreflightFailure,omitempty"`
 }
 
 // JobPhase is a one-word summary of a MultiRailJob, for kubectl; conditions carry the detail.

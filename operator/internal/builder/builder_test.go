@@ -152,15 +152,16 @@ func TestRuntimeEnv(t *testing.T) {
 			job:  tu.MakeJob("j", "ns", "a").Obj(),
 			rank: &rank,
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_RANK": "2", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
-				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
+				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN": "<secret j-token/token>",
+				"NEZHA_PREFLIGHT": "degrade"},
 		},
 		{
 			name: "policy, threshold in bytes, failover timeouts in ms",
 			job: tu.MakeJob("j", "ns", "a").Policy(nezhav1.PolicySingle).ColdThreshold("1Mi").
-				RailTimeout(metav1.Duration{Duration: 1500e6}).Obj(),
+				RailTimeout(metav1.Duration{Duration: 1500e6}).OnPreflightFailure(nezhav1.PreflightWait).Obj(),
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
 				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "single", "NEZHA_COLD_THRESHOLD": "1048576",
-				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>"},
+				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>", "NEZHA_PREFLIGHT": "wait"},
 		},
 	}
 	for _, tc := range cases {
@@ -329,5 +330,22 @@ func TestPyTorchJobBuilder(t *testing.T) {
 	}
 	if len(job.Spec.PyTorchJob.PyTorchReplicaSpecs["Worker"].Template.Annotations) != 0 {
 		t.Error("building the PyTorchJob mutated the job")
+	}
+}
+
+// TestInjectTemplateKeepsTheRuntimesLastWords: a worker that cannot start (e.g. a rail failing
+// pre-flight under onPreflightFailure: Fail) leaves its log tail as termination message, unless
+// the user chose otherwise.
+func TestInjectTemplateKeepsTheRuntimesLastWords(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "main"}, {Name: "own", TerminationMessagePolicy: corev1.TerminationMessageReadFile}}}}
+	if err := builder.InjectTemplate(&tmpl, builder.Injection{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tmpl.Spec.Containers[0].TerminationMessagePolicy; got != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("main: %q", got)
+	}
+	if got := tmpl.Spec.Containers[1].TerminationMessagePolicy; got != corev1.TerminationMessageReadFile {
+		t.Errorf("own: %q", got)
 	}
 }

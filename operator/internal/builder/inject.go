@@ -59,7 +59,14 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 
 	addSRIOVResources(&t.Spec.Containers[0], in.Rails)
 	for i := range t.Spec.Containers {
-		t.Spec.Containers[i].Env = mergeEnv(t.Spec.Containers[i].Env, in.Env)
+		c := &t.Spec.Containers[i]
+		c.Env = mergeEnv(c.Env, in.Env)
+		// A runtime that cannot start (a rail failing pre-flight under onPreflightFailure: Fail,
+		// bad configuration) says why in its last log lines; the operator puts them in the
+		// job's Failed condition. A user's own choice is kept.
+		if c.TerminationMessagePolicy == "" {
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		}
 	}
 	if in.RuntimeImage != "" {
 		injectRuntime(&t.Spec, in.RuntimeImage)
@@ -226,9 +233,22 @@ func RuntimeEnv(o RuntimeEnvOptions) []corev1.EnvVar {
 		corev1.EnvVar{Name: nezhav1.EnvPolicy, Value: string(policy)},
 		corev1.EnvVar{Name: nezhav1.EnvColdThreshold, Value: cold},
 	)
+	env = append(env, corev1.EnvVar{Name: nezhav1.EnvPreflight, Value: PreflightEnv(o.Job.Spec.FailurePolicy.OnPreflightFailure)})
 	if d := rt.Failover.RailTimeout; d != nil {
 		env = append(env, corev1.EnvVar{Name: nezhav1.EnvIOTimeoutMillis, Value: strconv.FormatInt(d.Milliseconds(), 10)})
 	}
 	// failover.probeInterval is not passed on: the runtime has no rail probe-back to tune yet.
 	return env
+}
+
+// PreflightEnv is NEZHA_PREFLIGHT for a job's onPreflightFailure (unset: StartWithoutRail).
+func PreflightEnv(a nezhav1.PreflightAction) string {
+	switch a {
+	case nezhav1.PreflightFail:
+		return "fail"
+	case nezhav1.PreflightWait:
+		return "wait"
+	default:
+		return "degrade"
+	}
 }

@@ -31,6 +31,11 @@ const (
 	ReasonWaitingForWorkers    = "WaitingForWorkers"
 	ReasonAllRailsAttached     = "AllRailsAttached"
 	ReasonRailInterfaceMissing = "RailInterfaceMissing"
+	// RailsVerified after the runtime's start-up check (preflight.go).
+	ReasonPreflightPassed      = "PreflightPassed"
+	ReasonPreflightFailed      = "PreflightFailed"
+	ReasonPreflightWaiting     = "PreflightWaiting"
+	ReasonPreflightRecovered   = "PreflightRecovered"
 	ReasonInvalidNetworkStatus = "InvalidNetworkStatus"
 
 	ReasonAllRailsUp           = "AllRailsUp"

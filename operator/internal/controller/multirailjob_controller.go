@@ -203,16 +203,16 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		}
 	}
 
+	states, preflights := r.probeRuntimes(ctx, obs)
 	if rr.ready {
 		// Attachments can only be checked against networks that are known.
-		setRailsVerified(obs, desired, st)
+		setRailsVerified(obs, desired, preflights, st)
 	}
 
 	nodes := map[string]*nezhav1.RailNode{}
 	for i := range railNodes.Items {
 		nodes[railNodes.Items[i].Name] = &railNodes.Items[i]
 	}
-	states := r.probeRuntimes(ctx, obs)
 	prevDown := downPairs(st.status.WorkerStatuses)
 	health := assessRailHealth(obs.workers, railNames, nodes, states.failed(), prevDown,
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
@@ -257,8 +257,9 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	return result, nil
 }
 
-// setRailsVerified reports whether every running worker has an interface on every rail.
-func setRailsVerified(obs observation, desired int32, st *statusUpdate) {
+// setRailsVerified reports whether every running worker has an interface on every rail and, once
+// the runtimes report it, whether every rail passed their start-up check (preflight.go).
+func setRailsVerified(obs observation, desired int32, preflights runtimePreflights, st *statusUpdate) {
 	switch {
 	case len(obs.badStatus) > 0:
 		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, ReasonInvalidNetworkStatus, joinBounded(obs.badStatus, 5), warning)
@@ -268,8 +269,16 @@ func setRailsVerified(obs observation, desired int32, st *statusUpdate) {
 		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionUnknown, ReasonWaitingForWorkers,
 			fmt.Sprintf("%d of %d workers running", obs.running, desired), "")
 	default:
-		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionTrue, ReasonAllRailsAttached,
-			fmt.Sprintf("all %d running workers have an interface on every rail", obs.running), normal)
+		attached := fmt.Sprintf("all %d running workers have an interface on every rail", obs.running)
+		if v := judgePreflight(preflights); v.reason != "" {
+			eventType := normal
+			if v.status != metav1.ConditionTrue {
+				eventType = warning
+			}
+			st.setCondition(nezhav1.ConditionRailsVerified, v.status, v.reason, attached+"; "+v.message, eventType)
+			return
+		}
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionTrue, ReasonAllRailsAttached, attached, normal)
 	}
 }
 
@@ -302,17 +311,18 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 // in a few timeouts rather than one per worker.
 const probeParallelism = 16
 
-// probeRuntimes asks each running worker's runtime for its rails' states. Probe errors are
-// logged, not fatal: a runtime that is still starting has no /status yet.
-func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) runtimeStates {
+// probeRuntimes asks each running worker's runtime for its rails' states and its pre-flight
+// check. Probe errors are logged, not fatal: a runtime that is still starting has no /status yet.
+func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) (runtimeStates, runtimePreflights) {
 	if r.Prober == nil {
-		return nil
+		return nil, nil
 	}
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, probeParallelism)
 		out = runtimeStates{}
+		pre = runtimePreflights{}
 	)
 	for rank, pod := range obs.pods {
 		if pod.Status.Phase != corev1.PodRunning {
@@ -322,18 +332,21 @@ func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observat
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			states, err := r.Prober.RailStates(ctx, pod)
+			rep, err := r.Prober.Report(ctx, pod)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
 				return
 			}
 			mu.Lock()
-			out[rank] = states
+			out[rank] = rep.Rails
+			if rep.Preflight != nil {
+				pre[rank] = rep.Preflight
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, pre
 }
 
 // SetupWithManager registers the controller, its indexes and watches.

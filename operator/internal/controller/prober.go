@@ -15,8 +15,9 @@ import (
 // prober.HTTP is the implementation; envtest pods run no runtime, so the controller tests use a
 // fake. nil disables both.
 type RuntimeProber interface {
-	// RailStates returns each rail's state in the runtime of pod (prober.StateHealthy, ...).
-	RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error)
+	// Report returns each rail's state in the runtime of pod (prober.StateHealthy, ...) and its
+	// pre-flight check of the rails (preflight.go).
+	Report(ctx context.Context, pod *corev1.Pod) (*prober.Report, error)
 	// SetRail asks the runtime in pod to drain or restore rail, with the job's control
 	// credential; nil means the runtime accepted (it applies the change on every rank).
 	SetRail(ctx context.Context, pod *corev1.Pod, rail string, action prober.Action, credential string) error

@@ -92,7 +92,8 @@ func TestAgentSeenFailureIsDrainedThroughTheRuntimeAndRestored(t *testing.T) {
 	eventually(t, "healthy again", conditionIs(ns, "steer", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
 	// The fake runtime shows what the runtime would: the rail back in use on both ranks.
 	for _, pod := range []string{"steer-0", "steer-1"} {
-		st, _ := prober.RailStates(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}})
+		rep, _ := prober.Report(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}})
+		st := rep.Rails
 		if st[r1] != runtimeprober.StateHealthy {
 			t.Errorf("%s: %s is %q after the restore", pod, r1, st[r1])
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	runtimeprober "github.com/nezha-project/nezha/operator/internal/prober"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
 )
 
@@ -286,4 +287,31 @@ func TestPrinterColumns(t *testing.T) {
 	if crd.Spec.Names.ShortNames[0] != "mrj" {
 		t.Errorf("short names %v", crd.Spec.Names.ShortNames)
 	}
+}
+
+// TestPreflightFailuresShowInRailsVerified: the runtimes' start-up check reaches RailsVerified with
+// every failing (rank, rail, peer) pair and each rank's own reason; once the rail passed
+// re-admission the condition turns true again (PreflightRecovered).
+func TestPreflightFailuresShowInRailsVerified(t *testing.T) {
+	ns := newNamespace(t)
+	n0, n1 := ns+"-n0", ns+"-n1"
+	r1 := ns + "-r1"
+	report := func(result string, reason0, reason1 string) *runtimeprober.Preflight {
+		return &runtimeprober.Preflight{Policy: "degrade", Result: result, FailureCount: 2, Failures: []runtimeprober.PreflightFailure{
+			{Rank: 0, Rail: r1, Peer: 1, Reason: reason0}, {Rank: 1, Rail: r1, Peer: 0, Reason: reason1}}}
+	}
+	// Each rank knows its own reason; the peer's pair comes without one (as the runtime reports).
+	prober.setPreflight(ns, "pf-0", report(runtimeprober.PreflightFailed, "connect: rail r1 waiting for 1 connections: timed out", ""))
+	prober.setPreflight(ns, "pf-1", report(runtimeprober.PreflightFailed, "", "connect: rail r1 to rank 0: timed out"))
+	runningJob(t, ns, "pf", [2]string{n0, n1}, tu.MakeJob("pf", ns).OnPreflightFailure(nezhav1.PreflightStartWithoutRail))
+	want := fmt.Sprintf("pre-flight: started without rail(s) %[1]s: rank 0 rail %[1]s -> rank 1 (connect: rail r1 waiting for 1 connections: timed out); "+
+		"rank 1 rail %[1]s -> rank 0 (connect: rail r1 to rank 0: timed out) (2 failing pair(s))", r1)
+	eventually(t, "pre-flight failure listed", conditionIs(ns, "pf", nezhav1.ConditionRailsVerified, metav1.ConditionFalse, "PreflightFailed", want))
+	eventually(t, "event", eventSeen(ns, "pf", corev1.EventTypeWarning, "PreflightFailed", "rank 1 rail "+r1+" -> rank 0"))
+
+	prober.setPreflight(ns, "pf-0", report(runtimeprober.PreflightRecovered, "x", ""))
+	prober.setPreflight(ns, "pf-1", report(runtimeprober.PreflightRecovered, "", "y"))
+	putRailNode(t, tu.MakeRailNode(n0).Rail(ns+"-r0", "eth1", true).Rail(r1, "eth2", true).Obj()) // any change: a reconcile
+	eventually(t, "recovered", conditionIs(ns, "pf", nezhav1.ConditionRailsVerified, metav1.ConditionTrue, "PreflightRecovered",
+		"pre-flight: rail(s) "+r1+" failed at start and have passed re-admission since"))
 }

@@ -46,6 +46,8 @@ type fakeProber struct {
 	states map[string]map[string]string // "namespace/pod" → rail → state
 	calls  map[string][]steerCall       // namespace → SetRail calls in order
 	refuse map[string]error             // "namespace/pod" → what SetRail answers instead
+	// "namespace/pod" → the runtime's pre-flight report (absent: the runtime reports none)
+	preflight map[string]*runtimeprober.Preflight
 }
 
 type steerCall struct {
@@ -55,13 +57,21 @@ type steerCall struct {
 }
 
 func newFakeProber() *fakeProber {
-	return &fakeProber{states: map[string]map[string]string{}, calls: map[string][]steerCall{}, refuse: map[string]error{}}
+	return &fakeProber{states: map[string]map[string]string{}, calls: map[string][]steerCall{}, refuse: map[string]error{},
+		preflight: map[string]*runtimeprober.Preflight{}}
 }
 
-func (f *fakeProber) RailStates(_ context.Context, pod *corev1.Pod) (map[string]string, error) {
+func (f *fakeProber) Report(_ context.Context, pod *corev1.Pod) (*runtimeprober.Report, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return maps.Clone(f.states[pod.Namespace+"/"+pod.Name]), nil
+	key := pod.Namespace + "/" + pod.Name
+	return &runtimeprober.Report{Rails: maps.Clone(f.states[key]), Preflight: f.preflight[key]}, nil
+}
+
+func (f *fakeProber) setPreflight(ns, pod string, p *runtimeprober.Preflight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.preflight[ns+"/"+pod] = p
 }
 
 func (f *fakeProber) SetRail(_ context.Context, pod *corev1.Pod, rail string, action runtimeprober.Action, credential string) error {

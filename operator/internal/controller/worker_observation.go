@@ -140,6 +140,9 @@ func podFailureReason(p *corev1.Pod) string {
 			if t.Reason != "" {
 				msg += " (" + t.Reason + ")"
 			}
+			if last := lastLine(t.Message); last != "" {
+				msg += ": " + truncate(last, 300)
+			}
 			return msg
 		}
 	}
@@ -147,4 +150,11 @@ func podFailureReason(p *corev1.Pod) string {
 		return p.Status.Reason + ": " + p.Status.Message
 	}
 	return "pod failed"
+}
+
+// lastLine is the last non-empty line of a termination message (with FallbackToLogsOnError, the
+// tail of the container's log: where a runtime that could not start says why).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -5,7 +5,8 @@
 //
 //	{"rank": 0, "world_size": 2, "ops": 10, "rails": [{"name": "rail0", "state": "healthy", "bytes": 1, ...}], ...}
 //
-// of which the prober reads rank and rails[].name/state (other fields are ignored). state is
+// of which the prober reads rank, rails[].name/state and the "preflight" section (other fields
+// are ignored). state is
 // "healthy", "failed" (the runtime stopped using the rail and replays its share on the others),
 // "probing" (failed, waiting to be re-admitted; counted as failed) or "drained" (an operator
 // asked the runtime to stop using a working rail: not a failure, so not counted as failed).
@@ -52,8 +53,42 @@ const (
 
 // Status is the /status document.
 type Status struct {
-	Rank  int32        `json:"rank"`
-	Rails []RailStatus `json:"rails"`
+	Rank      int32        `json:"rank"`
+	Rails     []RailStatus `json:"rails"`
+	Preflight *Preflight   `json:"preflight,omitempty"`
+}
+
+// Pre-flight results in the /status document (runtime/README.md "Pre-flight").
+const (
+	PreflightPassed    = "passed"    // every checked pair passed
+	PreflightFailed    = "failed"    // some pair failed; the job started without those rails
+	PreflightWaiting   = "waiting"   // some pair failed; the runtime holds the start until it passes
+	PreflightRecovered = "recovered" // failed at start, every such rail re-admitted since
+	PreflightOff       = "off"       // not run (NEZHA_PREFLIGHT=off, or a one-rank job)
+)
+
+// Preflight is the runtime's start-up check of every rail: the failing (rank, rail, peer) pairs
+// this rank knows of, its own with the reason (at most 32 listed; FailureCount says how many).
+type Preflight struct {
+	Policy       string             `json:"policy"`
+	Result       string             `json:"result"`
+	FailureCount int                `json:"failure_count"`
+	Failures     []PreflightFailure `json:"failures"`
+}
+
+// PreflightFailure is one pair: rank could not use rail with peer (-1: peer not known).
+type PreflightFailure struct {
+	Rank   int32  `json:"rank"`
+	Rail   string `json:"rail"`
+	Peer   int32  `json:"peer"`
+	Reason string `json:"reason"`
+}
+
+// Report is what the operator reads from one runtime: its rails' states and its pre-flight
+// check (nil when the runtime does not report one).
+type Report struct {
+	Rails     map[string]string
+	Preflight *Preflight
 }
 
 // RailStatus is one rail in the /status document.
@@ -77,8 +112,17 @@ func NewHTTP(timeout time.Duration) *HTTP {
 	return &HTTP{Client: &http.Client{Timeout: timeout}, Port: nezhav1.ControlPort}
 }
 
-// RailStates implements controller.RuntimeProber: each rail's state in the runtime of pod.
+// RailStates returns each rail's state in the runtime of pod.
 func (h *HTTP) RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error) {
+	rep, err := h.Report(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Rails, nil
+}
+
+// Report implements controller.RuntimeProber: GET /status of the runtime in pod.
+func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod) (*Report, error) {
 	url, err := h.url(pod, "/status")
 	if err != nil {
 		return nil, err
@@ -157,10 +201,13 @@ func Failed(states map[string]string) []string {
 	return failed
 }
 
-func parseStatus(r io.Reader) (map[string]string, error) {
+func parseStatus(r io.Reader) (*Report, error) {
 	var st Status
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return nil, fmt.Errorf("runtime /status: %w", err)
+	}
+	if err := checkPreflight(st.Preflight); err != nil {
+		return nil, err
 	}
 	states := make(map[string]string, len(st.Rails))
 	for i, rs := range st.Rails {
@@ -177,5 +224,31 @@ func parseStatus(r io.Reader) (map[string]string, error) {
 		}
 		states[rs.Name] = rs.State
 	}
-	return states, nil
+	return &Report{Rails: states, Preflight: st.Preflight}, nil
+}
+
+// checkPreflight refuses a pre-flight section the operator could misreport, naming the field.
+func checkPreflight(p *Preflight) error {
+	if p == nil {
+		return nil
+	}
+	switch p.Result {
+	case PreflightPassed, PreflightFailed, PreflightWaiting, PreflightRecovered, PreflightOff:
+	default:
+		return fmt.Errorf("runtime /status: preflight.result: unknown value %q", p.Result)
+	}
+	if p.FailureCount < len(p.Failures) {
+		return fmt.Errorf("runtime /status: preflight.failure_count: %d is less than the %d failures listed", p.FailureCount, len(p.Failures))
+	}
+	for i, f := range p.Failures {
+		switch {
+		case f.Rank < 0:
+			return fmt.Errorf("runtime /status: preflight.failures[%d].rank: %d is negative", i, f.Rank)
+		case f.Peer < -1:
+			return fmt.Errorf("runtime /status: preflight.failures[%d].peer: %d is below -1", i, f.Peer)
+		case f.Rail == "":
+			return fmt.Errorf("runtime /status: preflight.failures[%d].rail is empty", i)
+		}
+	}
+	return nil
 }

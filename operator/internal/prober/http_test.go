@@ -73,6 +73,38 @@ func TestFailedRails(t *testing.T) {
 	}
 }
 
+func TestReportReadsThePreflightSection(t *testing.T) {
+	// The runtime's document (runtime/src/control/control_status.cc) for a rail that failed the
+	// start-up check on this rank (reason known) and on its peer (pair only).
+	body := `{"rank":1,"world_size":2,"ops":3,"rails":[{"name":"r0","state":"healthy"},{"name":"r1","state":"probing"}],` +
+		`"preflight":{"policy":"degrade","result":"failed","peers_checked":1,"seconds":1.5,"failure_count":2,"failures":[` +
+		`{"rank":0,"rail":"r1","peer":1,"reason":""},{"rank":1,"rail":"r1","peer":0,"reason":"connect: rail r1 to rank 0: timed out"}]}}`
+	p, pod := serve(t, 200, body)
+	rep, err := p.Report(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Report{
+		Rails: map[string]string{"r0": StateHealthy, "r1": StateProbing},
+		Preflight: &Preflight{Policy: "degrade", Result: PreflightFailed, FailureCount: 2, Failures: []PreflightFailure{
+			{Rank: 0, Rail: "r1", Peer: 1}, {Rank: 1, Rail: "r1", Peer: 0, Reason: "connect: rail r1 to rank 0: timed out"}}},
+	}
+	if d := cmp.Diff(want, rep); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	for _, bad := range []struct{ body, want string }{
+		{`{"rails":[],"preflight":{"result":"maybe"}}`, `preflight.result: unknown value "maybe"`},
+		{`{"rails":[],"preflight":{"result":"failed","failure_count":1,"failures":[{"rank":0,"rail":"","peer":1}]}}`, "preflight.failures[0].rail is empty"},
+		{`{"rails":[],"preflight":{"result":"failed","failure_count":0,"failures":[{"rank":0,"rail":"r","peer":1}]}}`, "preflight.failure_count"},
+		{`{"rails":[],"preflight":{"result":"failed","failure_count":1,"failures":[{"rank":0,"rail":"r","peer":-2}]}}`, "preflight.failures[0].peer"},
+	} {
+		p, pod := serve(t, 200, bad.body)
+		if _, err := p.Report(context.Background(), pod); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: error %v, want %q", bad.body, err, bad.want)
+		}
+	}
+}
+
 func TestNoPodIP(t *testing.T) {
 	_, err := NewHTTP(time.Second).FailedRails(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w"}})
 	if err == nil || !strings.Contains(err.Error(), "no IP") {
@@ -142,13 +174,26 @@ func FuzzParseStatus(f *testing.F) {
 		`{"rank":0,"rails":[{"name":"r0","state":"healthy"},{"name":"r1","state":"failed"}]}`,
 		`{"rank":1,"rails":[{"name":"r0","state":"probing"},{"name":"r1","state":"drained"}]}`,
 		`{"rails":[{"name":"","state":"failed"}]}`, `{"rails":[{"state":"exploded"}]}`, `[]`, `{`, ``,
+		`{"rails":[],"preflight":{"policy":"degrade","result":"failed","failure_count":1,"failures":[{"rank":1,"rail":"r1","peer":0,"reason":"connect: timed out"}]}}`,
+		`{"rails":[],"preflight":{"result":"maybe"}}`, `{"rails":[],"preflight":{"result":"failed","failures":[{"rank":-1,"rail":""}]}}`,
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		states, err := parseStatus(strings.NewReader(body))
+		rep, err := parseStatus(strings.NewReader(body))
 		if err != nil {
 			return
+		}
+		states := rep.Rails
+		if p := rep.Preflight; p != nil {
+			if p.FailureCount < len(p.Failures) {
+				t.Fatalf("failure_count below the list accepted from %q", body)
+			}
+			for _, f := range p.Failures {
+				if f.Rank < 0 || f.Peer < -1 || f.Rail == "" {
+					t.Fatalf("bad pre-flight pair %+v accepted from %q", f, body)
+				}
+			}
 		}
 		for name, state := range states {
 			if name == "" {

@@ -159,6 +159,12 @@ func (w *JobWrapper) OnRailLoss(a nezhav1.RailLossAction) *JobWrapper {
 	return w
 }
 
+// OnPreflightFailure sets spec.failurePolicy.onPreflightFailure.
+func (w *JobWrapper) OnPreflightFailure(a nezhav1.PreflightAction) *JobWrapper {
+	w.Spec.FailurePolicy.OnPreflightFailure = a
+	return w
+}
+
 // PyTorchJob switches the job to pytorchJob mode with a Master and workers Worker replicas.
 func (w *JobWrapper) PyTorchJob(workers int32) *JobWrapper {
 	w.Spec.Workers = nil
