@@ -14,6 +14,7 @@ from product_helpers import (
     MANIFESTS,
     RAIL_CLASSES,
     RAIL_SUBNET_PREFIXES,
+    RELEASE,
     RELEASE_NAMESPACE,
     REPO,
     condition,
@@ -30,6 +31,7 @@ LONG_JOB = "nze-long"
 OUTAGE_JOB = "nze-outage"
 CHAOS_JOB = "nze-chaos"
 STEER_JOB = "nze-steer"
+PREFLIGHT_JOB = "nze-preflight"
 # Time the operator gets to bring outage-era workers onto a recovered node (it reconciles on
 # RailNode changes, so this is generous).
 OUTAGE_RECOVERY_SECONDS = 60
@@ -324,6 +326,82 @@ def test_operator_drains_a_quarantined_rail_through_the_runtime_and_restores_it(
     kube.kubectl("delete", "multirailjob", STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
 
 
+def container_pid(kube, pod, container):
+    """The host PID of a running (init) container, from containerd (the test stands in for the
+    fabric, so it reaches into the pod's network namespace from the host)."""
+    status = kube.get("pod", pod, JOB_NAMESPACE)["status"]
+    for cs in status.get("initContainerStatuses", []) + status.get("containerStatuses", []):
+        if cs["name"] == container and cs.get("state", {}).get("running") and cs.get("containerID"):
+            cid = cs["containerID"].split("://", 1)[1]
+            tasks = subprocess.run(["ctr", "--address", kube.env["NEZHA_CONTAINERD_ADDRESS"], "-n", "k8s.io", "task", "ls"],
+                                   check=True, capture_output=True, text=True).stdout
+            for line in tasks.splitlines():
+                fields = line.split()
+                if fields and fields[0] == cid:
+                    return int(fields[1])
+    return None
+
+
+def black_hole(pid, iface, on):
+    """Drop everything on the pod's interface, link left up (iptables in the pod's netns)."""
+    op = "-A" if on else "-D"
+    for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o")):
+        subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", op, chain, flag, iface, "-j", "DROP"], check=True)
+
+
+def runtime_preflight(kube, pod):
+    proc = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{pod}:9402/proxy/status", check=False)
+    return json.loads(proc.stdout).get("preflight") if proc.returncode == 0 else None
+
+
+def test_preflight_failure_shows_in_rails_verified_and_the_job_starts_without_the_rail(kube, rails):
+    """A rail that is up but carries nothing before the job starts: the runtimes' start-up check
+    finds it, RailsVerified names the failing rank/rail/peer pairs, the job trains on the other
+    rail (StartWithoutRail), and once the fault is gone the rail passes re-admission."""
+    kube.apply(MANIFESTS / "job-preflight.yaml")
+    pods = [f"{PREFLIGHT_JOB}-0", f"{PREFLIGHT_JOB}-1"]
+    holed = RAIL_CLASSES[1]
+    pid = None
+    try:
+        def gates_running():
+            found = [container_pid(kube, pod, "gate") for pod in pods]
+            return None not in found and found
+        pid = wait_for(f"{PREFLIGHT_JOB}'s gates running", gates_running)[1]
+        black_hole(pid, "nz1", True)
+        for pod in pods:
+            kube.kubectl("exec", "-n", JOB_NAMESPACE, pod, "-c", "gate", "--", "sh", "-c", ": > /gate/open")
+
+        def verified_false():
+            job = kube.get("multirailjob", PREFLIGHT_JOB, JOB_NAMESPACE)
+            c = condition(job, "RailsVerified")
+            return c.get("reason") == "PreflightFailed" and c.get("status") == "False" and job
+        job = wait_for(f"{PREFLIGHT_JOB} RailsVerified=False/PreflightFailed", verified_false)
+        message = condition(job, "RailsVerified")["message"]
+        assert f"pre-flight: started without rail(s) {holed}:" in message, message
+        assert f"rank 0 rail {holed} -> rank 1 (connect:" in message, message
+        assert f"rank 1 rail {holed} -> rank 0 (connect:" in message, message
+        # Training runs on the other rail meanwhile.
+        def rank0_on_rail0():
+            states = runtime_rail_states(kube, pods[0])
+            return states and states.get(RAIL_CLASSES[0]) == "healthy" and states
+        states = wait_for("rank 0's runtime up on rail0", rank0_on_rail0)
+        assert states.get(holed) in ("failed", "probing"), states
+        assert job["status"]["phase"] in ("Running", "Degraded"), job["status"]
+    finally:
+        if pid is not None:
+            # The gate has exited by now; the bench container shares the pod's network namespace.
+            black_hole(container_pid(kube, pods[1], "bench"), "nz1", False)
+
+    def recovered():
+        job = kube.get("multirailjob", PREFLIGHT_JOB, JOB_NAMESPACE)
+        c = condition(job, "RailsVerified")
+        return c.get("reason") == "PreflightRecovered" and c.get("status") == "True" and job
+    wait_for(f"{PREFLIGHT_JOB} RailsVerified=True/PreflightRecovered after the fault is gone", recovered)
+    assert runtime_preflight(kube, pods[1])["result"] == "recovered"
+    assert all(runtime_rail_states(kube, p).get(holed) == "healthy" for p in pods)
+    kube.kubectl("delete", "multirailjob", PREFLIGHT_JOB, "-n", JOB_NAMESPACE, "--wait=true")
+
+
 def test_deleting_a_job_removes_its_children(kube, rails):
     job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
     uid = job["metadata"]["uid"]
@@ -337,6 +415,54 @@ def test_deleting_a_job_removes_its_children(kube, rails):
     kube.kubectl("delete", "multirailjob", LONG_JOB, "-n", JOB_NAMESPACE, "--wait=true")
     wait_for(f"the children of {LONG_JOB} to be garbage-collected",
              lambda: not any(children().values()) or None)
+
+
+def test_flapping_rail_is_quarantined_and_the_next_job_avoids_the_node(kube, rails, release):
+    """Quarantine by evidence, turned on as an admin would (helm upgrade): the node's rail fails
+    twice, the operator quarantines it on the RailNode (kubectl shows it), a new job's workers are
+    kept off the node, and an admin's release lets them run."""
+    kube.helm("upgrade", RELEASE, REPO / "charts" / "nezha", "-n", RELEASE_NAMESPACE, "--reuse-values",
+              "--set", "operator.quarantine.failures=2", "--wait")
+    kube.kubectl("rollout", "status", "-n", RELEASE_NAMESPACE, f"deployment/{OPERATOR}", "--timeout=120s")
+    flap_link, flap_rail = rail_links(kube)[1], RAIL_CLASSES[1]
+    def failures_recorded():
+        rn = kube.get("railnode", node_name(kube))
+        evidence = json.loads(rn["metadata"].get("annotations", {}).get("nezha.io/rail-evidence", "{}"))
+        return len(evidence.get(flap_rail, {}).get("failures", []))
+    try:
+        for failure in (1, 2):
+            subprocess.run(["ip", "link", "set", flap_link, "down"], check=True)
+            # The operator (restarted by the upgrade) records each failure it sees on the RailNode.
+            wait_for(f"failure {failure} of {flap_rail} in the RailNode's evidence", lambda n=failure: failures_recorded() == n)
+            subprocess.run(["ip", "link", "set", flap_link, "up"], check=True)
+            wait_for(f"the RailNode to show {flap_rail} up",
+                     lambda: railnode_rails(kube, node_name(kube)).get(flap_rail, {}).get("operState") == "up")
+    finally:
+        subprocess.run(["ip", "link", "set", flap_link, "up"], check=True)
+
+    def quarantined():
+        rn = kube.get("railnode", node_name(kube))
+        return rn["spec"].get("quarantinedRails") == [flap_rail] and rn
+    wait_for(f"{flap_rail} quarantined on {node_name(kube)}", quarantined)
+    listing = kube.kubectl("get", "railnode", node_name(kube)).stdout
+    assert flap_rail in listing, listing
+    try:
+        kube.apply(MANIFESTS / "job-outage.yaml")
+
+        def workers_kept_off_the_node():
+            job = kube.get("multirailjob", OUTAGE_JOB, JOB_NAMESPACE)
+            pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]
+            return len(pods) == 2 and all(p["status"].get("phase") == "Pending" for p in pods) and pods
+        wait_for(f"{OUTAGE_JOB} workers kept off the quarantined node", workers_kept_off_the_node)
+        set_quarantine(kube, [])  # the admin's release
+
+        def running():
+            job = kube.get("multirailjob", OUTAGE_JOB, JOB_NAMESPACE)
+            return job.get("status", {}).get("phase") == "Running" and job
+        wait_for(f"{OUTAGE_JOB} Running after the release", running, timeout=OUTAGE_RECOVERY_SECONDS)
+    finally:
+        set_quarantine(kube, [])
+        kube.kubectl("delete", "multirailjob", OUTAGE_JOB, "-n", JOB_NAMESPACE, "--wait=true", check=False)
 
 
 def test_helm_uninstall_removes_operator_and_agent(kube, release):

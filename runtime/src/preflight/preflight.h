@@ -8,8 +8,10 @@
 //                (the TCP transport opens a full mesh, so connecting is itself an all-pairs check);
 //   2. transfer  NEZHA_PREFLIGHT_BYTES each way, with a pattern that names sender, receiver and
 //                rail, to the peers preflightPeers() picks, every byte checked;
-//   3. agree     the ranks exchange, over the control mesh, which (rank, rail, peer) pairs failed,
-//                so every rank takes the same decision under NEZHA_PREFLIGHT:
+//   3. agree     the ranks exchange, in one control-mesh round, which rails failed and where
+//                (a failing (rank, peer) per rank and rail up to 64 ranks; beyond, one per rail,
+//                so the round stays the size of a per-operation agreement), and every rank
+//                takes the same decision under NEZHA_PREFLIGHT:
 //                  fail     the job stops with one error listing the failing pairs;
 //                  degrade  failing rails start out of the split and join through re-admission
 //                           (a real end-to-end probe) once healthy;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "core/communicator_impl.h"
 #include "core/error.h"
@@ -15,6 +16,9 @@ using Impl = Communicator::Impl;
 namespace {
 // NEZHA_PREFLIGHT=wait polls re-admission this often; each poll is a barrier (an operation).
 constexpr std::chrono::milliseconds kWaitPace{200};
+// Up to this many ranks the agreement carries a slot per rank (every rank learns every failing
+// rank); beyond, one slot per rail.
+constexpr int kListEveryRankUpTo = 64;
 }  // namespace
 
 std::vector<std::vector<PreflightFailure>> Impl::connectAndCheck(
@@ -86,26 +90,38 @@ void Impl::decidePreflight(const std::vector<std::vector<PreflightFailure>>& loc
     throw RailError(-1, strCat("pre-flight: no rail connects rank ", o.rank,
                                " to its peers: ", describeFailures(mine, names)));
   }
-  // Per (rank, rail): 0 = passed, 1 = failed with no peer named, 2 + p = failed with peer p.
-  std::vector<double> seen(static_cast<size_t>(n) * nr, 0.0);
+  // What failed where, in one control-mesh round (element-wise max). Up to kListEveryRankUpTo
+  // ranks every rank has its own slot, so every rank learns every failing rank; beyond that one
+  // slot per rail names the highest failing rank (each rank's /status lists its own pairs, and
+  // the operator gathers them), keeping the round as small as a per-operation agreement.
+  const size_t slots = n <= kListEveryRankUpTo ? static_cast<size_t>(n) : 1;
+  const size_t mySlot = slots == 1 ? 0 : static_cast<size_t>(o.rank);
+  // A failing pair as one exactly representable number: rank * (n + 2) + (peer + 2) > 0.
+  const double base = n + 2.0;
+  std::vector<double> seen(slots * nr, 0.0);
   for (size_t i = 0; i < nr; ++i) {
-    if (!local[i].empty()) seen[o.rank * nr + i] = local[i].front().peer + 2.0;
+    if (!local[i].empty()) seen[mySlot * nr + i] = o.rank * base + (local[i].front().peer + 2);
   }
   agree(seen, o.ioTimeout);
   preflight.failures.clear();
   preflight.failedRails.assign(nr, false);
-  for (int p = 0; p < n; ++p) {
+  for (size_t slot = 0; slot < slots; ++slot) {
     for (size_t i = 0; i < nr; ++i) {
-      const double v = seen[p * nr + i];
-      if (v == 0) continue;
+      const auto code = static_cast<int64_t>(seen[slot * nr + i]);
+      if (code <= 0) continue;
       preflight.failedRails[i] = true;
-      if (p == o.rank) {
-        preflight.failures.insert(preflight.failures.end(), local[i].begin(), local[i].end());
-      } else {
-        preflight.failures.push_back({p, static_cast<int>(i), static_cast<int>(v) - 2, ""});
-      }
+      const int rank = static_cast<int>(code / static_cast<int64_t>(base));
+      const int peer = static_cast<int>(code % static_cast<int64_t>(base)) - 2;
+      if (rank != o.rank) preflight.failures.push_back({rank, static_cast<int>(i), peer, ""});
     }
   }
+  for (size_t i = 0; i < nr; ++i) {
+    preflight.failures.insert(preflight.failures.end(), local[i].begin(), local[i].end());
+  }
+  std::sort(preflight.failures.begin(), preflight.failures.end(),
+            [](const PreflightFailure& a, const PreflightFailure& b) {
+              return std::tie(a.rank, a.rail, a.peer) < std::tie(b.rank, b.rail, b.peer);
+            });
   preflight.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (preflight.failures.empty()) {
