@@ -162,6 +162,8 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 		{"operatr.replicas=2", "operatr"},
 		{"operator.quarantine.failures=-1", "failures"},
 		{"operator.quarantine.window=10", "window"},
+		{"monitoring.podMonitors.interval=often", "interval"},
+		{"monitoring.grafanaDashboard.enabled=yes", "enabled"},
 	} {
 		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
 			"--namespace", releaseNamespace, "--set", tc.set)

@@ -123,9 +123,9 @@ func TestBinary(t *testing.T) {
 	listenertest.Abuse(t, metricsAddr, 5)
 	body := get(t, "http://"+metricsAddr+"/metrics")
 	for _, want := range []string{
-		`nezha_rail_link_up{interface="nzb0",rail="bin-rail"} 1`,
-		`nezha_rail_speed_bits_per_second{interface="nzb0",rail="bin-rail"} 1e+10`,
-		`nezha_rail_agent_publishes_total{result="success"}`,
+		`nezha_agent_rail_link_up{interface="nzb0",rail="bin-rail"} 1`,
+		`nezha_agent_rail_speed_bits_per_second{interface="nzb0",rail="bin-rail"} 1e+10`,
+		`nezha_agent_publishes_total{result="success"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -285,17 +285,17 @@ func TestFlappingIsCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v := testutil.ToFloat64(a.Metrics().CoalescedEvents); v < 1 {
-		t.Errorf("nezha_rail_agent_coalesced_events_total = %v, want > 0", v)
+		t.Errorf("nezha_agent_coalesced_events_total = %v, want > 0", v)
 	}
 	want := fmt.Sprintf(`
-# HELP nezha_rail_transitions_total Changes between healthy and unhealthy seen by this agent since it started, flaps inside one coalescing window included.
-# TYPE nezha_rail_transitions_total counter
-nezha_rail_transitions_total{rail="flap"} %d
-# HELP nezha_rail_link_up 1 when the rail's host interface is up with carrier (the RailNode's healthy), else 0.
-# TYPE nezha_rail_link_up gauge
-nezha_rail_link_up{interface="nzf0",rail="flap"} 1
+# HELP nezha_agent_rail_transitions_total Changes between healthy and unhealthy seen by this agent since it started, flaps inside one coalescing window included.
+# TYPE nezha_agent_rail_transitions_total counter
+nezha_agent_rail_transitions_total{rail="flap"} %d
+# HELP nezha_agent_rail_link_up 1 when the rail's host interface is up with carrier (the RailNode's healthy), else 0.
+# TYPE nezha_agent_rail_link_up gauge
+nezha_agent_rail_link_up{interface="nzf0",rail="flap"} 1
 `, tr)
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nezha_rail_transitions_total", "nezha_rail_link_up"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nezha_agent_rail_transitions_total", "nezha_agent_rail_link_up"); err != nil {
 		t.Error(err)
 	}
 }

@@ -14,16 +14,16 @@ type StatusFunc func() nezhav1.RailNodeStatus
 
 var (
 	railLabels  = []string{"rail", "interface"}
-	descLinkUp  = prometheus.NewDesc("nezha_rail_link_up", "1 when the rail's host interface is up with carrier (the RailNode's healthy), else 0.", railLabels, nil)
-	descCarrier = prometheus.NewDesc("nezha_rail_carrier", "1 when the rail's host interface has carrier, else 0.", railLabels, nil)
-	descTrans   = prometheus.NewDesc("nezha_rail_transitions_total", "Changes between healthy and unhealthy seen by this agent since it started, flaps inside one coalescing window included.", []string{"rail"}, nil)
-	descSpeed   = prometheus.NewDesc("nezha_rail_speed_bits_per_second", "Negotiated link speed of the rail's host interface in bit/s (0 when the driver reports none).", railLabels, nil)
-	descMTU     = prometheus.NewDesc("nezha_rail_mtu_bytes", "MTU of the rail's host interface in bytes.", railLabels, nil)
-	descRxErr   = prometheus.NewDesc("nezha_rail_receive_errors_total", "Kernel receive error counter of the rail's host interface.", railLabels, nil)
-	descTxErr   = prometheus.NewDesc("nezha_rail_transmit_errors_total", "Kernel transmit error counter of the rail's host interface.", railLabels, nil)
-	descRxDrop  = prometheus.NewDesc("nezha_rail_receive_dropped_total", "Kernel receive drop counter of the rail's host interface.", railLabels, nil)
-	descTxDrop  = prometheus.NewDesc("nezha_rail_transmit_dropped_total", "Kernel transmit drop counter of the rail's host interface.", railLabels, nil)
-	descRails   = prometheus.NewDesc("nezha_rail_rails", "Rails with an entry on this node, healthy or not.", nil, nil)
+	descLinkUp  = prometheus.NewDesc("nezha_agent_rail_link_up", "1 when the rail's host interface is up with carrier (the RailNode's healthy), else 0.", railLabels, nil)
+	descCarrier = prometheus.NewDesc("nezha_agent_rail_carrier", "1 when the rail's host interface has carrier, else 0.", railLabels, nil)
+	descTrans   = prometheus.NewDesc("nezha_agent_rail_transitions_total", "Changes between healthy and unhealthy seen by this agent since it started, flaps inside one coalescing window included.", []string{"rail"}, nil)
+	descSpeed   = prometheus.NewDesc("nezha_agent_rail_speed_bits_per_second", "Negotiated link speed of the rail's host interface in bit/s (0 when the driver reports none).", railLabels, nil)
+	descMTU     = prometheus.NewDesc("nezha_agent_rail_mtu_bytes", "MTU of the rail's host interface in bytes.", railLabels, nil)
+	descRxErr   = prometheus.NewDesc("nezha_agent_rail_receive_errors_total", "Kernel receive error counter of the rail's host interface.", railLabels, nil)
+	descTxErr   = prometheus.NewDesc("nezha_agent_rail_transmit_errors_total", "Kernel transmit error counter of the rail's host interface.", railLabels, nil)
+	descRxDrop  = prometheus.NewDesc("nezha_agent_rail_receive_dropped_total", "Kernel receive drop counter of the rail's host interface.", railLabels, nil)
+	descTxDrop  = prometheus.NewDesc("nezha_agent_rail_transmit_dropped_total", "Kernel transmit drop counter of the rail's host interface.", railLabels, nil)
+	descRails   = prometheus.NewDesc("nezha_agent_rails", "Rails with an entry on this node, healthy or not.", nil, nil)
 )
 
 // Metrics holds the agent's metrics; register it on a registry with Register.
@@ -43,15 +43,15 @@ func New(status StatusFunc, absorbed func() int64) *Metrics {
 	return &Metrics{
 		status: status,
 		Publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nezha_rail_agent_publishes_total",
+			Name: "nezha_agent_publishes_total",
 			Help: "RailNode status writes by result.",
 		}, []string{"result"}),
 		CoalescedEvents: prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "nezha_rail_agent_coalesced_events_total",
+			Name: "nezha_agent_coalesced_events_total",
 			Help: "Link changes merged into an already pending RailNode write (writes saved).",
 		}, func() float64 { return float64(absorbed()) }),
 		PublishDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "nezha_rail_agent_publish_delay_seconds",
+			Name:    "nezha_agent_publish_delay_seconds",
 			Help:    "Seconds from the first unpublished rail change to the RailNode write that published it.",
 			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30},
 		}),

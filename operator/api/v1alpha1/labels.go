@@ -64,6 +64,9 @@ const (
 
 	// ControlPort is the runtime's control port (NEZHA_CONTROL_ADDR=":9402").
 	ControlPort = 9402
+	// ControlPortName names ControlPort on every worker's first container, so monitors find the
+	// runtime's /metrics by name (the chart's PodMonitor).
+	ControlPortName = "nezha-control"
 	// DefaultRendezvousPort is used when spec.runtime.rendezvousPort is unset.
 	DefaultRendezvousPort = 29400
 

@@ -58,6 +58,7 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 	t.Annotations[nezhav1.RailsAnnotation] = RailsEnv(in.Rails)
 
 	addSRIOVResources(&t.Spec.Containers[0], in.Rails)
+	addControlPort(&t.Spec.Containers[0])
 	for i := range t.Spec.Containers {
 		c := &t.Spec.Containers[i]
 		c.Env = mergeEnv(c.Env, in.Env)
@@ -251,4 +252,15 @@ func PreflightEnv(a nezhav1.PreflightAction) string {
 	default:
 		return "degrade"
 	}
+}
+
+// addControlPort declares the runtime's control port (/status, /metrics) as the named container
+// port monitors scrape, unless the user's template already declares that number or name.
+func addControlPort(c *corev1.Container) {
+	for _, p := range c.Ports {
+		if p.ContainerPort == nezhav1.ControlPort || p.Name == nezhav1.ControlPortName {
+			return
+		}
+	}
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: nezhav1.ControlPortName, ContainerPort: nezhav1.ControlPort, Protocol: corev1.ProtocolTCP})
 }

@@ -135,7 +135,7 @@ std::string Impl::metricsExposition() const {
   };
   byRailReason("nezha_runtime_failovers_total",
                "Rails that left the split, by reason (carrier, watchdog, slow, transport, error, "
-               "peer).",
+               "peer, preflight).",
                metrics.failovers);
   byRailReason("nezha_runtime_readmissions_total",
                "Rails that re-entered the split after their end-to-end probe passed.",

@@ -55,6 +55,9 @@ until_state() {
   return 1
 }
 
+METRICSLINT=$WORK/metricslint
+(cd "$(dirname "$(realpath "$0")")/../../.." && go build -o "$METRICSLINT" ./hack/tools/metricslint)
+
 "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
 "$TESTBED" up --name "$BED" --hosts 3 --rails 2 >/dev/null
 
@@ -172,6 +175,13 @@ until_state 0 r1 drained && until_state 1 r1 drained && states=drained/drained |
   states="$(rail_state 0 r1)/$(rail_state 1 r1)"
 codes+=" nosuch=$(http 0 POST /rails/nosuch/drain "$CREDENTIAL") get=$(http 1 GET /rails/r1/drain)"
 codes+=" restore=$(http 1 POST /rails/r1/restore "$CREDENTIAL")"
+# The runtime's /metrics passes the checks of `promtool check metrics` (hack/tools/metricslint).
+"$TESTBED" exec --name "$BED" --host 0 -- curl -s "http://127.0.0.1:9402/metrics" >"$WORK/metrics.txt"
+if lint=$("$METRICSLINT" "$WORK/metrics.txt" 2>&1) && grep -q '^nezha_runtime_drains_total{' "$WORK/metrics.txt"; then
+  pass "runtime /metrics passes promlint ($(grep -c '^# TYPE' "$WORK/metrics.txt") families)"
+else
+  fail "runtime /metrics: promlint: $lint"
+fi
 until_state 0 r1 healthy && until_state 1 r1 healthy
 wait $job || true
 T=$WORK/drain.trace.json
