@@ -65,7 +65,9 @@ type RailClassSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	ExpectedBandwidthMbps *int64 `json:"expectedBandwidthMbps,omitempty"`
 
-	// mtu of the rail interface inside the pod. Unset keeps what the network's CNI config sets.
+	// mtu of the rail interface inside the pod, set by the nezha-rail CNI plugin (the operator
+	// puts it on the config's nezha-rail entry, chaining one if there is none). Needs
+	// spec.network.config; unset keeps what the network's CNI config sets.
 	// +optional
 	// +kubebuilder:validation:Minimum=576
 	// +kubebuilder:validation:Maximum=65535

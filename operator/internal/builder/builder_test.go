@@ -64,6 +64,22 @@ func TestResolveRails(t *testing.T) {
 			},
 		},
 		{
+			name:    "mtu on a referenced NAD cannot be applied",
+			classes: []*nezhav1.RailClass{tu.MakeRailClass("a").NADRef("", "shared").MTU(9000).Obj()},
+			wantErr: `RailClass "a" spec.mtu: cannot be applied to spec.network.nadRef "shared"`,
+		},
+		{
+			name:    "mtu conflicting with the config's nezha-rail entry",
+			classes: []*nezhav1.RailClass{tu.MakeRailClass("a").MTU(9000).Config(`{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"nezha-rail","mtu":1500}]}`).Obj()},
+			wantErr: `RailClass "a" spec.mtu: 9000 conflicts with spec.network.config plugins[0] (nezha-rail) "mtu": 1500`,
+		},
+		{
+			name:    "mtu reaches the attachment through nezha-rail",
+			classes: []*nezhav1.RailClass{tu.MakeRailClass("a").MTU(9000).Config(`{"cniVersion":"1.0.0","name":"a","type":"macvlan","master":"eth1"}`).Obj()},
+			want: []builder.Rail{{Name: "a", Interface: "nz0", Transport: nezhav1.TransportTCP, NetworkNamespace: "ns", NetworkName: "j-a", OwnNAD: true,
+				Config: `{"cniVersion":"1.0.0","name":"a","plugins":[{"master":"eth1","type":"macvlan"},{"mtu":9000,"type":"nezha-rail"}]}`}},
+		},
+		{
 			name:    "config is not JSON",
 			classes: []*nezhav1.RailClass{tu.MakeRailClass("a").Config("{nope").Obj()},
 			wantErr: `RailClass "a" spec.network.config: not a JSON object`,
@@ -99,7 +115,7 @@ func TestResolveRails(t *testing.T) {
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
-			if env := builder.RailsEnv(got); env != "a=nz0:rdma,b=nz1:tcp" {
+			if env := builder.RailsEnv(got); len(got) == 2 && env != "a=nz0:rdma,b=nz1:tcp" {
 				t.Errorf("NEZHA_RAILS %q", env)
 			}
 		})
@@ -347,5 +363,29 @@ func TestInjectTemplateKeepsTheRuntimesLastWords(t *testing.T) {
 	}
 	if got := tmpl.Spec.Containers[1].TerminationMessagePolicy; got != corev1.TerminationMessageReadFile {
 		t.Errorf("own: %q", got)
+	}
+}
+
+// TestInjectTemplateNamesTheControlPort: the runtime's /metrics is scraped by port name
+// (nezha-control on the first container), unless the user's template already uses the number.
+func TestInjectTemplateNamesTheControlPort(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}, {Name: "side"}}}}
+	if err := builder.InjectTemplate(&tmpl, builder.Injection{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.ContainerPort{{Name: "nezha-control", ContainerPort: 9402, Protocol: corev1.ProtocolTCP}}
+	if d := cmp.Diff(want, tmpl.Spec.Containers[0].Ports); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if len(tmpl.Spec.Containers[1].Ports) != 0 {
+		t.Errorf("second container got ports %v", tmpl.Spec.Containers[1].Ports)
+	}
+	own := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main",
+		Ports: []corev1.ContainerPort{{Name: "mine", ContainerPort: 9402}}}}}}
+	if err := builder.InjectTemplate(&own, builder.Injection{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(own.Spec.Containers[0].Ports) != 1 || own.Spec.Containers[0].Ports[0].Name != "mine" {
+		t.Errorf("user's port replaced or duplicated: %v", own.Spec.Containers[0].Ports)
 	}
 }

@@ -43,6 +43,10 @@ func ResolveRails(job *nezhav1.MultiRailJob, classes []*nezhav1.RailClass) ([]Ra
 		}
 		switch {
 		case rc.Spec.Network.NADRef != nil:
+			if rc.Spec.MTU != nil {
+				return nil, fmt.Errorf("RailClass %q spec.mtu: cannot be applied to spec.network.nadRef %q, a NetworkAttachmentDefinition the operator does not own; set the MTU there or use spec.network.config",
+					rc.Name, rc.Spec.Network.NADRef.Name)
+			}
 			r.NetworkName = rc.Spec.Network.NADRef.Name
 			r.NetworkNamespace = rc.Spec.Network.NADRef.Namespace
 			if r.NetworkNamespace == "" {
@@ -54,6 +58,13 @@ func ResolveRails(job *nezhav1.MultiRailJob, classes []*nezhav1.RailClass) ([]Ra
 			}
 			r.OwnNAD = true
 			r.Config = rc.Spec.Network.Config
+			if rc.Spec.MTU != nil {
+				cfg, err := withRailMTU(r.Config, *rc.Spec.MTU)
+				if err != nil {
+					return nil, fmt.Errorf("RailClass %q spec.mtu: %w", rc.Name, err)
+				}
+				r.Config = cfg
+			}
 			r.NetworkName = NADName(job.Name, rc.Name)
 			r.NetworkNamespace = job.Namespace
 		default:
