@@ -60,7 +60,8 @@ type RailClassSpec struct {
 	HostInterface HostInterfaceSelector `json:"hostInterface"`
 
 	// expectedBandwidthMbps is the rail's nominal bandwidth in Mbit/s. The rail agent compares it
-	// with the link speed it reads; the runtime may use it as a prior for split ratios.
+	// with the link speed it reads; the runtime (NEZHA_RAILS "@Mbit/s") reports the rail degraded
+	// when it measures less than half of it, and seeds its split with it when it runs no probe.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ExpectedBandwidthMbps *int64 `json:"expectedBandwidthMbps,omitempty"`

@@ -389,3 +389,17 @@ func TestInjectTemplateNamesTheControlPort(t *testing.T) {
 		t.Errorf("user's port replaced or duplicated: %v", own.Spec.Containers[0].Ports)
 	}
 }
+
+// TestRailsEnvCarriesExpectedSpeed: RailClass expectedBandwidthMbps reaches the runtime as
+// "@Mbit/s" on its NEZHA_RAILS entry (runtime/README.md), only where it is given.
+func TestRailsEnvCarriesExpectedSpeed(t *testing.T) {
+	job := tu.MakeJob("j", "ns", "a", "b").Obj()
+	rails, err := builder.ResolveRails(job, []*nezhav1.RailClass{
+		tu.MakeRailClass("a").BandwidthMbps(25000).Obj(), tu.MakeRailClass("b").Obj()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := builder.RailsEnv(rails); got != "a=nz0:tcp@25000,b=nz1:tcp" {
+		t.Errorf("NEZHA_RAILS %q", got)
+	}
+}

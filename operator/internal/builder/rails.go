@@ -25,6 +25,10 @@ type Rail struct {
 	Config string
 	// SRIOVResourceName is the device-plugin resource to request, or "".
 	SRIOVResourceName string
+	// ExpectedMbps is the RailClass's expectedBandwidthMbps (0 = not given): the runtime reports
+	// the rail degraded when it measures far less, and seeds the split with it when it runs no
+	// init probe.
+	ExpectedMbps int64
 }
 
 // ResolveRails turns the job's RailClasses (in spec.rails order) into Rails. It fails, naming the
@@ -37,6 +41,9 @@ func ResolveRails(job *nezhav1.MultiRailJob, classes []*nezhav1.RailClass) ([]Ra
 			Interface:         InterfaceName(i),
 			Transport:         rc.Spec.Transport,
 			SRIOVResourceName: rc.Spec.SRIOVResourceName,
+		}
+		if rc.Spec.ExpectedBandwidthMbps != nil {
+			r.ExpectedMbps = *rc.Spec.ExpectedBandwidthMbps
 		}
 		if r.Transport == "" {
 			r.Transport = nezhav1.TransportTCP
@@ -95,11 +102,14 @@ func validateCNIConfig(config string) error {
 	return nil
 }
 
-// RailsEnv is the NEZHA_RAILS value: "name=iface:transport,..." in rail order.
+// RailsEnv is the NEZHA_RAILS value: "name=iface:transport[@Mbit/s],..." in rail order.
 func RailsEnv(rails []Rail) string {
 	parts := make([]string, len(rails))
 	for i, r := range rails {
 		parts[i] = fmt.Sprintf("%s=%s:%s", r.Name, r.Interface, r.Transport)
+		if r.ExpectedMbps > 0 {
+			parts[i] += fmt.Sprintf("@%d", r.ExpectedMbps)
+		}
 	}
 	return strings.Join(parts, ",")
 }

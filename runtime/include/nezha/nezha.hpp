@@ -85,6 +85,10 @@ struct RailSpec {
   // Address to bind; empty = the interface's primary (first) IPv4 address. Lets tests put
   // several rails on `lo` (127.0.0.1, 127.0.0.2, ...).
   std::string address;
+  // Expected speed in Mbit/s (NEZHA_RAILS "name=iface:tcp@25000", from the RailClass's
+  // expectedBandwidthMbps); 0 = unknown. Seeds the split when there is no init probe and is the
+  // yardstick of the "degraded" report (a rail measured far below it).
+  int64_t expectedMbps = 0;
 };
 
 // Defaults match the NEZHA_* variables declared in src/params.cc (see runtime/README.md).

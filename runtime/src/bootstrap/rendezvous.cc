@@ -84,6 +84,15 @@ std::string disagreement(const RankInfo& want, const RankInfo& got) {
 }
 }  // namespace
 
+namespace {
+// Expected rail speeds seed the split without a probe: ranks must agree on them.
+std::string expectedRates(const Options& o) {
+  std::string s;
+  for (const RailSpec& r : o.rails) s += strCat(s.empty() ? "" : "/", r.expectedMbps);
+  return s;
+}
+}  // namespace
+
 std::string configFingerprint(const Options& o) {
   return strCat("policy=", toString(o.policy),
                 ";cold=", o.coldThreshold ? std::to_string(*o.coldThreshold) : std::string("auto"),
@@ -92,7 +101,7 @@ std::string configFingerprint(const Options& o) {
                 ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
                 ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop",
                 ";slow_floor=", o.slowFloor, ";preflight=", toString(o.preflight),
-                ";preflight_bytes=", o.preflightBytes);
+                ";preflight_bytes=", o.preflightBytes, ";expected_mbps=", expectedRates(o));
 }
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {

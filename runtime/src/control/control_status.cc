@@ -2,6 +2,7 @@
 // operation, and the /status and /metrics snapshots the HTTP thread serves (refreshed after
 // every operation under statusMu, so the HTTP thread never touches live state).
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "bootstrap/auth.h"
@@ -53,6 +54,25 @@ std::string Impl::railState(size_t r) const {
 
 // The start-up check as /status reports it (the operator's RailsVerified condition reads it).
 namespace {
+// A rail whose measured speed is below this fraction of its RailClass's expectedBandwidthMbps is
+// reported degraded (TCP and protocol overheads stay well above it on a healthy path).
+constexpr double kDegradedFraction = 0.5;
+
+// The rail's measured speed in bit/s as the link sees it: the probe's allreduce rate turned
+// into bus bandwidth (x 2(n-1)/n, the nccl-tests convention: what each link carries in a ring
+// allreduce); 0 when it was not measured.
+double measuredBitsPerSecond(const Impl& m, size_t r) {
+  const int n = m.o.worldSize;
+  if (n < 2 || r >= m.bandwidthMeasured.size() || !m.bandwidthMeasured[r]) return 0;
+  return m.rails[r].bandwidthBytesPerSecond * 8 * 2.0 * (n - 1) / n;
+}
+
+bool degraded(const Impl& m, size_t r) {
+  const double expected = static_cast<double>(m.o.rails[r].expectedMbps) * 1e6;
+  const double measured = measuredBitsPerSecond(m, r);
+  return expected > 0 && measured > 0 && measured < kDegradedFraction * expected;
+}
+
 Json preflightJson(const Impl& m) {
   const Options& o = m.o;
   const Impl::PreflightReport& preflight = m.preflight;
@@ -97,6 +117,10 @@ void Impl::publish() {
     j["bytes"] = m.bytes;
     j["split"] = last.split.count(name) ? last.split.at(name) : 0.0;
     j["bandwidth_bytes_per_second"] = rails[r].bandwidthBytesPerSecond;
+    // Against the RailClass's expectedBandwidthMbps: both numbers, and the verdict.
+    j["expected_mbps"] = o.rails[r].expectedMbps;
+    j["measured_mbps"] = std::round(measuredBitsPerSecond(*this, r) / 1e6);
+    j["degraded"] = degraded(*this, r);
     // Ranks verified reachable on this rail: this one plus the peers whose control connection
     // on it is open (a cut rail's connections are dropped by TCP_USER_TIMEOUT); none while the
     // rail is failed.
@@ -172,6 +196,14 @@ std::string Impl::metricsExposition() const {
   p.family("nezha_runtime_rail_bandwidth_bytes_per_second", "gauge",
            "The rail's bandwidth as last measured (init probe or re-admission probe).");
   for (const auto& r : rails) p.sample({{"rail", r.name}}, r.bandwidthBytesPerSecond);
+  p.family("nezha_runtime_rail_expected_bandwidth_bytes_per_second", "gauge",
+           "The rail's expected speed (RailClass expectedBandwidthMbps; 0 = not given).");
+  for (const auto& r : o.rails)
+    p.sample({{"rail", r.name}}, static_cast<double>(r.expectedMbps) * 1e6 / 8);
+  p.family("nezha_runtime_rail_degraded", "gauge",
+           "1 when the rail's measured bus bandwidth is below half its expected speed, else 0.");
+  for (size_t r = 0; r < rails.size(); ++r)
+    p.sample({{"rail", rails[r].name}}, degraded(*this, r) ? 1 : 0);
   p.family("nezha_runtime_rejected_connections_total", "counter",
            "Connections to this rank's listeners turned away (stray, idle, garbage, wrong "
            "token).");

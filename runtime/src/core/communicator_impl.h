@@ -74,6 +74,9 @@ struct Communicator::Impl {
     double seconds = 0;       // connect + transfer + agreement
   };
   PreflightReport preflight;
+  // Per rail: bandwidthBytesPerSecond is a measurement (init or re-admission probe), not a
+  // stand-in; only those are compared with the expected speed (control_status.cc).
+  std::vector<bool> bandwidthMeasured;
   // Connects the usable rails concurrently (each on its own thread) and, unless the policy is
   // off, runs the transfers; returns this rank's failures per rail. Policy off: rethrows.
   std::vector<std::vector<PreflightFailure>> connectAndCheck(

@@ -174,6 +174,19 @@ void Impl::startScheduler(const StartState& start) {
   };
   auto agreeMax = [this](std::vector<double>& v) { agree(v, o.ioTimeout); };
   ProbeResult probe = probeRails(o, algo, start.usable, run, agreeMax);
+  const bool probed = o.worldSize > 1 && o.probeBytes > 0;
+  bandwidthMeasured.assign(rails.size(), false);
+  for (size_t i = 0; i < rails.size(); ++i) bandwidthMeasured[i] = probed && start.usable[i];
+  // No init probe (NEZHA_PROBE_BYTES=0): the RailClasses' expected speeds, when every rail has
+  // one, seed the split instead of equal shares; online tuning takes over from there. With a
+  // probe, the measurement wins (it sees the path, not the nameplate).
+  const bool allExpected = std::all_of(o.rails.begin(), o.rails.end(),
+                                       [](const RailSpec& r) { return r.expectedMbps > 0; });
+  if (!probed && allExpected) {
+    for (size_t i = 0; i < rails.size(); ++i) {
+      probe.bandwidth[i] = static_cast<double>(o.rails[i].expectedMbps) * 1e6 / 8;
+    }
+  }
   std::vector<std::string> names;
   for (size_t i = 0; i < rails.size(); ++i) {
     rails[i].latencySeconds = probe.latency[i];

@@ -30,7 +30,8 @@ static void checkTransport(const std::string& transport, const std::string& wher
 
 std::vector<RailSpec> parseRails(const std::string& text, const std::string& what) {
   if (text.empty()) {
-    throw ConfigError(strCat(what, " is empty; want name=iface:transport,... e.g. r0=eth0:tcp"));
+    throw ConfigError(
+        strCat(what, " is empty; want name=iface:transport[@Mbit/s],... e.g. r0=eth0:tcp"));
   }
   std::vector<RailSpec> rails;
   std::set<std::string> names;
@@ -53,6 +54,12 @@ std::vector<RailSpec> parseRails(const std::string& text, const std::string& wha
     r.name = entry.substr(0, eq);
     r.iface = entry.substr(eq + 1, colon - eq - 1);
     r.transport = entry.substr(colon + 1);
+    // Optional "@<Mbit/s>": the rail's expected speed (RailClass expectedBandwidthMbps).
+    if (size_t at = r.transport.find('@'); at != std::string::npos) {
+      r.expectedMbps =
+          parseInt(r.transport.substr(at + 1), strCat(where, " expected Mbit/s"), 1, 100000000);
+      r.transport.resize(at);
+    }
     if (!validRailName(r.name)) {
       throw ConfigError(
           strCat(where, ": rail name \"", r.name, "\" must be 1-32 characters of [A-Za-z0-9_-]"));

@@ -224,6 +224,7 @@ void Impl::installRail(int r, const std::shared_ptr<Rebuild>& rb, double latency
   localDown[r] = false;
   rails[r].latencySeconds = latency;
   rails[r].bandwidthBytesPerSecond = bandwidth;
+  if (static_cast<size_t>(r) < bandwidthMeasured.size()) bandwidthMeasured[r] = true;
   sched->remeasure(r, latency, bandwidth);
   std::vector<bool> alive = sched->alive();
   alive[r] = true;

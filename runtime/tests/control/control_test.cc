@@ -155,6 +155,47 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
 
 // Idle clients hold nothing up: five connections that never send a byte, and one that sends
 // half a request, while GETs are answered. The idle ones are closed after their own 2 s.
+// RailClass expectedBandwidthMbps reaches the runtime as NEZHA_RAILS "...:tcp@Mbit/s": /status
+// compares it with the probe's measurement (both numbers) and flags a rail far below it.
+TEST(ControlTest, ExpectedRailSpeedIsComparedWithTheMeasurement) {
+  auto comms = testing::makeJob(testing::jobOptions(2, 2, [](Options& o) {
+    o.rails[0].expectedMbps = 1;          // anything loopback does beats this
+    o.rails[1].expectedMbps = 100000000;  // 100 Tbit/s: loopback is far below
+    o.controlAddr = "127.0.0.200:0";
+  }));
+  Json j = parseJson(body(http(comms[0]->controlPort(), "GET", "/status")), "status");
+  const Json& rails = j.at("rails");
+  EXPECT_EQ(rails[0].at("expected_mbps"), 1);
+  EXPECT_GT(rails[0].at("measured_mbps").get<double>(), 1);
+  EXPECT_EQ(rails[0].at("degraded"), false) << rails[0];
+  EXPECT_EQ(rails[1].at("expected_mbps"), 100000000);
+  EXPECT_EQ(rails[1].at("degraded"), true) << rails[1];
+  const std::string met = body(http(comms[0]->controlPort(), "GET", "/metrics"));
+  EXPECT_NE(met.find("nezha_runtime_rail_degraded{job=\"\",rank=\"0\",rail=\"r1\"} 1"),
+            std::string::npos)
+      << met;
+}
+
+// Without an init probe, expected speeds seed the split (3:1 here) instead of equal shares.
+TEST(ControlTest, ExpectedSpeedsSeedTheSplitWithoutAProbe) {
+  auto comms = testing::makeJob(testing::jobOptions(2, 2, [](Options& o) {
+    o.rails[0].expectedMbps = 3000;
+    o.rails[1].expectedMbps = 1000;
+    o.probeBytes = 0;
+    o.policy = Policy::kStatic;
+    o.coldThreshold = 0;
+    o.minSliceBytes = 0;
+  }));
+  std::vector<double> share(2);
+  testing::runRanks(2, [&](int r) {
+    std::vector<float> buf(1 << 20, 1.0f);
+    comms[r]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    share[r] = comms[r]->lastReport().split.at("r0");
+  });
+  EXPECT_NEAR(share[0], 0.75, 0.02);
+  EXPECT_EQ(share[0], share[1]);
+}
+
 TEST(ControlServerTest, IdleConnectionsDoNotDelayAGet) {
   std::atomic<int> served{0};
   ControlServer server("127.0.0.200", 0, [&](const HttpRequest& req) {

@@ -58,6 +58,23 @@ TEST_F(EnvTest, ValidEnvironment) {
   EXPECT_EQ(o.rendezvousPort, 29500);
   EXPECT_EQ(o.policy, Policy::kStatic);
   EXPECT_EQ(*o.coldThreshold, 65536u);
+  EXPECT_EQ(o.rails[1].expectedMbps, 0);
+  EXPECT_EQ(o.preflight, PreflightPolicy::kDegrade);
+}
+
+TEST_F(EnvTest, ExpectedRailSpeedAndPreflight) {
+  setValid();
+  set({{"NEZHA_RAILS", "r0=lo:tcp@25000,r1=lo:tcp"},
+       {"NEZHA_PREFLIGHT", "wait"},
+       {"NEZHA_PREFLIGHT_TIMEOUT_MS", "1500"},
+       {"NEZHA_PREFLIGHT_BYTES", "1M"}});
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.rails[0].transport, "tcp");
+  EXPECT_EQ(o.rails[0].expectedMbps, 25000);
+  EXPECT_EQ(o.rails[1].expectedMbps, 0);
+  EXPECT_EQ(o.preflight, PreflightPolicy::kWait);
+  EXPECT_EQ(o.preflightTimeout.count(), 1500);
+  EXPECT_EQ(o.preflightBytes, size_t(1) << 20);
 }
 
 TEST_F(EnvTest, DefaultsAndFallbacks) {
@@ -116,6 +133,12 @@ INSTANTIATE_TEST_SUITE_P(
             "RailsUnknownTransport", {{"NEZHA_RAILS", "r0=lo:udp"}}, "unknown transport \"udp\""},
         BadCase{
             "RailsRdmaNotBuilt", {{"NEZHA_RAILS", "r0=lo:rdma"}}, "not available in this build"},
+        BadCase{"RailsExpectedZero",
+                {{"NEZHA_RAILS", "r0=lo:tcp@0"}},
+                "NEZHA_RAILS entry \"r0=lo:tcp@0\" expected Mbit/s"},
+        BadCase{"RailsExpectedNotNumber", {{"NEZHA_RAILS", "r0=lo:tcp@fast"}}, "expected Mbit/s"},
+        BadCase{"PreflightUnknown", {{"NEZHA_PREFLIGHT", "later"}}, "NEZHA_PREFLIGHT=\"later\""},
+        BadCase{"PreflightBytesZero", {{"NEZHA_PREFLIGHT_BYTES", "0"}}, "NEZHA_PREFLIGHT_BYTES"},
         BadCase{"RailsDuplicateName", {{"NEZHA_RAILS", "r0=lo:tcp,r0=lo:tcp"}}, "appears twice"},
         BadCase{"RankUnset", {{"NEZHA_RANK", "<unset>"}}, "NEZHA_RANK (or RANK) is not set"},
         BadCase{"RankNotNumber", {{"NEZHA_RANK", "one"}}, "NEZHA_RANK=\"one\" is not an integer"},
