@@ -128,7 +128,7 @@ def test_job_allreduces_across_both_rails(kube, rails):
         for i, prefix in enumerate(RAIL_SUBNET_PREFIXES):
             assert f"nz{i}" in ifaces, f"{pod['metadata']['name']} has no nz{i}: {status}"
             assert ifaces[f"nz{i}"][0].startswith(prefix), (pod["metadata"]["name"], ifaces)
-        assert pod["metadata"]["annotations"]["nezha.io/rails"] == "nze-rail0=nz0:tcp,nze-rail1=nz1:tcp"
+        assert pod["metadata"]["annotations"]["nezha.io/rails"] == "nze-rail0=nz0:tcp@10000,nze-rail1=nz1:tcp@10000"  # expectedBandwidthMbps of the RailClasses
         assert any(c["name"] == "nezha-runtime-install" for c in pod["spec"].get("initContainers", []))
         by_pod[pod["metadata"]["name"]] = [ifaces[f"nz{i}"] for i in range(len(RAIL_SUBNET_PREFIXES))]
     workers = {w["podName"]: w for w in job["status"]["workerStatuses"]}
