@@ -238,6 +238,13 @@ def test_allreduce_survives_a_rail_cut_mid_run(kube, rails):
         kube.kubectl("delete", "multirailjob", CHAOS_JOB, "-n", JOB_NAMESPACE, "--wait=true", check=False)
 
 
+def outage_workers_pending(kube):
+    """Both workers of the outage job exist and are Pending (kept off the only node)."""
+    job = kube.get("multirailjob", OUTAGE_JOB, JOB_NAMESPACE)
+    pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]
+    return len(pods) == 2 and all(p["status"].get("phase") == "Pending" for p in pods) and pods
+
+
 def test_workers_created_during_a_rail_outage_run_after_recovery(kube, rails):
     cut_link, cut_rail = rail_links(kube)[1], RAIL_CLASSES[1]
     subprocess.run(["ip", "link", "set", cut_link, "down"], check=True)
@@ -245,13 +252,8 @@ def test_workers_created_during_a_rail_outage_run_after_recovery(kube, rails):
         wait_for(f"the RailNode to show {cut_rail} down",
                  lambda: railnode_rails(kube, node_name(kube)).get(cut_rail, {}).get("operState") == "down")
         kube.apply(MANIFESTS / "job-outage.yaml")
-
-        def workers_kept_off_the_node():
-            job = kube.get("multirailjob", OUTAGE_JOB, JOB_NAMESPACE)
-            pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]
-            return len(pods) == 2 and all(p["status"].get("phase") == "Pending" for p in pods) and pods
         # The only node has a broken rail: the operator keeps the new workers off it.
-        wait_for(f"{OUTAGE_JOB} workers created and kept off {node_name(kube)}", workers_kept_off_the_node)
+        wait_for(f"{OUTAGE_JOB} workers created and kept off {node_name(kube)}", lambda: outage_workers_pending(kube))
     finally:
         subprocess.run(["ip", "link", "set", cut_link, "up"], check=True)
     try:
@@ -448,12 +450,7 @@ def test_flapping_rail_is_quarantined_and_the_next_job_avoids_the_node(kube, rai
     assert flap_rail in listing, listing
     try:
         kube.apply(MANIFESTS / "job-outage.yaml")
-
-        def workers_kept_off_the_node():
-            job = kube.get("multirailjob", OUTAGE_JOB, JOB_NAMESPACE)
-            pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]
-            return len(pods) == 2 and all(p["status"].get("phase") == "Pending" for p in pods) and pods
-        wait_for(f"{OUTAGE_JOB} workers kept off the quarantined node", workers_kept_off_the_node)
+        wait_for(f"{OUTAGE_JOB} workers kept off the quarantined node", lambda: outage_workers_pending(kube))
         set_quarantine(kube, [])  # the admin's release
 
         def running():
