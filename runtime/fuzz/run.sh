@@ -6,7 +6,7 @@ build=$(realpath "$1")
 seconds=$2
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$build"
-for target in fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http; do
+for target in fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame; do
   mkdir -p "corpus-$target"
   echo "fuzz: $target for ${seconds}s"
   # New inputs go to corpus-$target (first dir); the seeds in the tree are read, never written.

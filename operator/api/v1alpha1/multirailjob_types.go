@@ -28,6 +28,19 @@ const (
 	PolicySingle RailPolicy = "single"
 )
 
+// Integration is a way training code reaches the job's rails.
+// +kubebuilder:validation:Enum=collectives;nccl
+type Integration string
+
+const (
+	// IntegrationCollectives: Nezha's own collectives (C API, Python package, the
+	// torch.distributed backend "nezha" for CPU tensors).
+	IntegrationCollectives Integration = "collectives"
+	// IntegrationNCCL: the NCCL net plugin libnccl-net-nezha.so, so an unchanged
+	// backend="nccl" job stripes every NCCL connection over the rails.
+	IntegrationNCCL Integration = "nccl"
+)
+
 // RailLossAction is what the operator does when fewer rails than needed stay healthy.
 // +kubebuilder:validation:Enum=ContinueDegraded;Restart
 type RailLossAction string
@@ -162,6 +175,26 @@ type RuntimeSpec struct {
 	// ship the runtime. The annotation nezha.io/inject-runtime: "true" does the same.
 	// +optional
 	InjectRuntime bool `json:"injectRuntime,omitempty"`
+
+	// integration lists how the workers' training code uses the rails: "collectives" (the
+	// default: Nezha's collectives and torch backend) and/or "nccl" (the NCCL net plugin: the
+	// operator sets NCCL_NET_PLUGIN=nezha, NCCL_NET=nezha so NCCL fails rather than quietly
+	// using its own transports, puts /opt/nezha/lib first on LD_LIBRARY_PATH, and points
+	// NCCL_SOCKET_IFNAME at the pod network for NCCL's bootstrap unless the template sets it).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2
+	Integration []Integration `json:"integration,omitempty"`
+}
+
+// UsesNCCL reports whether the job asks for the NCCL net plugin.
+func (r RuntimeSpec) UsesNCCL() bool {
+	for _, i := range r.Integration {
+		if i == IntegrationNCCL {
+			return true
+		}
+	}
+	return false
 }
 
 // FailoverTimeouts bound how long the runtime waits before it declares a rail dead.

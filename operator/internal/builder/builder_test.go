@@ -403,3 +403,54 @@ func TestRailsEnvCarriesExpectedSpeed(t *testing.T) {
 		t.Errorf("NEZHA_RAILS %q", got)
 	}
 }
+
+func TestInjectTemplateNCCLIntegration(t *testing.T) {
+	rails := []builder.Rail{{Name: "a", Interface: "nz0", NetworkNamespace: "ns", NetworkName: "j-a"}}
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "cuda"},
+		{Name: "own", Env: []corev1.EnvVar{
+			{Name: "LD_LIBRARY_PATH", Value: "/my/lib"}, {Name: "NCCL_SOCKET_IFNAME", Value: "net1"},
+			{Name: "NCCL_NET_PLUGIN", Value: "ofi"}}},
+	}}}
+	in := builder.Injection{Rails: rails, NCCL: true, RuntimeImage: "rt:1"}
+	if err := builder.InjectTemplate(&tmpl, in); err != nil {
+		t.Fatal(err)
+	}
+	env := func(c corev1.Container) map[string]string {
+		m := map[string]string{}
+		for _, e := range c.Env {
+			if _, dup := m[e.Name]; dup {
+				t.Errorf("%s: %s set twice", c.Name, e.Name)
+			}
+			m[e.Name] = e.Value
+		}
+		return m
+	}
+	cuda, own := env(tmpl.Spec.Containers[0]), env(tmpl.Spec.Containers[1])
+	want := map[string]string{
+		"NCCL_NET_PLUGIN": "nezha", "NCCL_NET": "nezha", "NCCL_SOCKET_IFNAME": "eth0",
+		// The image's CUDA paths survive: container env replaces image ENV.
+		"LD_LIBRARY_PATH": "/opt/nezha/lib:/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+	}
+	for k, v := range want {
+		if cuda[k] != v {
+			t.Errorf("cuda container %s=%q, want %q", k, cuda[k], v)
+		}
+	}
+	// The template's own library path and bootstrap interface are kept; the plugin choice is
+	// the contract and replaced.
+	if own["LD_LIBRARY_PATH"] != "/opt/nezha/lib:/my/lib" || own["NCCL_SOCKET_IFNAME"] != "net1" ||
+		own["NCCL_NET_PLUGIN"] != "nezha" {
+		t.Errorf("own container env %v", own)
+	}
+
+	plain := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	if err := builder.InjectTemplate(&plain, builder.Injection{Rails: rails}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range plain.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "NCCL_") {
+			t.Errorf("collectives-only job got %s", e.Name)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package builder
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,8 @@ type Injection struct {
 	RuntimeImage string
 	// AvoidNodes are nodes where one of the job's rails is down (see AvoidNodes).
 	AvoidNodes []string
+	// NCCL adds the NCCL net plugin's environment (spec.runtime.integration: nccl).
+	NCCL bool
 }
 
 // InjectTemplate adds the rails (Multus networks annotation, SR-IOV resources), the runtime
@@ -67,6 +70,9 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 		// job's Failed condition. A user's own choice is kept.
 		if c.TerminationMessagePolicy == "" {
 			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		}
+		if in.NCCL {
+			addNCCLEnv(c)
 		}
 	}
 	if in.RuntimeImage != "" {
@@ -186,6 +192,9 @@ func RestrictedSecurityContext() *corev1.SecurityContext {
 func prependPath(env []corev1.EnvVar, name, dir string) corev1.EnvVar {
 	for _, e := range env {
 		if e.Name == name && e.Value != "" {
+			if e.Value == dir || strings.HasPrefix(e.Value, dir+":") {
+				return e // already first (the NCCL integration put it there)
+			}
 			return corev1.EnvVar{Name: name, Value: dir + ":" + e.Value}
 		}
 	}

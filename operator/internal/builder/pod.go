@@ -48,6 +48,7 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 		}),
 		Labels:     labels,
 		AvoidNodes: opts.AvoidNodes,
+		NCCL:       job.Spec.Runtime.UsesNCCL(),
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {

@@ -31,6 +31,7 @@ func PyTorchJob(job *nezhav1.MultiRailJob, rails []Rail, opts WorkerOptions) (*k
 		}),
 		Labels:     JobLabels(job),
 		AvoidNodes: opts.AvoidNodes,
+		NCCL:       job.Spec.Runtime.UsesNCCL(),
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {

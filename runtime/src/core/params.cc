@@ -57,6 +57,13 @@ const std::vector<Param>& allParams() {
       {"NEZHA_PREFLIGHT_WAIT_MS", "600000",
        "NEZHA_PREFLIGHT=wait: how long to wait for failed rails before failing the start"},
       {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},
+      // The NCCL net plugin (libnccl-net-nezha.so) reads NEZHA_RAILS and these.
+      {"NEZHA_NCCL_CHUNK", "128K", "NCCL plugin: bytes per striped chunk (4K..64M)"},
+      {"NEZHA_NCCL_STALL_MS", "750",
+       "NCCL plugin: a rail whose in-flight bytes go unacknowledged this long fails"},
+      {"NEZHA_NCCL_READMIT_MS", "200", "NCCL plugin: how often a failed rail redials"},
+      {"NEZHA_NCCL_CONNECT_TIMEOUT_MS", "10000",
+       "NCCL plugin: how long a connection may wait for its first rail"},
   };
   return params;
 }

@@ -1,0 +1,69 @@
+// What every comm of the plugin shares: the rails from NEZHA_RAILS (the same env contract as
+// libnezha, so the operator injects one topology for both integrations), the knobs, NCCL's
+// logger and the per-rail counters the harness and /metrics-style reports read.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nccl/frame.h"
+#include "nccl/net_abi.h"
+
+namespace nezha::ncclnet {
+
+struct PluginRail {
+  std::string name;
+  std::string iface;
+  std::string ip;        // the interface's IPv4 address; listeners and connects bind to it
+  uint32_t ipv4 = 0;     // same, network byte order
+  uint64_t expectedMbps = 0;
+};
+
+struct PluginConfig {
+  std::vector<PluginRail> rails;
+  uint32_t chunkBytes = 128 * 1024;
+  std::chrono::milliseconds stall{750};
+  std::chrono::milliseconds readmitInterval{200};
+  std::chrono::milliseconds connectTimeout{10000};
+  bool verbose = false;  // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
+
+  // Reads NEZHA_RAILS and NEZHA_NCCL_*; throws ConfigError naming the variable.
+  static PluginConfig fromEnv();
+};
+
+// Counters per rail, summed over every comm of the process (atomics: NCCL may drive comms from
+// more than one proxy thread).
+struct RailCounters {
+  std::atomic<uint64_t> bytesSent{0};
+  std::atomic<uint64_t> bytesReceived{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> readmissions{0};
+  std::atomic<uint64_t> chunksReplayed{0};
+};
+
+class PluginContext {
+ public:
+  PluginContext(PluginConfig config, ncclDebugLogger_t logger);
+  const PluginConfig& config() const { return config_; }
+  RailCounters& counters(size_t rail) { return counters_[rail]; }
+  // NCCL's logger when it gave one, else stderr for warnings (the harness runs without NCCL).
+  void warn(const std::string& msg) const;
+  void info(const std::string& msg) const;
+  // {"rails":[{"name":..,"bytes_sent":..,...}],"last_failure":".."}
+  std::string statsJson() const;
+  void noteFailure(const std::string& what);
+
+ private:
+  PluginConfig config_;
+  ncclDebugLogger_t logger_;
+  std::array<RailCounters, kMaxRails> counters_{};
+  mutable std::mutex mu_;
+  std::string lastFailure_;
+};
+
+}  // namespace nezha::ncclnet

@@ -1,0 +1,443 @@
+#include "nccl/recv_comm.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace nezha::ncclnet {
+
+namespace {
+
+constexpr std::chrono::seconds kHelloTimeout{2};
+constexpr size_t kMaxPendingAccepts = 32;
+constexpr uint64_t kAckEveryBytes = 256 * 1024;
+constexpr std::chrono::milliseconds kAckEveryTime{2};
+constexpr size_t kMaxDataBody = kDataHeaderBody + kMaxChunk;
+
+bool sameNonce(const Nonce& a, const Nonce& b) {
+  uint8_t diff = 0;  // constant time: the nonce is the connection's only credential
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace
+
+// ---- RailAcceptor ----------------------------------------------------------------------------
+
+RailAcceptor::RailAcceptor(PluginContext& ctx, const Nonce& nonce) : ctx_(ctx), nonce_(nonce) {
+  for (const auto& rail : ctx_.config().rails) {
+    Fd fd = listenOn(rail.ip, 0, rail.iface, 16);
+    setNonBlocking(fd.get(), true);
+    addresses_.push_back(RailAddress{rail.ipv4, static_cast<uint16_t>(localPort(fd.get()))});
+    listeners_.push_back(std::move(fd));
+  }
+}
+
+std::vector<RailAcceptor::Accepted> RailAcceptor::poll() {
+  const auto now = Clock::now();
+  for (size_t rail = 0; rail < listeners_.size(); ++rail) {
+    for (;;) {
+      Fd fd(::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd.valid()) break;  // EAGAIN, or a connection that died before we took it
+      if (pending_.size() >= kMaxPendingAccepts) pending_.erase(pending_.begin());
+      pending_.push_back(Pending{std::move(fd), rail, {}, now + kHelloTimeout});
+    }
+  }
+  std::vector<Accepted> out;
+  const size_t want = kLengthPrefix + kHelloBody;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    bool keep = true;
+    char buf[kLengthPrefix + kHelloBody];
+    // Read exactly the HELLO: what follows it on the stream is data for the RecvComm.
+    const ssize_t n = ::recv(it->fd.get(), buf, want - it->in.size(), 0);
+    if (n > 0) {
+      it->in.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      keep = false;
+    }
+    try {
+      if (keep && it->in.size() >= kLengthPrefix &&
+          decodeLength(reinterpret_cast<const uint8_t*>(it->in.data()), kHelloBody) != kHelloBody) {
+        throw FrameError("first frame is not a HELLO");
+      }
+      if (keep && it->in.size() == want) {
+        const Hello h = decodeHello(it->in.substr(kLengthPrefix));
+        if (!sameNonce(h.nonce, nonce_)) throw FrameError("HELLO for another connection");
+        if (h.rail != it->rail) {
+          throw FrameError(strCat("HELLO for rail ", h.rail, " reached rail ", it->rail, "'s listener"));
+        }
+        out.push_back(Accepted{it->rail, std::move(it->fd), h.epoch});
+        keep = false;
+      }
+    } catch (const FrameError& e) {
+      ctx_.info(strCat("closed a connection on rail ", ctx_.config().rails[it->rail].name, ": ", e.what()));
+      keep = false;
+    }
+    if (keep && now > it->deadline) keep = false;  // idle: said nothing in time
+    it = keep ? std::next(it) : pending_.erase(it);
+  }
+  return out;
+}
+
+// ---- ListenComm ------------------------------------------------------------------------------
+
+ListenComm::ListenComm(PluginContext& ctx) : ctx_(ctx) {
+  randomBytes(handle_.nonce.data(), handle_.nonce.size());
+  acceptor_ = std::make_unique<RailAcceptor>(ctx_, handle_.nonce);
+  handle_.rails = acceptor_->addresses();
+}
+
+std::unique_ptr<RecvComm> ListenComm::accept() {
+  if (acceptor_ == nullptr) throw CommError(ncclInvalidUsage, "accept() after the connection was accepted");
+  auto first = acceptor_->poll();
+  if (first.empty()) return nullptr;
+  return std::make_unique<RecvComm>(ctx_, std::move(acceptor_), std::move(first));
+}
+
+// ---- RecvComm --------------------------------------------------------------------------------
+
+RecvComm::RecvComm(PluginContext& ctx, std::unique_ptr<RailAcceptor> acceptor,
+                   std::vector<RailAcceptor::Accepted> first)
+    : ctx_(ctx), acceptor_(std::move(acceptor)), rails_(ctx.config().rails.size()),
+      scratch_(64 * 1024), lastAck_(Clock::now()), noLiveSince_(Clock::now()) {
+  for (auto& a : first) install(a.rail, std::move(a.fd), a.epoch);
+}
+
+RecvComm::~RecvComm() {
+  constexpr std::chrono::milliseconds kFlushBudget{200};
+  const auto deadline = Clock::now() + kFlushBudget;
+  try {
+    queueAck(Clock::now(), true);
+  } catch (...) {
+  }
+  for (auto& r : rails_) {
+    while (r.live() && !r.out.empty() && Clock::now() < deadline) {
+      pollfd p{r.fd.get(), POLLOUT, 0};
+      if (::poll(&p, 1, msLeft(deadline)) <= 0) break;
+      const std::string& f = r.out.front();
+      const ssize_t w = ::send(r.fd.get(), f.data() + r.outPos, f.size() - r.outPos, MSG_NOSIGNAL);
+      if (w <= 0) break;
+      r.outPos += static_cast<size_t>(w);
+      if (r.outPos == f.size()) {
+        r.out.pop_front();
+        r.outPos = 0;
+      }
+    }
+  }
+}
+
+bool RecvComm::anyLive() const {
+  return std::any_of(rails_.begin(), rails_.end(), [](const Rail& r) { return r.live(); });
+}
+
+void RecvComm::install(size_t index, Fd fd, uint32_t epoch) {
+  Rail& old = rails_[index];
+  if (old.live() && epoch <= old.epoch) {
+    ctx_.info(strCat("rail ", ctx_.config().rails[index].name, ": ignored a connection of epoch ", epoch,
+                     " (current ", old.epoch, ")"));
+    return;
+  }
+  if (old.state == ReadState::kPayload && old.entry != nullptr) {
+    // The old connection stopped mid-chunk: the chunk stays uncovered and will be resent.
+  }
+  rails_[index] = Rail{};
+  Rail& r = rails_[index];
+  r.fd = std::move(fd);
+  r.epoch = epoch;
+  // Receives posted while this rail was out may have had their CTS lost with another rail.
+  for (const auto& [group, req] : requests_) {
+    Cts c;
+    c.group = group;
+    for (const auto& e : req->entries) c.entries.push_back({e.tag, e.capacity});
+    r.out.push_back(encodeCts(c));
+  }
+  ackDue_ = true;
+}
+
+void RecvComm::drop(Rail& r, size_t index, const std::string& why) {
+  ctx_.info(strCat("rail ", ctx_.config().rails[index].name, " connection dropped: ", why));
+  const uint32_t epoch = r.epoch;
+  const uint64_t consumed = r.consumed;
+  r = Rail{};
+  r.epoch = epoch;  // a reconnect must still be newer than this one
+  r.consumed = consumed;
+}
+
+void RecvComm::beginData(Rail& r) {
+  r.dst = nullptr;
+  r.entry = nullptr;
+  r.req = nullptr;
+  r.left = r.cur.payload();
+  auto it = requests_.find(r.cur.group);
+  if (it == requests_.end()) {
+    if (r.cur.group >= nextGroup_) throw FrameError(strCat("data for receive #", r.cur.group, " never posted"));
+    return;  // a late copy for a receive that completed: dropped
+  }
+  RecvRequest& req = *it->second;
+  if (r.cur.entry >= req.entries.size()) {
+    throw FrameError(strCat("data for receive ", int(r.cur.entry), " of a group of ", req.entries.size()));
+  }
+  RecvEntry& e = req.entries[r.cur.entry];
+  if (!e.sized) {
+    if (r.cur.total > e.capacity) {
+      throw FrameError(strCat("a ", r.cur.total, "-byte message for a ", e.capacity, "-byte receive"));
+    }
+    e.sized = true;
+    e.total = r.cur.total;
+    e.chunkBytes = r.cur.chunkBytes;
+    e.covered.assign(r.cur.chunks(), false);
+  } else if (e.total != r.cur.total || e.chunkBytes != r.cur.chunkBytes) {
+    throw FrameError("chunks of one message disagree on its size");
+  }
+  if (e.covered[r.cur.chunk]) return;  // already here (a replay): dropped
+  r.dst = e.data + r.cur.offset();
+  r.entry = &e;
+  r.req = &req;
+}
+
+void RecvComm::finishFrame(Rail& r, size_t index) {
+  r.consumed += kLengthPrefix + r.frameLen;
+  if (r.entry != nullptr && !r.entry->covered[r.cur.chunk]) {
+    RecvEntry& e = *r.entry;
+    e.covered[r.cur.chunk] = true;
+    e.coveredCount += 1;
+    ctx_.counters(index).bytesReceived += r.cur.payload();
+    // Another rail still writing this chunk (the copy a failed-over sender gave up on) now
+    // drops the rest: once a request completes NCCL owns its buffer again.
+    for (auto& other : rails_) {
+      if (&other != &r && other.state == ReadState::kPayload && other.entry == &e &&
+          other.cur.chunk == r.cur.chunk) {
+        other.dst = nullptr;
+        other.entry = nullptr;
+      }
+    }
+    if (e.coveredCount == e.covered.size()) {
+      e.done = true;
+      r.req->doneCount += 1;
+      ackDue_ = true;
+    }
+  }
+  if (r.entry == nullptr && r.cur.chunkBytes == 0) ackDue_ = true;  // a probe: answer it now
+  r.state = ReadState::kLength;
+  r.have = 0;
+  r.entry = nullptr;
+  r.req = nullptr;
+  r.dst = nullptr;
+}
+
+void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
+  try {
+    for (;;) {
+      uint8_t* into;
+      size_t want;
+      switch (r.state) {
+        case ReadState::kLength:
+          into = r.hdr + r.have;
+          want = kLengthPrefix - r.have;
+          break;
+        case ReadState::kType:
+          into = r.hdr + kLengthPrefix;
+          want = 1;
+          break;
+        case ReadState::kHeader:
+          into = r.hdr + kLengthPrefix + r.have;
+          want = kDataHeaderBody - r.have;
+          break;
+        case ReadState::kPayload:
+        default:
+          if (r.dst != nullptr) {
+            into = r.dst;
+            want = r.left;
+          } else {
+            into = scratch_.data();
+            want = std::min<uint64_t>(r.left, scratch_.size());
+          }
+          break;
+      }
+      const ssize_t n = ::recv(r.fd.get(), into, want, 0);
+      if (n == 0) {
+        drop(r, index, "the sender closed it");
+        return;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        drop(r, index, sysError("recv", errno));
+        return;
+      }
+      const auto got = static_cast<size_t>(n);
+      switch (r.state) {
+        case ReadState::kLength:
+          r.have += got;
+          if (r.have == kLengthPrefix) {
+            r.frameLen = decodeLength(r.hdr, kMaxDataBody);
+            r.state = ReadState::kType;
+          }
+          break;
+        case ReadState::kType: {
+          const auto type = static_cast<FrameType>(r.hdr[kLengthPrefix]);
+          if (type == FrameType::kProbe) {
+            r.cur = DataHeader{};  // chunkBytes 0 marks the probe
+            r.dst = nullptr;
+            r.entry = nullptr;
+            r.left = r.frameLen - 1;
+            r.state = ReadState::kPayload;
+          } else if (type == FrameType::kData) {
+            if (r.frameLen < kDataHeaderBody) throw FrameError("data frame shorter than its header");
+            r.have = 1;
+            r.state = ReadState::kHeader;
+          } else {
+            throw FrameError(strCat("unexpected frame type ", int(r.hdr[kLengthPrefix]), " from the sender"));
+          }
+          break;
+        }
+        case ReadState::kHeader:
+          r.have += got;
+          if (r.have == kDataHeaderBody) {
+            r.cur = decodeDataHeader(
+                std::string(reinterpret_cast<const char*>(r.hdr + kLengthPrefix), kDataHeaderBody),
+                r.frameLen);
+            beginData(r);
+            r.state = ReadState::kPayload;
+          }
+          break;
+        case ReadState::kPayload:
+          r.left -= got;
+          if (r.dst != nullptr) r.dst += got;
+          break;
+      }
+      if (r.state == ReadState::kPayload && r.left == 0) finishFrame(r, index);
+    }
+  } catch (const FrameError& e) {
+    ctx_.warn(strCat("rail ", ctx_.config().rails[index].name, ": bad frame from the sender: ", e.what()));
+    drop(r, index, e.what());
+  }
+}
+
+void RecvComm::queueAck(Clock::time_point now, bool force) {
+  bool due = force || ackDue_;
+  for (const auto& r : rails_) {
+    if (r.consumed - r.ackedUpTo >= kAckEveryBytes) due = true;
+    if (r.consumed > r.ackedUpTo && now - lastAck_ >= kAckEveryTime) due = true;
+  }
+  if (!due) return;
+  Ack a;
+  for (auto& r : rails_) {
+    a.rails.push_back(RailAck{r.epoch, r.consumed});
+    r.ackedUpTo = r.consumed;
+  }
+  const std::string frame = encodeAck(a);
+  for (auto& r : rails_) {
+    if (!r.live()) continue;
+    // An ACK not yet started is stale once a newer one exists: replace it.
+    const bool lastUnstarted = r.out.size() > 1 || (r.out.size() == 1 && r.outPos == 0);
+    if (lastUnstarted && frameType(r.out.back().substr(kLengthPrefix)) == FrameType::kAck) {
+      r.out.back() = frame;
+    } else {
+      if (r.out.empty()) r.outSince = now;
+      r.out.push_back(frame);
+    }
+  }
+  lastAck_ = now;
+  ackDue_ = false;
+}
+
+void RecvComm::writeOut(Rail& r, size_t index, Clock::time_point now) {
+  while (!r.out.empty()) {
+    const std::string& f = r.out.front();
+    const ssize_t w = ::send(r.fd.get(), f.data() + r.outPos, f.size() - r.outPos, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      drop(r, index, sysError("send", errno));
+      return;
+    }
+    r.outSince = now;
+    r.outPos += static_cast<size_t>(w);
+    if (r.outPos == f.size()) {
+      r.out.pop_front();
+      r.outPos = 0;
+    }
+  }
+  if (!r.out.empty() && now - r.outSince > ctx_.config().stall) {
+    drop(r, index, "control frames stopped draining (link up, traffic lost?)");
+  }
+}
+
+void RecvComm::pump() {
+  for (auto& a : acceptor_->poll()) install(a.rail, std::move(a.fd), a.epoch);
+  auto now = Clock::now();
+  pollfd pfds[kMaxRails];
+  size_t idx[kMaxRails];
+  nfds_t n = 0;
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    if (!rails_[i].live()) continue;
+    pfds[n] = {rails_[i].fd.get(), short(POLLIN | (rails_[i].out.empty() ? 0 : POLLOUT)), 0};
+    idx[n++] = i;
+  }
+  if (n > 0 && ::poll(pfds, n, 0) > 0) {
+    now = Clock::now();
+    for (nfds_t i = 0; i < n; ++i) {
+      if (pfds[i].revents & (POLLIN | POLLERR | POLLHUP)) readData(rails_[idx[i]], idx[i], now);
+    }
+  }
+  queueAck(now, false);
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    if (rails_[i].live() && !rails_[i].out.empty()) writeOut(rails_[i], i, now);
+  }
+  if (anyLive()) {
+    noLiveSince_ = now;
+  } else if (!requests_.empty() && now - noLiveSince_ > ctx_.config().connectTimeout) {
+    const std::string msg = "every rail from the peer is down and none came back";
+    ctx_.noteFailure(msg);
+    throw CommError(ncclRemoteError, msg);
+  }
+}
+
+RecvRequest* RecvComm::irecv(int n, void** data, const uint64_t* sizes, const int* tags) {
+  if (n < 1 || n > int(kMaxGrouped)) {
+    throw CommError(ncclInvalidArgument, strCat("irecv of ", n, " grouped receives (maxRecvs is ", kMaxGrouped, ")"));
+  }
+  auto req = std::make_unique<RecvRequest>();
+  req->group = nextGroup_++;
+  Cts c;
+  c.group = req->group;
+  for (int i = 0; i < n; ++i) {
+    RecvEntry e;
+    e.data = static_cast<uint8_t*>(data[i]);
+    e.capacity = sizes[i];
+    e.tag = tags[i];
+    req->entries.push_back(std::move(e));
+    c.entries.push_back({tags[i], sizes[i]});
+  }
+  const std::string frame = encodeCts(c);
+  const auto now = Clock::now();
+  for (auto& r : rails_) {
+    if (!r.live()) continue;
+    if (r.out.empty()) r.outSince = now;
+    r.out.push_back(frame);
+  }
+  RecvRequest* out = req.get();
+  requests_.emplace(out->group, std::move(req));
+  pump();
+  return out;
+}
+
+bool RecvComm::test(RecvRequest* req, int* sizes) {
+  pump();
+  if (!req->done()) return false;
+  if (sizes != nullptr) {
+    for (size_t i = 0; i < req->entries.size(); ++i) sizes[i] = static_cast<int>(req->entries[i].total);
+  }
+  requests_.erase(req->group);
+  return true;
+}
+
+}  // namespace nezha::ncclnet

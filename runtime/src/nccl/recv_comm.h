@@ -1,0 +1,150 @@
+// The receiving end of one NCCL connection, and the listener that precedes it.
+//
+// Every rail has its own listening socket for the life of the connection: the sender dials it
+// at the start and again whenever it re-admits a rail. A connection counts only after its HELLO
+// carries the handle's nonce, names the rail whose listener it reached and a newer epoch than
+// the rail's current connection; stray, idle (2 s) or garbled connections are closed and
+// nothing else changes. An irecv becomes a CTS (tags and sizes) sent on every live rail; DATA
+// chunks land directly in the posted buffers (a chunk already received is read and dropped, so a
+// replay after a failover is harmless) and ACKs report how much of each rail's stream is
+// handled.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl/frame.h"
+#include "nccl/handle.h"
+#include "nccl/plugin_context.h"
+#include "nccl/send_comm.h"
+#include "util/socket.h"
+
+namespace nezha::ncclnet {
+
+struct RecvEntry {
+  uint8_t* data = nullptr;
+  uint64_t capacity = 0;
+  int32_t tag = 0;
+  bool sized = false;      // a first chunk told us the message's size
+  uint64_t total = 0;
+  uint32_t chunkBytes = 0;
+  std::vector<bool> covered;
+  uint32_t coveredCount = 0;
+  bool done = false;
+};
+
+struct RecvRequest {
+  uint64_t group = 0;
+  std::vector<RecvEntry> entries;
+  size_t doneCount = 0;
+  bool done() const { return doneCount == entries.size(); }
+};
+
+// Every rail's listening socket plus the connections on them still owing a HELLO. Lives in the
+// ListenComm until NCCL's accept() succeeds, then in the RecvComm (re-admitted rails dial it).
+class RailAcceptor {
+ public:
+  struct Accepted {
+    size_t rail;
+    Fd fd;
+    uint32_t epoch;
+  };
+  RailAcceptor(PluginContext& ctx, const Nonce& nonce);
+  const std::vector<RailAddress>& addresses() const { return addresses_; }
+  // Accepts what is waiting, reads HELLOs; returns the connections that proved themselves.
+  std::vector<Accepted> poll();
+
+ private:
+  struct Pending {
+    Fd fd;
+    size_t rail = 0;
+    std::string in;
+    Clock::time_point deadline{};
+  };
+  PluginContext& ctx_;
+  Nonce nonce_;
+  std::vector<Fd> listeners_;
+  std::vector<RailAddress> addresses_;
+  std::vector<Pending> pending_;
+};
+
+class RecvComm;
+
+class ListenComm {
+ public:
+  explicit ListenComm(PluginContext& ctx);
+  const ConnectHandle& handle() const { return handle_; }
+  // The connection, once one rail's HELLO arrived; nullptr until then.
+  std::unique_ptr<RecvComm> accept();
+
+ private:
+  PluginContext& ctx_;
+  ConnectHandle handle_;
+  std::unique_ptr<RailAcceptor> acceptor_;
+};
+
+class RecvComm {
+ public:
+  RecvComm(PluginContext& ctx, std::unique_ptr<RailAcceptor> acceptor,
+           std::vector<RailAcceptor::Accepted> first);
+  // Gives queued ACKs a moment (bounded) to leave: the sender completes its last sends on them.
+  ~RecvComm();
+  RecvComm(const RecvComm&) = delete;
+  RecvComm& operator=(const RecvComm&) = delete;
+
+  RecvRequest* irecv(int n, void** data, const uint64_t* sizes, const int* tags);
+  // True when every receive of the request is complete; sizes[i] = bytes received. Frees it.
+  bool test(RecvRequest* req, int* sizes);
+  bool anyLive() const;
+
+
+ private:
+  enum class ReadState { kLength, kType, kHeader, kPayload };
+  struct Rail {
+    Fd fd;
+    uint32_t epoch = 0;
+    uint64_t consumed = 0;
+    uint64_t ackedUpTo = 0;
+    // Control frames waiting to go out (CTS first, then the newest ACK).
+    std::deque<std::string> out;
+    size_t outPos = 0;
+    Clock::time_point outSince{};  // when out last made progress while non-empty
+    // Reading the current frame.
+    ReadState state = ReadState::kLength;
+    uint8_t hdr[kLengthPrefix + kDataHeaderBody] = {};
+    size_t have = 0;
+    uint32_t frameLen = 0;
+    DataHeader cur;
+    uint8_t* dst = nullptr;      // where payload goes, or nullptr = discard
+    uint64_t left = 0;
+    RecvEntry* entry = nullptr;  // the entry the current chunk completes
+    RecvRequest* req = nullptr;
+    bool live() const { return fd.valid(); }
+  };
+
+  void pump();
+  void install(size_t rail, Fd fd, uint32_t epoch);
+  void drop(Rail& r, size_t index, const std::string& why);
+  void readData(Rail& r, size_t index, Clock::time_point now);
+  void beginData(Rail& r);
+  void finishFrame(Rail& r, size_t index);
+  void queueAck(Clock::time_point now, bool force);
+  void writeOut(Rail& r, size_t index, Clock::time_point now);
+
+  PluginContext& ctx_;
+  std::unique_ptr<RailAcceptor> acceptor_;
+  std::vector<Rail> rails_;
+  std::map<uint64_t, std::unique_ptr<RecvRequest>> requests_;
+  uint64_t nextGroup_ = 0;
+  std::vector<uint8_t> scratch_;  // where dropped payloads go
+  Clock::time_point lastAck_{};
+  Clock::time_point noLiveSince_{};
+  bool ackDue_ = false;
+};
+
+}  // namespace nezha::ncclnet

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The NCCL net plugin on the rail test bed (needs root): nezha-nccl-harness processes, one per
+# namespace, load libnccl-net-nezha.so and drive it as NCCL's proxy does. Every scenario checks
+# every byte (p2p) or every element (ring allreduce) on every rank.
+#
+#   run_nccl.sh PLUGIN_SO HARNESS TESTBED_SH
+#
+# Bed name `nzn1` (4 hosts x 3 rails, unshaped); torn down on exit.
+set -euo pipefail
+PLUGIN=$(realpath "$1")
+HARNESS=$(realpath "$2")
+TESTBED=$(realpath "$3")
+BED=nzn1
+WORK=$(mktemp -d /tmp/nzn-testbed.XXXXXX)
+failures=0
+passes=0
+log() { echo "nccl-testbed: $*" >&2; }
+pass() { passes=$((passes + 1)); log "PASS $*"; }
+fail() { failures=$((failures + 1)); log "FAIL $*"; }
+cleanup() {
+  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+
+# run NAME HOSTS RAILS [VAR=VALUE ...] -- HARNESS_ARGS...: one harness per host; 0 iff all exit 0.
+run() {
+  local name=$1 hosts=$2 rails=$3
+  shift 3
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local spec="" k i pids=()
+  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
+  mkdir -p "$WORK/$name"
+  for ((i = 0; i < hosts; i++)); do
+    "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" "${envs[@]}" \
+      "$HARNESS" --plugin "$PLUGIN" --rank "$i" --world "$hosts" --dir "$WORK/$name" "$@" \
+      >"$WORK/$name.out.$i" 2>"$WORK/$name.err.$i" &
+    pids+=($!)
+  done
+  local ok=0
+  for ((i = 0; i < hosts; i++)); do wait "${pids[$i]}" || ok=1; done
+  return $ok
+}
+show() { # name hosts
+  local i
+  for ((i = 0; i < $2; i++)); do
+    sed "s/^/  [$1 rank $i out] /" "$WORK/$1.out.$i" >&2
+    tail -20 "$WORK/$1.err.$i" | sed "s/^/  [$1 rank $i err] /" >&2
+  done
+}
+# get NAME RANK EXPR: a Python expression over j = that rank's JSON output.
+get() {
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" \
+    "$WORK/$1.out.$2" "$3" 2>/dev/null || echo "?"
+}
+all_ok() { # name hosts
+  local i
+  for ((i = 0; i < $2; i++)); do [ "$(get "$1" "$i" "j['check']")" = ok ] || return 1; done
+}
+# rail_stat NAME RANK RAIL FIELD: the plugin's counter on that rank.
+rail_stat() { get "$1" "$2" "j['stats']['rails'][$3]['$4']"; }
+
+"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+"$TESTBED" up --name "$BED" --hosts 4 --rails 3 >/dev/null
+
+# 1. The contract NCCL relies on, per ABI version: tags, grouped receives (n up to 8), receives
+# larger than the send, 0-byte and multi-chunk messages, many requests in flight, every byte.
+for v in 11 8; do
+  if run p2p$v 3 3 NEZHA_NCCL_CHUNK=64K -- --mode p2p --version "$v" --iters 120 --bytes 1500000 &&
+    all_ok p2p$v 3; then
+    pass "p2p over ABI v$v, 3 ranks x 3 rails: $(get p2p$v 0 "j['groups']") groups, $(get p2p$v 0 "j['bytes_checked']") bytes checked on rank 0"
+  else
+    fail "p2p over ABI v$v"
+    show p2p$v 3
+  fi
+done
+
+# 2. Ring allreduce on top of the plugin, the way NCCL runs one: 2-4 ranks x 1-3 rails.
+for shape in "2 1" "3 2" "4 3" "2 3"; do
+  read -r hosts rails <<<"$shape"
+  name=ring${hosts}x$rails
+  if run "$name" "$hosts" "$rails" -- --mode ring --bytes 3000000 --iters 4 && all_ok "$name" "$hosts"; then
+    used=""
+    for ((k = 0; k < rails; k++)); do used+=" r$k=$(rail_stat "$name" 0 "$k" bytes_sent)"; done
+    # Every rail must have carried data: a rail left idle is a striping bug.
+    idle=0
+    for ((k = 0; k < rails; k++)); do [ "$(rail_stat "$name" 0 "$k" bytes_sent)" -gt 0 ] || idle=1; done
+    if [ $idle = 0 ]; then
+      pass "ring allreduce $hosts ranks x $rails rails exact; rank 0 bytes per rail:$used"
+    else
+      fail "ring allreduce $hosts x $rails left a rail idle:$used"
+    fi
+  else
+    fail "ring allreduce $hosts ranks x $rails rails"
+    show "$name" "$hosts"
+  fi
+done
+
+# 3. Failures in the middle of transfers. A loop of 8 MiB allreduces runs for SECONDS; a fault
+# starts at 2 s and ends at 4 s. Every op must be exact, the faulty rail must fail over on the
+# rank that sends over it, and it must come back and carry data again after the fault ends.
+fault_run() { # name fault-on fault-off
+  local name=$1 on=$2 off=$3
+  run "$name" 2 2 NEZHA_NCCL_STALL_MS=500 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 &
+  local job=$!
+  sleep 2 # the fault must land while transfers run
+  $on
+  sleep 2
+  $off
+  wait $job || true
+  if ! all_ok "$name" 2; then
+    fail "$name: a result was wrong or a rank failed"
+    show "$name" 2
+    return
+  fi
+  # Rank 0 sends to rank 1 over r1; host 1's r1 is the faulty one.
+  local f r ops
+  f=$(rail_stat "$name" 0 1 failures)
+  r=$(rail_stat "$name" 0 1 readmissions)
+  ops=$(get "$name" 0 "j['ops']")
+  if [ "$f" -ge 1 ] && [ "$r" -ge 1 ]; then
+    pass "$name: $ops exact 8 MB allreduces; r1 failed $f time(s), came back $r time(s); worst op $(get "$name" 0 "round(j['max_op_s'], 2)") s, median $(get "$name" 0 "round(j['median_op_s'], 3)") s; last failure: $(get "$name" 0 "j['stats']['last_failure'][:120]")"
+  else
+    fail "$name: r1 failures=$f readmissions=$r (want >= 1 each)"
+    show "$name" 2
+  fi
+}
+cut_on() { "$TESTBED" cut --name "$BED" --host 1 --rail 1 >/dev/null; }
+cut_off() { "$TESTBED" restore --name "$BED" --host 1 --rail 1 >/dev/null; }
+hole_on() {
+  "$TESTBED" exec --name "$BED" --host 1 -- iptables -I INPUT -i r1 -j DROP
+  "$TESTBED" exec --name "$BED" --host 1 -- iptables -I OUTPUT -o r1 -j DROP
+}
+hole_off() {
+  "$TESTBED" exec --name "$BED" --host 1 -- iptables -D INPUT -i r1 -j DROP
+  "$TESTBED" exec --name "$BED" --host 1 -- iptables -D OUTPUT -o r1 -j DROP
+}
+fault_run cut cut_on cut_off
+fault_run blackhole hole_on hole_off
+
+# 4. Every rail gone: a clear error on the sending side, never a hang or a wrong result.
+run alldown 2 1 NEZHA_NCCL_STALL_MS=300 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 --timeout-ms 20000 &
+job=$!
+sleep 2
+"$TESTBED" exec --name "$BED" --host 1 -- iptables -I INPUT -i r0 -j DROP
+"$TESTBED" exec --name "$BED" --host 1 -- iptables -I OUTPUT -o r0 -j DROP
+wait $job || true
+"$TESTBED" exec --name "$BED" --host 1 -- iptables -D INPUT -i r0 -j DROP
+"$TESTBED" exec --name "$BED" --host 1 -- iptables -D OUTPUT -o r0 -j DROP
+if grep -q "every rail to the peer is down" "$WORK"/alldown.err.*; then
+  pass "all rails black-holed: '$(grep -ho "every rail to the peer is down[^\"]*" "$WORK"/alldown.err.* | head -1 | cut -c1-140)'"
+else
+  fail "all rails down: no clear error"
+  show alldown 2
+fi
+
+log "$passes passed, $failures failed"
+[ "$failures" = 0 ]

@@ -1,0 +1,601 @@
+// nezha-nccl-harness: drives an NCCL net plugin exactly as NCCL's proxy thread does, without
+// NCCL or a GPU. Ranks are processes (on the test bed: one per network namespace) that trade
+// connect handles through files in --dir, then:
+//   --mode p2p   tagged sends into grouped receives, many requests in flight, sizes from 0 bytes
+//                to several chunks, every byte checked (a schedule both ends derive from --seed)
+//   --mode ring  ring allreduce (reduce-scatter + allgather, float32 sums of small integers so
+//                the result is exact), the way NCCL runs one over the net; every element checked
+//   --transport plain  the same ring over one plain TCP socket per neighbour on --iface (the
+//                NCCL-socket-like baseline of the benchmark), no plugin at all
+// Output: one JSON object on stdout (checks, timings, busbw, the plugin's per-rail counters).
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <net/if.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl/net_abi.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string plugin;
+  std::string dir;
+  std::string mode = "ring";
+  std::string transport = "plugin";
+  std::string iface;  // plain transport: the rail to use
+  int rank = -1;
+  int world = 0;
+  int version = 11;
+  uint64_t bytes = 4 << 20;
+  int iters = 10;
+  double seconds = 0;  // ring: run at least this long (loop mode for failure scenarios)
+  uint32_t seed = 1;
+  int timeoutMs = 60000;
+};
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "nezha-nccl-harness: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: nezha-nccl-harness --plugin LIB --rank R --world N --dir DIR\n"
+               "         [--mode p2p|ring] [--transport plugin|plain --iface IF] [--version 8|11]\n"
+               "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS]\n");
+  std::exit(2);
+}
+
+uint64_t parseNumber(const char* flag, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') die(std::string(flag) + ": not a number: " + v);
+  return n;
+}
+
+Args parseArgs(int argc, char** argv) {
+  static const option opts[] = {
+      {"plugin", required_argument, nullptr, 'p'}, {"rank", required_argument, nullptr, 'r'},
+      {"world", required_argument, nullptr, 'w'},  {"dir", required_argument, nullptr, 'd'},
+      {"mode", required_argument, nullptr, 'm'},   {"transport", required_argument, nullptr, 't'},
+      {"iface", required_argument, nullptr, 'i'},  {"version", required_argument, nullptr, 'v'},
+      {"bytes", required_argument, nullptr, 'b'},  {"iters", required_argument, nullptr, 'n'},
+      {"seconds", required_argument, nullptr, 's'}, {"seed", required_argument, nullptr, 'S'},
+      {"timeout-ms", required_argument, nullptr, 'T'}, {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  Args a;
+  int c;
+  while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+    switch (c) {
+      case 'p': a.plugin = optarg; break;
+      case 'r': a.rank = static_cast<int>(parseNumber("--rank", optarg)); break;
+      case 'w': a.world = static_cast<int>(parseNumber("--world", optarg)); break;
+      case 'd': a.dir = optarg; break;
+      case 'm': a.mode = optarg; break;
+      case 't': a.transport = optarg; break;
+      case 'i': a.iface = optarg; break;
+      case 'v': a.version = static_cast<int>(parseNumber("--version", optarg)); break;
+      case 'b': a.bytes = parseNumber("--bytes", optarg); break;
+      case 'n': a.iters = static_cast<int>(parseNumber("--iters", optarg)); break;
+      case 's': a.seconds = std::atof(optarg); break;
+      case 'S': a.seed = static_cast<uint32_t>(parseNumber("--seed", optarg)); break;
+      case 'T': a.timeoutMs = static_cast<int>(parseNumber("--timeout-ms", optarg)); break;
+      default: usage();
+    }
+  }
+  if (optind != argc || a.dir.empty() || a.world < 2 || a.rank < 0 || a.rank >= a.world) usage();
+  if (a.mode != "p2p" && a.mode != "ring") die("--mode must be p2p or ring");
+  if (a.transport == "plugin" && a.plugin.empty()) die("--plugin is required");
+  if (a.transport == "plain" && (a.iface.empty() || a.mode != "ring")) die("--transport plain needs --iface and --mode ring");
+  if (a.transport != "plugin" && a.transport != "plain") die("--transport must be plugin or plain");
+  if (a.version != 8 && a.version != 11) die("--version must be 8 or 11");
+  return a;
+}
+
+// ---- handle exchange through files --------------------------------------------------------
+void writeBlob(const std::string& dir, const std::string& name, const void* data, size_t n) {
+  const std::string tmp = dir + "/." + name + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    if (!f) die("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) die("cannot publish " + name);
+}
+
+std::string readBlob(const std::string& dir, const std::string& name, size_t n, Clock::time_point deadline) {
+  const std::string path = dir + "/" + name;
+  for (;;) {
+    std::ifstream f(path, std::ios::binary);
+    if (f) {
+      std::string s(n, '\0');
+      f.read(s.data(), static_cast<std::streamsize>(n));
+      if (static_cast<size_t>(f.gcount()) == n) return s;
+    }
+    if (Clock::now() > deadline) die("timed out waiting for " + path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a file: no event to wait on
+  }
+}
+
+// ---- the plugin, behind one interface for v8 and v11 ----------------------------------------
+class Net {
+ public:
+  explicit Net(const Args& a) {
+    lib_ = dlopen(a.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib_ == nullptr) die(std::string("dlopen: ") + dlerror());
+    if (a.version == 11) {
+      v11_ = static_cast<const ncclNet_v11_t*>(dlsym(lib_, "ncclNetPlugin_v11"));
+      if (v11_ == nullptr) die("the plugin has no ncclNetPlugin_v11");
+      check(v11_->init(&ctx_, 1, nullptr, nullptr, nullptr), "init");
+      ncclNetProperties_v11_t p{};
+      check(v11_->getProperties(0, &p), "getProperties");
+      name_ = std::string(p.name) + " v11 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " + std::to_string(p.maxRecvs);
+    } else {
+      v8_ = static_cast<const ncclNet_v8_t*>(dlsym(lib_, "ncclNetPlugin_v8"));
+      if (v8_ == nullptr) die("the plugin has no ncclNetPlugin_v8");
+      check(v8_->init(nullptr), "init");
+      ncclNetProperties_v8_t p{};
+      check(v8_->getProperties(0, &p), "getProperties");
+      name_ = std::string(p.name) + " v8 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " + std::to_string(p.maxRecvs);
+    }
+    int ndev = 0;
+    check(v11_ ? v11_->devices(&ndev) : v8_->devices(&ndev), "devices");
+    if (ndev != 1) die("expected one device, the plugin reports " + std::to_string(ndev));
+    stats_ = reinterpret_cast<int (*)(char*, int)>(dlsym(lib_, "nezhaNcclStats"));
+  }
+  static void check(ncclResult_t rc, const char* what) {
+    if (rc != ncclSuccess) die(std::string(what) + " failed with ncclResult " + std::to_string(rc));
+  }
+  const std::string& describe() const { return name_; }
+  void* listen(void* handle) {
+    void* l = nullptr;
+    check(v11_ ? v11_->listen(ctx_, 0, handle, &l) : v8_->listen(0, handle, &l), "listen");
+    return l;
+  }
+  ncclResult_t connect(void* handle, void** send) {
+    return v11_ ? v11_->connect(ctx_, 0, handle, send, nullptr) : v8_->connect(0, handle, send, nullptr);
+  }
+  ncclResult_t accept(void* listen, void** recv) {
+    return v11_ ? v11_->accept(listen, recv, nullptr) : v8_->accept(listen, recv, nullptr);
+  }
+  void* regMr(void* comm, void* data, size_t n) {
+    void* mh = nullptr;
+    check(v11_ ? v11_->regMr(comm, data, n, NCCL_PTR_HOST, &mh) : v8_->regMr(comm, data, n, NCCL_PTR_HOST, &mh), "regMr");
+    return mh;
+  }
+  ncclResult_t isend(void* comm, void* data, size_t n, int tag, void* mh, void** req) {
+    return v11_ ? v11_->isend(comm, data, n, tag, mh, nullptr, req) : v8_->isend(comm, data, static_cast<int>(n), tag, mh, req);
+  }
+  ncclResult_t irecv(void* comm, int n, void** data, const size_t* sizes, int* tags, void** mh, void** req) {
+    if (v11_) {
+      std::vector<size_t> s(sizes, sizes + n);
+      return v11_->irecv(comm, n, data, s.data(), tags, mh, nullptr, req);
+    }
+    std::vector<int> s(sizes, sizes + n);
+    return v8_->irecv(comm, n, data, s.data(), tags, mh, req);
+  }
+  ncclResult_t test(void* req, int* done, int* sizes) { return v11_ ? v11_->test(req, done, sizes) : v8_->test(req, done, sizes); }
+  void closeAll(void* send, void* recv, void* listen) {
+    check(v11_ ? v11_->closeSend(send) : v8_->closeSend(send), "closeSend");
+    check(v11_ ? v11_->closeRecv(recv) : v8_->closeRecv(recv), "closeRecv");
+    check(v11_ ? v11_->closeListen(listen) : v8_->closeListen(listen), "closeListen");
+  }
+  std::string stats() const {
+    if (stats_ == nullptr) return "null";
+    std::string s(8192, '\0');
+    const int n = stats_(s.data(), static_cast<int>(s.size()));
+    if (n < 0) return "null";
+    s.resize(std::min<size_t>(static_cast<size_t>(n), s.size() - 1));
+    return s;
+  }
+
+ private:
+  void* lib_ = nullptr;
+  void* ctx_ = nullptr;
+  const ncclNet_v8_t* v8_ = nullptr;
+  const ncclNet_v11_t* v11_ = nullptr;
+  int (*stats_)(char*, int) = nullptr;
+  std::string name_;
+};
+
+// A send and a receive comm to the ring neighbours, set up the NCCL way: listen, publish the
+// handle, then call connect() and accept() without blocking until both are established.
+struct Links {
+  void* send = nullptr;
+  void* recv = nullptr;
+  void* listen = nullptr;
+};
+
+Links connectRing(Net& net, const Args& a, Clock::time_point deadline) {
+  const int right = (a.rank + 1) % a.world;
+  const int left = (a.rank + a.world - 1) % a.world;
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  Links l;
+  l.listen = net.listen(handle);
+  writeBlob(a.dir, "handle." + std::to_string(left) + "." + std::to_string(a.rank), handle, sizeof handle);
+  std::string peer = readBlob(a.dir, "handle." + std::to_string(a.rank) + "." + std::to_string(right), sizeof handle, deadline);
+  while (l.send == nullptr || l.recv == nullptr) {
+    if (l.send == nullptr) Net::check(net.connect(peer.data(), &l.send), "connect");
+    if (l.recv == nullptr) Net::check(net.accept(l.listen, &l.recv), "accept");
+    if (Clock::now() > deadline) die("connect/accept did not complete");
+  }
+  return l;
+}
+
+// Drives a set of requests with test() until all are done; the proxy thread's loop.
+void waitAll(Net& net, std::vector<void*>& reqs, std::vector<std::vector<int>>* sizes, Clock::time_point deadline) {
+  size_t left = reqs.size();
+  while (left > 0) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i] == nullptr) continue;
+      int done = 0;
+      int s[8] = {};
+      const ncclResult_t rc = net.test(reqs[i], &done, s);
+      if (rc != ncclSuccess) die("test failed with ncclResult " + std::to_string(rc));
+      if (done) {
+        if (sizes != nullptr) (*sizes)[i].assign(s, s + 8);
+        reqs[i] = nullptr;
+        --left;
+      }
+    }
+    if (Clock::now() > deadline) die("requests did not complete before the deadline");
+  }
+}
+
+uint8_t pattern(int sender, uint64_t msg, uint64_t i) {
+  return static_cast<uint8_t>((sender * 131 + msg * 31 + i * 7 + (i >> 8)) & 0xff);
+}
+
+// ---- p2p: tags, groups, concurrency, sizes ----------------------------------------------------
+struct GroupPlan {
+  std::vector<int> tags;
+  std::vector<size_t> sendSizes;
+  std::vector<size_t> recvSizes;
+  std::vector<int> sendOrder;  // the sender issues the group's sends in this order
+};
+
+std::vector<GroupPlan> planP2p(uint32_t seed, int iters, uint64_t maxBytes) {
+  std::mt19937 rng(seed);
+  std::vector<GroupPlan> plan;
+  const size_t sizes[] = {0, 1, 7, 4096, 65537, 131072, 300001};
+  for (int g = 0; g < iters; ++g) {
+    GroupPlan p;
+    const int n = (g % 3 == 2) ? 1 + static_cast<int>(rng() % 8) : 1;  // every third is grouped
+    for (int e = 0; e < n; ++e) {
+      p.tags.push_back(g * 16 + e);
+      size_t s = (rng() % 4 == 0) ? static_cast<size_t>(rng() % (maxBytes + 1)) : sizes[rng() % 7];
+      s = std::min<size_t>(s, maxBytes);
+      p.sendSizes.push_back(s);
+      p.recvSizes.push_back(s + ((rng() % 2) ? rng() % 1000 : 0));  // receives may be larger
+      p.sendOrder.push_back(e);
+    }
+    std::shuffle(p.sendOrder.begin(), p.sendOrder.end(), rng);
+    plan.push_back(p);
+  }
+  return plan;
+}
+
+int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::ostringstream& json) {
+  const int right = (a.rank + 1) % a.world;
+  const int left = (a.rank + a.world - 1) % a.world;
+  (void)right;
+  const auto sendPlan = planP2p(a.seed + static_cast<uint32_t>(a.rank), a.iters, a.bytes);
+  const auto recvPlan = planP2p(a.seed + static_cast<uint32_t>(left), a.iters, a.bytes);
+  constexpr size_t kWindow = 8;  // groups in flight each way
+  struct Pending {
+    void* req;
+    size_t group;
+    int entry;  // -1 = a receive group
+    std::vector<std::vector<uint8_t>> bufs;
+  };
+  std::vector<Pending> sends, recvs;
+  size_t nextSendGroup = 0, nextSendEntry = 0, nextRecv = 0;
+  uint64_t bytesChecked = 0;
+  int bad = 0;
+  while (nextSendGroup < sendPlan.size() || nextRecv < recvPlan.size() || !sends.empty() || !recvs.empty()) {
+    // Post receives ahead, like NCCL's proxy does.
+    while (nextRecv < recvPlan.size() && recvs.size() < kWindow) {
+      const GroupPlan& p = recvPlan[nextRecv];
+      Pending pr{nullptr, nextRecv, -1, {}};
+      std::vector<void*> data, mh;
+      std::vector<int> tags = p.tags;
+      for (size_t s : p.recvSizes) pr.bufs.emplace_back(s + 1, 0xEE);  // +1: a canary past the end
+      for (auto& b : pr.bufs) {
+        data.push_back(b.data());
+        mh.push_back(net.regMr(l.recv, b.data(), b.size()));
+      }
+      Net::check(net.irecv(l.recv, static_cast<int>(p.tags.size()), data.data(), p.recvSizes.data(), tags.data(), mh.data(), &pr.req), "irecv");
+      if (pr.req == nullptr) break;
+      recvs.push_back(std::move(pr));
+      ++nextRecv;
+    }
+    // Sends: NULL means "not yet" (no matching receive posted); try again on the next turn.
+    while (nextSendGroup < sendPlan.size() && sends.size() < kWindow * 8) {
+      const GroupPlan& p = sendPlan[nextSendGroup];
+      const int e = p.sendOrder[nextSendEntry];
+      Pending ps{nullptr, nextSendGroup, e, {}};
+      ps.bufs.emplace_back(p.sendSizes[e]);
+      for (size_t i = 0; i < ps.bufs[0].size(); ++i) ps.bufs[0][i] = pattern(a.rank, nextSendGroup * 16 + e, i);
+      void* mh = net.regMr(l.send, ps.bufs[0].data(), ps.bufs[0].size());
+      Net::check(net.isend(l.send, ps.bufs[0].data(), ps.bufs[0].size(), p.tags[e], mh, &ps.req), "isend");
+      if (ps.req == nullptr) break;
+      sends.push_back(std::move(ps));
+      if (++nextSendEntry == p.sendOrder.size()) {
+        nextSendEntry = 0;
+        ++nextSendGroup;
+      }
+    }
+    for (auto it = sends.begin(); it != sends.end();) {
+      int done = 0, size = -1;
+      Net::check(net.test(it->req, &done, &size), "test(send)");
+      if (done) {
+        if (static_cast<size_t>(size) != it->bufs[0].size()) {
+          std::fprintf(stderr, "send size %d, want %zu\n", size, it->bufs[0].size());
+          ++bad;
+        }
+        it = sends.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = recvs.begin(); it != recvs.end();) {
+      int done = 0;
+      int sizes[8];
+      std::fill(sizes, sizes + 8, -1);
+      Net::check(net.test(it->req, &done, sizes), "test(recv)");
+      if (!done) {
+        ++it;
+        continue;
+      }
+      const GroupPlan& p = recvPlan[it->group];
+      for (size_t e = 0; e < p.tags.size(); ++e) {
+        const auto& b = it->bufs[e];
+        const size_t want = p.sendSizes[e];
+        if (static_cast<size_t>(sizes[e]) != want) {
+          std::fprintf(stderr, "group %zu entry %zu: size %d, want %zu\n", it->group, e, sizes[e], want);
+          ++bad;
+        }
+        for (size_t i = 0; i < want; ++i) {
+          if (b[i] != pattern(left, it->group * 16 + e, i)) {
+            std::fprintf(stderr, "group %zu entry %zu: byte %zu is %u, want %u\n", it->group, e, i, b[i], pattern(left, it->group * 16 + e, i));
+            ++bad;
+            break;
+          }
+        }
+        if (b[b.size() - 1] != 0xEE) {
+          std::fprintf(stderr, "group %zu entry %zu: write past the end\n", it->group, e);
+          ++bad;
+        }
+        bytesChecked += want;
+      }
+      it = recvs.erase(it);
+    }
+    if (Clock::now() > deadline) die("p2p run did not finish before the deadline");
+  }
+  json << "\"groups\":" << recvPlan.size() << ",\"bytes_checked\":" << bytesChecked << ",\"check\":\"" << (bad ? "mismatch" : "ok") << "\"";
+  return bad ? 1 : 0;
+}
+
+// ---- ring allreduce ---------------------------------------------------------------------------
+// One step of the ring: send `out` to the right while receiving `in` from the left.
+class RingTransport {
+ public:
+  virtual ~RingTransport() = default;
+  virtual void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag) = 0;
+};
+
+class PluginRing : public RingTransport {
+ public:
+  PluginRing(Net& net, Links& l, Clock::time_point deadline) : net_(net), l_(l), deadline_(deadline) {}
+  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag) override {
+    void* rmh = net_.regMr(l_.recv, in, inBytes);
+    void* smh = net_.regMr(l_.send, out, outBytes);
+    void* rreq = nullptr;
+    size_t rs = inBytes;
+    Net::check(net_.irecv(l_.recv, 1, &in, &rs, &tag, &rmh, &rreq), "irecv");
+    void* sreq = nullptr;
+    while (sreq == nullptr) {
+      Net::check(net_.isend(l_.send, out, outBytes, tag, smh, &sreq), "isend");
+      if (sreq == nullptr && rreq != nullptr) {
+        // Keep the receive moving while the right neighbour has not posted its receive yet.
+        int done = 0;
+        Net::check(net_.test(rreq, &done, nullptr), "test");
+        if (done) rreq = nullptr;
+      }
+      if (sreq == nullptr && Clock::now() > deadline_) die("isend never matched a receive");
+    }
+    std::vector<void*> reqs{sreq};
+    if (rreq != nullptr) reqs.push_back(rreq);
+    waitAll(net_, reqs, nullptr, deadline_);
+  }
+
+ private:
+  Net& net_;
+  Links& l_;
+  Clock::time_point deadline_;
+};
+
+// The baseline: one TCP connection per neighbour on one interface, blocking I/O, a thread for
+// the send side, as NCCL's socket transport would carry it with one socket.
+class PlainRing : public RingTransport {
+ public:
+  PlainRing(const Args& a, Clock::time_point deadline) {
+    const int right = (a.rank + 1) % a.world;
+    const int left = (a.rank + a.world - 1) % a.world;
+    const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4) != 0) die("plain: listen failed");
+    socklen_t len = sizeof sa;
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
+    // Publish "ip port" of our listener on the rail (the left neighbour connects to it).
+    const std::string ip = ifaceIp(a.iface);
+    const std::string me = ip + " " + std::to_string(ntohs(sa.sin_port)) + "\n";
+    std::string padded = me;
+    padded.resize(64, ' ');
+    writeBlob(a.dir, "plain." + std::to_string(a.rank), padded.data(), padded.size());
+    std::string peer = readBlob(a.dir, "plain." + std::to_string(right), 64, deadline);
+    std::istringstream is(peer);
+    std::string pip;
+    int pport = 0;
+    is >> pip >> pport;
+    send_ = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
+    sockaddr_in da{};
+    da.sin_family = AF_INET;
+    da.sin_port = htons(static_cast<uint16_t>(pport));
+    inet_pton(AF_INET, pip.c_str(), &da.sin_addr);
+    while (::connect(send_, reinterpret_cast<sockaddr*>(&da), sizeof da) != 0) {
+      if (Clock::now() > deadline) die("plain: connect failed");
+      close(send_);
+      send_ = socket(AF_INET, SOCK_STREAM, 0);
+      setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the peer's listener is not up yet
+    }
+    recv_ = ::accept(lfd, nullptr, nullptr);
+    if (recv_ < 0) die("plain: accept failed");
+    close(lfd);
+    int one = 1;
+    setsockopt(send_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    (void)left;
+  }
+  ~PlainRing() override {
+    close(send_);
+    close(recv_);
+  }
+  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int) override {
+    std::thread t([&] {
+      const char* p = static_cast<const char*>(out);
+      size_t left = outBytes;
+      while (left > 0) {
+        const ssize_t n = ::send(send_, p, left, MSG_NOSIGNAL);
+        if (n <= 0) die("plain: send failed");
+        p += n;
+        left -= static_cast<size_t>(n);
+      }
+    });
+    char* p = static_cast<char*>(in);
+    size_t left = inBytes;
+    while (left > 0) {
+      const ssize_t n = ::recv(recv_, p, left, 0);
+      if (n <= 0) die("plain: recv failed");
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    t.join();
+  }
+
+ private:
+  static std::string ifaceIp(const std::string& iface) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+    if (ioctl(fd, SIOCGIFADDR, &ifr) != 0) die("plain: no IPv4 address on " + iface);
+    close(fd);
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr)->sin_addr, buf, sizeof buf);
+    return buf;
+  }
+  int send_ = -1;
+  int recv_ = -1;
+};
+
+// Reduce-scatter then allgather, N-1 steps each, segments of count/N floats.
+int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
+  const size_t count = a.bytes / sizeof(float);
+  const int n = a.world;
+  const size_t seg = (count + n - 1) / n;
+  std::vector<float> data(seg * n), recvBuf(seg), sendBuf(seg);
+  int bad = 0, ops = 0;
+  const auto t0 = Clock::now();
+  std::vector<double> opSeconds;
+  while (ops < a.iters || std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds) {
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
+    const auto s0 = Clock::now();
+    int tag = 0;
+    for (int step = 0; step < n - 1; ++step) {  // reduce-scatter
+      const int sendSeg = (a.rank - step + n) % n;
+      const int recvSeg = (a.rank - step - 1 + 2 * n) % n;
+      std::memcpy(sendBuf.data(), &data[sendSeg * seg], seg * sizeof(float));
+      t.exchange(sendBuf.data(), seg * sizeof(float), recvBuf.data(), seg * sizeof(float), tag++);
+      for (size_t i = 0; i < seg; ++i) data[recvSeg * seg + i] += recvBuf[i];
+    }
+    for (int step = 0; step < n - 1; ++step) {  // allgather
+      const int sendSeg = (a.rank + 1 - step + n) % n;
+      const int recvSeg = (a.rank - step + n) % n;
+      std::memcpy(sendBuf.data(), &data[sendSeg * seg], seg * sizeof(float));
+      t.exchange(sendBuf.data(), seg * sizeof(float), recvBuf.data(), seg * sizeof(float), tag++);
+      std::memcpy(&data[recvSeg * seg], recvBuf.data(), seg * sizeof(float));
+    }
+    opSeconds.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+    const float ranksSum = static_cast<float>(n * (n + 1) / 2);
+    for (size_t i = 0; i < data.size(); ++i) {
+      const float want = ranksSum * static_cast<float>((i + ops) % 97);
+      if (data[i] != want) {
+        if (bad++ < 3) std::fprintf(stderr, "op %d element %zu: %g, want %g\n", ops, i, double(data[i]), double(want));
+      }
+    }
+    ++ops;
+  }
+  std::vector<double> sorted = opSeconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const double busbw = 2.0 * (n - 1) / n * double(seg * n * sizeof(float)) / median;
+  json << "\"ops\":" << ops << ",\"bytes\":" << seg * n * sizeof(float) << ",\"median_op_s\":" << median
+       << ",\"max_op_s\":" << sorted.back() << ",\"busbw_bytes_per_s\":" << busbw << ",\"check\":\"" << (bad ? "mismatch" : "ok") << "\"";
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parseArgs(argc, argv);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(a.timeoutMs) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  std::ostringstream json;
+  json << "{\"rank\":" << a.rank << ",\"world\":" << a.world << ",\"mode\":\"" << a.mode << "\",\"transport\":\"" << a.transport << "\",";
+  int rc = 0;
+  if (a.transport == "plain") {
+    PlainRing ring(a, deadline);
+    rc = runRing(a, ring, json);
+  } else {
+    Net net(a);
+    json << "\"plugin\":\"" << net.describe() << "\",";
+    Links l = connectRing(net, a, deadline);
+    if (a.mode == "p2p") {
+      rc = runP2p(net, a, l, deadline, json);
+    } else {
+      PluginRing ring(net, l, deadline);
+      rc = runRing(a, ring, json);
+    }
+    json << ",\"stats\":" << net.stats();
+    net.closeAll(l.send, l.recv, l.listen);
+  }
+  json << "}";
+  std::printf("%s\n", json.str().c_str());
+  return rc;
+}
