@@ -141,6 +141,21 @@ func TestMultiRailJobValidation(t *testing.T) {
 			"spec.runtime.failover.railTimeout must be between 100ms and 1h"},
 		{"railTimeout too long", tu.MakeJob("long-timeout", n, "r0").RailTimeout(metav1.Duration{Duration: 2 * 3600e9}).Obj(),
 			"spec.runtime.failover.railTimeout must be between 100ms and 1h"},
+		{"nccl and collectives", func() *nezhav1.MultiRailJob {
+			j := tu.MakeJob("nccl", n, "r0").Obj()
+			j.Spec.Runtime.Integration = []nezhav1.Integration{nezhav1.IntegrationNCCL, nezhav1.IntegrationCollectives}
+			return j
+		}(), ""},
+		{"unknown integration", func() *nezhav1.MultiRailJob {
+			j := tu.MakeJob("mpi", n, "r0").Obj()
+			j.Spec.Runtime.Integration = []nezhav1.Integration{"mpi"}
+			return j
+		}(), `spec.runtime.integration[0]: Unsupported value: "mpi"`},
+		{"integration twice", func() *nezhav1.MultiRailJob {
+			j := tu.MakeJob("nccl-twice", n, "r0").Obj()
+			j.Spec.Runtime.Integration = []nezhav1.Integration{nezhav1.IntegrationNCCL, nezhav1.IntegrationNCCL}
+			return j
+		}(), `spec.runtime.integration[1]: Duplicate value`},
 		{"negative cold threshold", tu.MakeJob("neg-cold", n, "r0").ColdThreshold("-1Ki").Obj(), "spec.runtime.coldThreshold must not be negative"},
 		{"restartPolicy Always", tu.MakeJob("always", n, "r0").Template(badRestart).Obj(),
 			"spec.workers.template.spec.restartPolicy must be Never or OnFailure"},
