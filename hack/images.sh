@@ -45,7 +45,7 @@ validate() {
   [[ $NEZHA_IMAGE_PREFIX =~ ^[a-z0-9]+([._/-][a-z0-9]+)*$ ]] ||
     die "NEZHA_IMAGE_PREFIX: want a lowercase repository path, got '$NEZHA_IMAGE_PREFIX'"
   local f
-  for f in nezha-bench nezha-tune libnezha.so; do
+  for f in nezha-bench nezha-tune libnezha.so libnccl-net-nezha.so; do
     [ -e "$NEZHA_RUNTIME_BUILD/$f" ] ||
       fail "NEZHA_RUNTIME_BUILD: $NEZHA_RUNTIME_BUILD/$f is missing (run: make build-runtime)"
   done
@@ -100,6 +100,8 @@ build_runtime() {
   mkdir -p "$opt/bin" "$opt/lib"
   cp "$NEZHA_RUNTIME_BUILD/nezha-bench" "$NEZHA_RUNTIME_BUILD/nezha-tune" "$opt/bin/"
   cp -P "$NEZHA_RUNTIME_BUILD"/libnezha.so* "$opt/lib/"
+  # The NCCL net plugin (spec.runtime.integration: nccl finds it through LD_LIBRARY_PATH).
+  cp "$NEZHA_RUNTIME_BUILD/libnccl-net-nezha.so" "$opt/lib/"
   cp -r "$REPO/runtime/include" "$opt/include"
   [ -d "$REPO/runtime/python" ] && cp -r "$REPO/runtime/python" "$opt/python"
   find "$opt" \( -name __pycache__ -o -name '*.pyc' \) -prune -exec rm -rf {} +
@@ -108,7 +110,8 @@ build_runtime() {
   local real path applet
   while read -r real path; do
     args+=(--file "$real:$path")
-  done < <(shared_libs "$opt/bin/nezha-bench" "$opt/bin/nezha-tune" "$opt/lib/libnezha.so")
+  done < <(shared_libs "$opt/bin/nezha-bench" "$opt/bin/nezha-tune" "$opt/lib/libnezha.so" \
+    "$opt/lib/libnccl-net-nezha.so")
   for applet in "${RUNTIME_APPLETS[@]}"; do
     args+=(--symlink "/bin/$applet=busybox")
   done
