@@ -86,6 +86,16 @@ std::vector<RailAcceptor::Accepted> RailAcceptor::poll() {
   return out;
 }
 
+void RailAcceptor::appendPollFds(std::vector<int>& fds) const {
+  for (const auto& l : listeners_) fds.push_back(l.get());
+  for (const auto& p : pending_) fds.push_back(p.fd.get());
+}
+
+bool RailAcceptor::helloOverdue(Clock::time_point now) const {
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [now](const Pending& p) { return now > p.deadline; });
+}
+
 // ---- ListenComm ------------------------------------------------------------------------------
 
 ListenComm::ListenComm(PluginContext& ctx) : ctx_(ctx) {
@@ -225,41 +235,29 @@ void RecvComm::finishFrame(Rail& r, size_t index) {
     }
   }
   if (r.entry == nullptr && r.cur.chunkBytes == 0) ackDue_ = true;  // a probe: answer it now
-  r.state = ReadState::kLength;
+  r.state = ReadState::kHeader;
   r.have = 0;
+  r.frameLen = 0;
   r.entry = nullptr;
   r.req = nullptr;
   r.dst = nullptr;
 }
 
 void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
+  // Per chunk: one recv() for the length prefix and header together, one for the payload
+  // straight into NCCL's buffer (this runs on NCCL's proxy thread for every byte).
+  constexpr size_t kHeaderBytes = kLengthPrefix + kDataHeaderBody;
   try {
     for (;;) {
       uint8_t* into;
       size_t want;
-      switch (r.state) {
-        case ReadState::kLength:
-          into = r.hdr + r.have;
-          want = kLengthPrefix - r.have;
-          break;
-        case ReadState::kType:
-          into = r.hdr + kLengthPrefix;
-          want = 1;
-          break;
-        case ReadState::kHeader:
-          into = r.hdr + kLengthPrefix + r.have;
-          want = kDataHeaderBody - r.have;
-          break;
-        case ReadState::kPayload:
-        default:
-          if (r.dst != nullptr) {
-            into = r.dst;
-            want = r.left;
-          } else {
-            into = scratch_.data();
-            want = std::min<uint64_t>(r.left, scratch_.size());
-          }
-          break;
+      if (r.state == ReadState::kPayload) {
+        into = r.dst != nullptr ? r.dst : scratch_.data();
+        want = r.dst != nullptr ? r.left : std::min<uint64_t>(r.left, scratch_.size());
+      } else {
+        // Up to a DATA frame's header; a PROBE's payload may start inside it (handled below).
+        into = r.hdr + r.have;
+        want = kHeaderBytes - r.have;
       }
       const ssize_t n = ::recv(r.fd.get(), into, want, 0);
       if (n == 0) {
@@ -273,45 +271,33 @@ void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
         return;
       }
       const auto got = static_cast<size_t>(n);
-      switch (r.state) {
-        case ReadState::kLength:
-          r.have += got;
-          if (r.have == kLengthPrefix) {
-            r.frameLen = decodeLength(r.hdr, kMaxDataBody);
-            r.state = ReadState::kType;
-          }
-          break;
-        case ReadState::kType: {
+      if (r.state == ReadState::kPayload) {
+        r.left -= got;
+        if (r.dst != nullptr) r.dst += got;
+      } else {
+        r.have += got;
+        if (r.have >= kLengthPrefix && r.frameLen == 0) r.frameLen = decodeLength(r.hdr, kMaxDataBody);
+        if (r.have > kLengthPrefix) {
           const auto type = static_cast<FrameType>(r.hdr[kLengthPrefix]);
           if (type == FrameType::kProbe) {
+            const uint64_t bodyHave = r.have - kLengthPrefix;  // type byte + payload bytes
+            if (r.frameLen < 1 || bodyHave > r.frameLen) throw FrameError("probe frame shorter than what followed it");
             r.cur = DataHeader{};  // chunkBytes 0 marks the probe
             r.dst = nullptr;
             r.entry = nullptr;
-            r.left = r.frameLen - 1;
+            r.left = r.frameLen - bodyHave;
             r.state = ReadState::kPayload;
-          } else if (type == FrameType::kData) {
-            if (r.frameLen < kDataHeaderBody) throw FrameError("data frame shorter than its header");
-            r.have = 1;
-            r.state = ReadState::kHeader;
-          } else {
+          } else if (type != FrameType::kData) {
             throw FrameError(strCat("unexpected frame type ", int(r.hdr[kLengthPrefix]), " from the sender"));
-          }
-          break;
-        }
-        case ReadState::kHeader:
-          r.have += got;
-          if (r.have == kDataHeaderBody) {
+          } else if (r.have == kHeaderBytes) {
+            if (r.frameLen < kDataHeaderBody) throw FrameError("data frame shorter than its header");
             r.cur = decodeDataHeader(
                 std::string(reinterpret_cast<const char*>(r.hdr + kLengthPrefix), kDataHeaderBody),
                 r.frameLen);
             beginData(r);
             r.state = ReadState::kPayload;
           }
-          break;
-        case ReadState::kPayload:
-          r.left -= got;
-          if (r.dst != nullptr) r.dst += got;
-          break;
+        }
       }
       if (r.state == ReadState::kPayload && r.left == 0) finishFrame(r, index);
     }
@@ -372,9 +358,10 @@ void RecvComm::writeOut(Rail& r, size_t index, Clock::time_point now) {
 }
 
 void RecvComm::pump() {
-  for (auto& a : acceptor_->poll()) install(a.rail, std::move(a.fd), a.epoch);
-  auto now = Clock::now();
-  pollfd pfds[kMaxRails];
+  // One poll() for the rails and the acceptor's sockets: this runs on every test() NCCL makes.
+  std::vector<int> acceptorFds;
+  acceptor_->appendPollFds(acceptorFds);
+  pollfd pfds[kMaxRails + 2 * kMaxRails + 32];
   size_t idx[kMaxRails];
   nfds_t n = 0;
   for (size_t i = 0; i < rails_.size(); ++i) {
@@ -382,11 +369,21 @@ void RecvComm::pump() {
     pfds[n] = {rails_[i].fd.get(), short(POLLIN | (rails_[i].out.empty() ? 0 : POLLOUT)), 0};
     idx[n++] = i;
   }
+  const nfds_t railFds = n;
+  for (int fd : acceptorFds) {
+    if (n < sizeof pfds / sizeof pfds[0]) pfds[n++] = {fd, POLLIN, 0};
+  }
+  auto now = Clock::now();
+  bool acceptorReady = acceptor_->helloOverdue(now);
   if (n > 0 && ::poll(pfds, n, 0) > 0) {
     now = Clock::now();
-    for (nfds_t i = 0; i < n; ++i) {
+    for (nfds_t i = 0; i < railFds; ++i) {
       if (pfds[i].revents & (POLLIN | POLLERR | POLLHUP)) readData(rails_[idx[i]], idx[i], now);
     }
+    for (nfds_t i = railFds; i < n; ++i) acceptorReady = acceptorReady || pfds[i].revents != 0;
+  }
+  if (acceptorReady) {
+    for (auto& a : acceptor_->poll()) install(a.rail, std::move(a.fd), a.epoch);
   }
   queueAck(now, false);
   for (size_t i = 0; i < rails_.size(); ++i) {

@@ -58,6 +58,10 @@ class RailAcceptor {
   const std::vector<RailAddress>& addresses() const { return addresses_; }
   // Accepts what is waiting, reads HELLOs; returns the connections that proved themselves.
   std::vector<Accepted> poll();
+  // The sockets worth a poll() (listeners and connections owing a HELLO), so a comm can fold
+  // them into its own poll and call poll() above only when one is ready or a HELLO is overdue.
+  void appendPollFds(std::vector<int>& fds) const;
+  bool helloOverdue(Clock::time_point now) const;
 
  private:
   struct Pending {
@@ -104,7 +108,7 @@ class RecvComm {
 
 
  private:
-  enum class ReadState { kLength, kType, kHeader, kPayload };
+  enum class ReadState { kHeader, kPayload };
   struct Rail {
     Fd fd;
     uint32_t epoch = 0;
@@ -115,10 +119,10 @@ class RecvComm {
     size_t outPos = 0;
     Clock::time_point outSince{};  // when out last made progress while non-empty
     // Reading the current frame.
-    ReadState state = ReadState::kLength;
+    ReadState state = ReadState::kHeader;
     uint8_t hdr[kLengthPrefix + kDataHeaderBody] = {};
-    size_t have = 0;
-    uint32_t frameLen = 0;
+    size_t have = 0;        // header bytes read (length prefix included)
+    uint32_t frameLen = 0;  // 0 until the length prefix is in
     DataHeader cur;
     uint8_t* dst = nullptr;      // where payload goes, or nullptr = discard
     uint64_t left = 0;

@@ -21,7 +21,7 @@ constexpr uint32_t kProbeBytes = 4096;
 constexpr double kRateSmoothing = 0.25;
 // How far ahead a rail may run: enough to keep its pipe full for this long at its measured
 // rate (bigger only queues bytes a failure would have to replay).
-constexpr double kWindowSeconds = 0.05;
+constexpr double kWindowSeconds = 0.02;
 constexpr uint64_t kMaxWindow = 16u << 20;
 constexpr std::chrono::milliseconds kCarrierPoll{50};
 // A redial waits at least this long before giving up: long enough for the kernel's first SYN
