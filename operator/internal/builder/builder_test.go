@@ -429,6 +429,7 @@ func TestInjectTemplateNCCLIntegration(t *testing.T) {
 	cuda, own := env(tmpl.Spec.Containers[0]), env(tmpl.Spec.Containers[1])
 	want := map[string]string{
 		"NCCL_NET_PLUGIN": "nezha", "NCCL_NET": "nezha", "NCCL_SOCKET_IFNAME": "eth0",
+		"NEZHA_NCCL_CONTROL_ADDR": ":9434",
 		// The image's CUDA paths survive: container env replaces image ENV.
 		"LD_LIBRARY_PATH": "/opt/nezha/lib:/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
 	}
@@ -442,6 +443,14 @@ func TestInjectTemplateNCCLIntegration(t *testing.T) {
 	if own["LD_LIBRARY_PATH"] != "/opt/nezha/lib:/my/lib" || own["NCCL_SOCKET_IFNAME"] != "net1" ||
 		own["NCCL_NET_PLUGIN"] != "nezha" {
 		t.Errorf("own container env %v", own)
+	}
+
+	var named bool
+	for _, p := range tmpl.Spec.Containers[0].Ports {
+		named = named || (p.Name == "nezha-nccl" && p.ContainerPort == 9434)
+	}
+	if !named {
+		t.Errorf("first container ports %+v lack nezha-nccl:9434", tmpl.Spec.Containers[0].Ports)
 	}
 
 	plain := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}

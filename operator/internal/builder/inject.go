@@ -62,6 +62,9 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 
 	addSRIOVResources(&t.Spec.Containers[0], in.Rails)
 	addControlPort(&t.Spec.Containers[0])
+	if in.NCCL {
+		addNCCLPort(&t.Spec.Containers[0])
+	}
 	for i := range t.Spec.Containers {
 		c := &t.Spec.Containers[i]
 		c.Env = mergeEnv(c.Env, in.Env)

@@ -1,7 +1,11 @@
 package builder
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
 // The NCCL integration (spec.runtime.integration: nccl): NCCL loads libnccl-net-<NCCL_NET_PLUGIN>.so
@@ -36,6 +40,7 @@ func addNCCLEnv(c *corev1.Container) {
 		}
 	}
 	add := []corev1.EnvVar{
+		{Name: "NEZHA_NCCL_CONTROL_ADDR", Value: ":" + strconv.Itoa(nezhav1.NCCLControlPort)},
 		{Name: "NCCL_NET_PLUGIN", Value: ncclPluginName},
 		{Name: "NCCL_NET", Value: ncclPluginName},
 		{Name: "LD_LIBRARY_PATH", Value: libPath},
@@ -44,4 +49,15 @@ func addNCCLEnv(c *corev1.Container) {
 		add = append(add, corev1.EnvVar{Name: "NCCL_SOCKET_IFNAME", Value: podNetworkInterface})
 	}
 	c.Env = mergeEnv(c.Env, add)
+}
+
+// addNCCLPort declares the plugin's endpoint as a named port (the chart's PodMonitor scrapes it
+// by name), unless the template already uses that number or name.
+func addNCCLPort(c *corev1.Container) {
+	for _, p := range c.Ports {
+		if p.ContainerPort == nezhav1.NCCLControlPort || p.Name == nezhav1.NCCLControlPortName {
+			return
+		}
+	}
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: nezhav1.NCCLControlPortName, ContainerPort: nezhav1.NCCLControlPort, Protocol: corev1.ProtocolTCP})
 }

@@ -64,6 +64,8 @@ const std::vector<Param>& allParams() {
       {"NEZHA_NCCL_READMIT_MS", "200", "NCCL plugin: how often a failed rail redials"},
       {"NEZHA_NCCL_CONNECT_TIMEOUT_MS", "10000",
        "NCCL plugin: how long a connection may wait for its first rail"},
+      {"NEZHA_NCCL_CONTROL_ADDR", "",
+       "NCCL plugin: read-only /status and /metrics at host:port or :port (+ local rank)"},
   };
   return params;
 }

@@ -64,7 +64,9 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   std::lock_guard<std::mutex> lock(gInitMu);
   if (gContext) return ncclSuccess;
   try {
-    gContext = std::make_unique<PluginContext>(PluginConfig::fromEnv(), logger);
+    auto ctx = std::make_unique<PluginContext>(PluginConfig::fromEnv(), logger);
+    ctx->startControl();
+    gContext = std::move(ctx);
   } catch (const std::exception& e) {
     // NCCL falls back to its own transports when a plugin's init fails; say so loudly, and
     // name NCCL_NET=nezha as the way to make that fatal instead (the operator sets it).

@@ -3,10 +3,15 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/params.h"
+#include "control/control_address.h"
+#include "control/control_server.h"
+#include "control/prometheus.h"
 #include "util/socket.h"
 
 namespace nezha::ncclnet {
@@ -32,6 +37,9 @@ PluginConfig PluginConfig::fromEnv() {
   c.stall = std::chrono::milliseconds(paramInt("NEZHA_NCCL_STALL_MS", 50, 600000));
   c.readmitInterval = std::chrono::milliseconds(paramInt("NEZHA_NCCL_READMIT_MS", 10, 600000));
   c.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
+  c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
+  c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
+  c.jobName = paramString("NEZHA_JOB_NAME");
   c.connectTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_NCCL_CONNECT_TIMEOUT_MS", 100, 3600000));
   return c;
@@ -39,6 +47,68 @@ PluginConfig PluginConfig::fromEnv() {
 
 PluginContext::PluginContext(PluginConfig config, ncclDebugLogger_t logger)
     : config_(std::move(config)), logger_(logger) {}
+
+PluginContext::~PluginContext() = default;
+
+void PluginContext::startControl() {
+  if (config_.controlAddr.empty()) return;
+  std::vector<std::string> railAddresses;
+  for (const auto& r : config_.rails) railAddresses.push_back(r.ip);
+  std::string routes;
+  if (std::ifstream in("/proc/net/route"); in) {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    routes = ss.str();
+  }
+  ControlAddress at;
+  try {
+    at = resolveControlAddress(config_.controlAddr, config_.localRank, railAddresses, routes);
+  } catch (const ConfigError& e) {
+    // The resolver names NEZHA_CONTROL_ADDR; the plugin's variable is its own.
+    throw ConfigError(strCat("NEZHA_NCCL_CONTROL_ADDR: ", e.what()));
+  }
+  // Read-only: nothing here changes the job, so nothing needs the job's credential.
+  control_ = std::make_unique<ControlServer>(at.host, at.port, [this](const HttpRequest& req) {
+    HttpReply reply;
+    if (req.method != "GET") {
+      reply.status = 405;
+      reply.body = "{\"error\":\"the NCCL plugin's endpoint is read-only (GET /status, /metrics)\"}";
+    } else if (req.path == "/status") {
+      reply.body = statsJson();
+    } else if (req.path == "/metrics") {
+      reply.contentType = "text/plain; version=0.0.4";
+      reply.body = metricsText();
+    } else {
+      reply.status = 404;
+      reply.body = "{\"error\":\"not found: GET /status or /metrics\"}";
+    }
+    return reply;
+  });
+  info(strCat("control endpoint on ", at.host, ":", control_->port()));
+}
+
+std::string PluginContext::metricsText() const {
+  PrometheusText p({{"job", config_.jobName}, {"local_rank", std::to_string(config_.localRank)}});
+  struct Family {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> RailCounters::*field;
+  };
+  static const Family families[] = {
+      {"nezha_nccl_rail_sent_bytes_total", "Bytes the NCCL plugin sent on the rail and the peer acknowledged.", &RailCounters::bytesSent},
+      {"nezha_nccl_rail_received_bytes_total", "Bytes the NCCL plugin received on the rail into posted receives.", &RailCounters::bytesReceived},
+      {"nezha_nccl_rail_failures_total", "Times the rail failed while carrying NCCL traffic (error, lost carrier, stall).", &RailCounters::failures},
+      {"nezha_nccl_rail_readmissions_total", "Times a failed rail came back after its probe was acknowledged.", &RailCounters::readmissions},
+      {"nezha_nccl_rail_replayed_chunks_total", "Chunks a failed rail held that went to the other rails.", &RailCounters::chunksReplayed},
+  };
+  for (const auto& f : families) {
+    p.family(f.name, "counter", f.help);
+    for (size_t i = 0; i < config_.rails.size(); ++i) {
+      p.sample({{"rail", config_.rails[i].name}}, double((counters_[i].*f.field).load()));
+    }
+  }
+  return p.text();
+}
 
 void PluginContext::warn(const std::string& msg) const {
   if (logger_ != nullptr) {

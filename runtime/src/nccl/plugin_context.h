@@ -7,12 +7,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "nccl/frame.h"
 #include "nccl/net_abi.h"
+
+namespace nezha {
+class ControlServer;
+}
 
 namespace nezha::ncclnet {
 
@@ -31,6 +36,9 @@ struct PluginConfig {
   std::chrono::milliseconds readmitInterval{200};
   std::chrono::milliseconds connectTimeout{10000};
   bool verbose = false;  // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
+  std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: read-only /status and /metrics
+  int localRank = 0;
+  std::string jobName;
 
   // Reads NEZHA_RAILS and NEZHA_NCCL_*; throws ConfigError naming the variable.
   static PluginConfig fromEnv();
@@ -49,6 +57,13 @@ struct RailCounters {
 class PluginContext {
  public:
   PluginContext(PluginConfig config, ncclDebugLogger_t logger);
+  ~PluginContext();
+  PluginContext(const PluginContext&) = delete;
+  PluginContext& operator=(const PluginContext&) = delete;
+  // Starts the read-only endpoint when NEZHA_NCCL_CONTROL_ADDR is set (throws ConfigError).
+  void startControl();
+  // Prometheus text of the counters below (nezha_nccl_* families).
+  std::string metricsText() const;
   const PluginConfig& config() const { return config_; }
   RailCounters& counters(size_t rail) { return counters_[rail]; }
   // NCCL's logger when it gave one, else stderr for warnings (the harness runs without NCCL).
@@ -64,6 +79,7 @@ class PluginContext {
   std::array<RailCounters, kMaxRails> counters_{};
   mutable std::mutex mu_;
   std::string lastFailure_;
+  std::unique_ptr<ControlServer> control_;
 };
 
 }  // namespace nezha::ncclnet

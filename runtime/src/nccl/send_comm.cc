@@ -24,6 +24,11 @@ constexpr double kRateSmoothing = 0.25;
 constexpr double kWindowSeconds = 0.02;
 constexpr uint64_t kMaxWindow = 16u << 20;
 constexpr std::chrono::milliseconds kCarrierPoll{50};
+// Re-measuring idle rails (see schedule()): how often, and below which fraction of the fastest
+// rail's speed a rail counts as slow and is re-measured less often.
+constexpr std::chrono::milliseconds kRemeasure{100};
+constexpr std::chrono::milliseconds kRemeasureSlow{1000};
+constexpr double kSlowRatio = 16;
 // A redial waits at least this long before giving up: long enough for the kernel's first SYN
 // retransmission (1 s) after a link comes back with stale neighbour entries.
 constexpr std::chrono::milliseconds kRedialPatience{1500};
@@ -350,6 +355,19 @@ void SendComm::schedule(Clock::time_point now) {
       }
     }
     if (best == nullptr) return;
+    // A rail that has carried nothing for a while gets this chunk anyway, so its speed is
+    // measured again: an estimate that went low (a noisy sample, a path that healed) must not
+    // starve the rail for good. Rails far slower than the best are re-measured only rarely.
+    double fastest = 0;
+    for (const auto& r : rails_) fastest = std::max(fastest, r.state == RailState::kLive ? assumedRate(r) : 0.0);
+    for (auto& r : rails_) {
+      if (&r == best || r.state != RailState::kLive || r.unacked() != 0) continue;
+      const auto every = assumedRate(r) * kSlowRatio < fastest ? kRemeasureSlow : kRemeasure;
+      if (now - r.lastProgress >= every) {
+        best = &r;
+        break;
+      }
+    }
     pending_.pop_front();
     DataHeader h;
     h.entry = msg->entry;

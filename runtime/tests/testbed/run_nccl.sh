@@ -63,6 +63,9 @@ all_ok() { # name hosts
 # rail_stat NAME RANK RAIL FIELD: the plugin's counter on that rank.
 rail_stat() { get "$1" "$2" "j['stats']['rails'][$3]['$4']"; }
 
+METRICSLINT=$WORK/metricslint
+(cd "$(dirname "$(realpath "$0")")/../../.." && go build -o "$METRICSLINT" ./hack/tools/metricslint)
+
 "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
 "$TESTBED" up --name "$BED" --hosts 4 --rails 3 >/dev/null
 
@@ -155,6 +158,27 @@ if grep -q "every rail to the peer is down" "$WORK"/alldown.err.*; then
 else
   fail "all rails down: no clear error"
   show alldown 2
+fi
+
+# 5. The plugin's read-only endpoint (NEZHA_NCCL_CONTROL_ADDR) while traffic flows: /metrics
+# passes promtool's checks and counts bytes per rail, a mutating method is refused.
+run endpoint 2 2 NEZHA_NCCL_CONTROL_ADDR=127.0.0.1:9434 NEZHA_JOB_NAME=bed -- \
+  --mode ring --bytes 4000000 --iters 1 --seconds 4 &
+job=$!
+metrics=""
+for ((t = 0; t < 100; t++)); do # until the endpoint answers with traffic counted (bounded, 10 s)
+  metrics=$("$TESTBED" exec --name "$BED" --host 0 -- curl -sf http://127.0.0.1:9434/metrics || true)
+  grep -q 'nezha_nccl_rail_sent_bytes_total{job="bed",local_rank="0",rail="r1"} [1-9]' <<<"$metrics" && break
+  sleep 0.1
+done
+post=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/status || true)
+wait $job || true
+if grep -q 'rail="r1"} [1-9]' <<<"$metrics" && "$METRICSLINT" <<<"$metrics" && [ "$post" = 405 ] &&
+  all_ok endpoint 2; then
+  pass "endpoint: /metrics lints clean and counts both rails; POST refused (405)"
+else
+  fail "endpoint: metrics '$(head -c 300 <<<"$metrics")', POST $post"
+  show endpoint 2
 fi
 
 log "$passes passed, $failures failed"
