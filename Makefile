@@ -127,6 +127,11 @@ e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack
 bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split, then the rail-failure chaos run (~25 min; quiet machine).
 	$(PYTHON) bench/run_bench.py
 	$(PYTHON) bench/run_bench.py --chaos
+	$(PYTHON) bench/run_nccl_bench.py
+
+.PHONY: bench-nccl
+bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
+	$(PYTHON) bench/run_nccl_bench.py
 
 .PHONY: demo
 demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
