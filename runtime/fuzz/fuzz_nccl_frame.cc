@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case FrameType::kData: {
         if (size < kDataHeaderBody) break;
         const std::string header = body.substr(0, kDataHeaderBody);
-        const DataHeader h = decodeDataHeader(header, static_cast<uint32_t>(kDataHeaderBody + size % 70000));
+        const DataHeader h =
+            decodeDataHeader(header, static_cast<uint32_t>(kDataHeaderBody + size % 70000));
         if (h.offset() + h.payload() > h.total && h.total != 0) __builtin_trap();
         break;
       }

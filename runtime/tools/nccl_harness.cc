@@ -11,8 +11,8 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <getopt.h>
-#include <netinet/in.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -65,11 +65,12 @@ struct Args {
 }
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: nezha-nccl-harness --plugin LIB --rank R --world N --dir DIR\n"
-               "         [--mode p2p|ring] [--transport plugin|plain --iface IF] [--version 8|11]\n"
-               "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS] [--slot B]\n"
-               "         [--idle-sleep-us US]\n");
+  std::fprintf(
+      stderr,
+      "usage: nezha-nccl-harness --plugin LIB --rank R --world N --dir DIR\n"
+      "         [--mode p2p|ring] [--transport plugin|plain --iface IF] [--version 8|11]\n"
+      "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS] [--slot B]\n"
+      "         [--idle-sleep-us US]\n");
   std::exit(2);
 }
 
@@ -82,43 +83,81 @@ uint64_t parseNumber(const char* flag, const char* v) {
 }
 
 Args parseArgs(int argc, char** argv) {
-  static const option opts[] = {
-      {"plugin", required_argument, nullptr, 'p'}, {"rank", required_argument, nullptr, 'r'},
-      {"world", required_argument, nullptr, 'w'},  {"dir", required_argument, nullptr, 'd'},
-      {"mode", required_argument, nullptr, 'm'},   {"transport", required_argument, nullptr, 't'},
-      {"iface", required_argument, nullptr, 'i'},  {"version", required_argument, nullptr, 'v'},
-      {"bytes", required_argument, nullptr, 'b'},  {"iters", required_argument, nullptr, 'n'},
-      {"seconds", required_argument, nullptr, 's'}, {"seed", required_argument, nullptr, 'S'},
-      {"timeout-ms", required_argument, nullptr, 'T'}, {"slot", required_argument, nullptr, 'L'},
-      {"idle-sleep-us", required_argument, nullptr, 'I'},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  static const option opts[] = {{"plugin", required_argument, nullptr, 'p'},
+                                {"rank", required_argument, nullptr, 'r'},
+                                {"world", required_argument, nullptr, 'w'},
+                                {"dir", required_argument, nullptr, 'd'},
+                                {"mode", required_argument, nullptr, 'm'},
+                                {"transport", required_argument, nullptr, 't'},
+                                {"iface", required_argument, nullptr, 'i'},
+                                {"version", required_argument, nullptr, 'v'},
+                                {"bytes", required_argument, nullptr, 'b'},
+                                {"iters", required_argument, nullptr, 'n'},
+                                {"seconds", required_argument, nullptr, 's'},
+                                {"seed", required_argument, nullptr, 'S'},
+                                {"timeout-ms", required_argument, nullptr, 'T'},
+                                {"slot", required_argument, nullptr, 'L'},
+                                {"idle-sleep-us", required_argument, nullptr, 'I'},
+                                {"help", no_argument, nullptr, 'h'},
+                                {nullptr, 0, nullptr, 0}};
   Args a;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
     switch (c) {
-      case 'p': a.plugin = optarg; break;
-      case 'r': a.rank = static_cast<int>(parseNumber("--rank", optarg)); break;
-      case 'w': a.world = static_cast<int>(parseNumber("--world", optarg)); break;
-      case 'd': a.dir = optarg; break;
-      case 'm': a.mode = optarg; break;
-      case 't': a.transport = optarg; break;
-      case 'i': a.iface = optarg; break;
-      case 'v': a.version = static_cast<int>(parseNumber("--version", optarg)); break;
-      case 'b': a.bytes = parseNumber("--bytes", optarg); break;
-      case 'n': a.iters = static_cast<int>(parseNumber("--iters", optarg)); break;
-      case 's': a.seconds = std::atof(optarg); break;
-      case 'S': a.seed = static_cast<uint32_t>(parseNumber("--seed", optarg)); break;
-      case 'T': a.timeoutMs = static_cast<int>(parseNumber("--timeout-ms", optarg)); break;
-      case 'L': a.slot = parseNumber("--slot", optarg); break;
-      case 'I': a.idleSleepUs = static_cast<int>(parseNumber("--idle-sleep-us", optarg)); break;
-      default: usage();
+      case 'p':
+        a.plugin = optarg;
+        break;
+      case 'r':
+        a.rank = static_cast<int>(parseNumber("--rank", optarg));
+        break;
+      case 'w':
+        a.world = static_cast<int>(parseNumber("--world", optarg));
+        break;
+      case 'd':
+        a.dir = optarg;
+        break;
+      case 'm':
+        a.mode = optarg;
+        break;
+      case 't':
+        a.transport = optarg;
+        break;
+      case 'i':
+        a.iface = optarg;
+        break;
+      case 'v':
+        a.version = static_cast<int>(parseNumber("--version", optarg));
+        break;
+      case 'b':
+        a.bytes = parseNumber("--bytes", optarg);
+        break;
+      case 'n':
+        a.iters = static_cast<int>(parseNumber("--iters", optarg));
+        break;
+      case 's':
+        a.seconds = std::atof(optarg);
+        break;
+      case 'S':
+        a.seed = static_cast<uint32_t>(parseNumber("--seed", optarg));
+        break;
+      case 'T':
+        a.timeoutMs = static_cast<int>(parseNumber("--timeout-ms", optarg));
+        break;
+      case 'L':
+        a.slot = parseNumber("--slot", optarg);
+        break;
+      case 'I':
+        a.idleSleepUs = static_cast<int>(parseNumber("--idle-sleep-us", optarg));
+        break;
+      default:
+        usage();
     }
   }
   if (optind != argc || a.dir.empty() || a.world < 2 || a.rank < 0 || a.rank >= a.world) usage();
   if (a.mode != "p2p" && a.mode != "ring") die("--mode must be p2p or ring");
   if (a.transport == "plugin" && a.plugin.empty()) die("--plugin is required");
-  if (a.transport == "plain" && (a.iface.empty() || a.mode != "ring")) die("--transport plain needs --iface and --mode ring");
+  if (a.transport == "plain" && (a.iface.empty() || a.mode != "ring"))
+    die("--transport plain needs --iface and --mode ring");
   if (a.transport != "plugin" && a.transport != "plain") die("--transport must be plugin or plain");
   if (a.version != 8 && a.version != 11) die("--version must be 8 or 11");
   if (a.slot < 1024 || a.slot > (1u << 30)) die("--slot must be 1K..1G bytes");
@@ -136,7 +175,8 @@ void writeBlob(const std::string& dir, const std::string& name, const void* data
   if (std::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) die("cannot publish " + name);
 }
 
-std::string readBlob(const std::string& dir, const std::string& name, size_t n, Clock::time_point deadline) {
+std::string readBlob(const std::string& dir, const std::string& name, size_t n,
+                     Clock::time_point deadline) {
   const std::string path = dir + "/" + name;
   for (;;) {
     std::ifstream f(path, std::ios::binary);
@@ -146,7 +186,8 @@ std::string readBlob(const std::string& dir, const std::string& name, size_t n, 
       if (static_cast<size_t>(f.gcount()) == n) return s;
     }
     if (Clock::now() > deadline) die("timed out waiting for " + path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a file: no event to wait on
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(5));  // polling a file: no event to wait on
   }
 }
 
@@ -162,14 +203,16 @@ class Net {
       check(v11_->init(&ctx_, 1, nullptr, nullptr, nullptr), "init");
       ncclNetProperties_v11_t p{};
       check(v11_->getProperties(0, &p), "getProperties");
-      name_ = std::string(p.name) + " v11 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " + std::to_string(p.maxRecvs);
+      name_ = std::string(p.name) + " v11 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " +
+              std::to_string(p.maxRecvs);
     } else {
       v8_ = static_cast<const ncclNet_v8_t*>(dlsym(lib_, "ncclNetPlugin_v8"));
       if (v8_ == nullptr) die("the plugin has no ncclNetPlugin_v8");
       check(v8_->init(nullptr), "init");
       ncclNetProperties_v8_t p{};
       check(v8_->getProperties(0, &p), "getProperties");
-      name_ = std::string(p.name) + " v8 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " + std::to_string(p.maxRecvs);
+      name_ = std::string(p.name) + " v8 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " +
+              std::to_string(p.maxRecvs);
     }
     int ndev = 0;
     check(v11_ ? v11_->devices(&ndev) : v8_->devices(&ndev), "devices");
@@ -186,20 +229,25 @@ class Net {
     return l;
   }
   ncclResult_t connect(void* handle, void** send) {
-    return v11_ ? v11_->connect(ctx_, 0, handle, send, nullptr) : v8_->connect(0, handle, send, nullptr);
+    return v11_ ? v11_->connect(ctx_, 0, handle, send, nullptr)
+                : v8_->connect(0, handle, send, nullptr);
   }
   ncclResult_t accept(void* listen, void** recv) {
     return v11_ ? v11_->accept(listen, recv, nullptr) : v8_->accept(listen, recv, nullptr);
   }
   void* regMr(void* comm, void* data, size_t n) {
     void* mh = nullptr;
-    check(v11_ ? v11_->regMr(comm, data, n, NCCL_PTR_HOST, &mh) : v8_->regMr(comm, data, n, NCCL_PTR_HOST, &mh), "regMr");
+    check(v11_ ? v11_->regMr(comm, data, n, NCCL_PTR_HOST, &mh)
+               : v8_->regMr(comm, data, n, NCCL_PTR_HOST, &mh),
+          "regMr");
     return mh;
   }
   ncclResult_t isend(void* comm, void* data, size_t n, int tag, void* mh, void** req) {
-    return v11_ ? v11_->isend(comm, data, n, tag, mh, nullptr, req) : v8_->isend(comm, data, static_cast<int>(n), tag, mh, req);
+    return v11_ ? v11_->isend(comm, data, n, tag, mh, nullptr, req)
+                : v8_->isend(comm, data, static_cast<int>(n), tag, mh, req);
   }
-  ncclResult_t irecv(void* comm, int n, void** data, const size_t* sizes, int* tags, void** mh, void** req) {
+  ncclResult_t irecv(void* comm, int n, void** data, const size_t* sizes, int* tags, void** mh,
+                     void** req) {
     if (v11_) {
       std::vector<size_t> s(sizes, sizes + n);
       return v11_->irecv(comm, n, data, s.data(), tags, mh, nullptr, req);
@@ -207,7 +255,9 @@ class Net {
     std::vector<int> s(sizes, sizes + n);
     return v8_->irecv(comm, n, data, s.data(), tags, mh, req);
   }
-  ncclResult_t test(void* req, int* done, int* sizes) { return v11_ ? v11_->test(req, done, sizes) : v8_->test(req, done, sizes); }
+  ncclResult_t test(void* req, int* done, int* sizes) {
+    return v11_ ? v11_->test(req, done, sizes) : v8_->test(req, done, sizes);
+  }
   void closeAll(void* send, void* recv, void* listen) {
     check(v11_ ? v11_->closeSend(send) : v8_->closeSend(send), "closeSend");
     check(v11_ ? v11_->closeRecv(recv) : v8_->closeRecv(recv), "closeRecv");
@@ -245,8 +295,11 @@ Links connectRing(Net& net, const Args& a, Clock::time_point deadline) {
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   Links l;
   l.listen = net.listen(handle);
-  writeBlob(a.dir, "handle." + std::to_string(left) + "." + std::to_string(a.rank), handle, sizeof handle);
-  std::string peer = readBlob(a.dir, "handle." + std::to_string(a.rank) + "." + std::to_string(right), sizeof handle, deadline);
+  writeBlob(a.dir, "handle." + std::to_string(left) + "." + std::to_string(a.rank), handle,
+            sizeof handle);
+  std::string peer =
+      readBlob(a.dir, "handle." + std::to_string(a.rank) + "." + std::to_string(right),
+               sizeof handle, deadline);
   while (l.send == nullptr || l.recv == nullptr) {
     if (l.send == nullptr) Net::check(net.connect(peer.data(), &l.send), "connect");
     if (l.recv == nullptr) Net::check(net.accept(l.listen, &l.recv), "accept");
@@ -299,7 +352,8 @@ std::vector<GroupPlan> planP2p(uint32_t seed, int iters, uint64_t maxBytes) {
   return plan;
 }
 
-int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::ostringstream& json) {
+int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline,
+           std::ostringstream& json) {
   const int right = (a.rank + 1) % a.world;
   const int left = (a.rank + a.world - 1) % a.world;
   (void)right;
@@ -316,7 +370,8 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::o
   size_t nextSendGroup = 0, nextSendEntry = 0, nextRecv = 0;
   uint64_t bytesChecked = 0;
   int bad = 0;
-  while (nextSendGroup < sendPlan.size() || nextRecv < recvPlan.size() || !sends.empty() || !recvs.empty()) {
+  while (nextSendGroup < sendPlan.size() || nextRecv < recvPlan.size() || !sends.empty() ||
+         !recvs.empty()) {
     // Post receives ahead, like NCCL's proxy does.
     while (nextRecv < recvPlan.size() && recvs.size() < kWindow) {
       const GroupPlan& p = recvPlan[nextRecv];
@@ -328,7 +383,9 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::o
         data.push_back(b.data());
         mh.push_back(net.regMr(l.recv, b.data(), b.size()));
       }
-      Net::check(net.irecv(l.recv, static_cast<int>(p.tags.size()), data.data(), p.recvSizes.data(), tags.data(), mh.data(), &pr.req), "irecv");
+      Net::check(net.irecv(l.recv, static_cast<int>(p.tags.size()), data.data(), p.recvSizes.data(),
+                           tags.data(), mh.data(), &pr.req),
+                 "irecv");
       if (pr.req == nullptr) break;
       recvs.push_back(std::move(pr));
       ++nextRecv;
@@ -339,9 +396,11 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::o
       const int e = p.sendOrder[nextSendEntry];
       Pending ps{nullptr, nextSendGroup, e, {}};
       ps.bufs.emplace_back(p.sendSizes[e]);
-      for (size_t i = 0; i < ps.bufs[0].size(); ++i) ps.bufs[0][i] = pattern(a.rank, nextSendGroup * 16 + e, i);
+      for (size_t i = 0; i < ps.bufs[0].size(); ++i)
+        ps.bufs[0][i] = pattern(a.rank, nextSendGroup * 16 + e, i);
       void* mh = net.regMr(l.send, ps.bufs[0].data(), ps.bufs[0].size());
-      Net::check(net.isend(l.send, ps.bufs[0].data(), ps.bufs[0].size(), p.tags[e], mh, &ps.req), "isend");
+      Net::check(net.isend(l.send, ps.bufs[0].data(), ps.bufs[0].size(), p.tags[e], mh, &ps.req),
+                 "isend");
       if (ps.req == nullptr) break;
       sends.push_back(std::move(ps));
       if (++nextSendEntry == p.sendOrder.size()) {
@@ -376,12 +435,14 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::o
         const auto& b = it->bufs[e];
         const size_t want = p.sendSizes[e];
         if (static_cast<size_t>(sizes[e]) != want) {
-          std::fprintf(stderr, "group %zu entry %zu: size %d, want %zu\n", it->group, e, sizes[e], want);
+          std::fprintf(stderr, "group %zu entry %zu: size %d, want %zu\n", it->group, e, sizes[e],
+                       want);
           ++bad;
         }
         for (size_t i = 0; i < want; ++i) {
           if (b[i] != pattern(left, it->group * 16 + e, i)) {
-            std::fprintf(stderr, "group %zu entry %zu: byte %zu is %u, want %u\n", it->group, e, i, b[i], pattern(left, it->group * 16 + e, i));
+            std::fprintf(stderr, "group %zu entry %zu: byte %zu is %u, want %u\n", it->group, e, i,
+                         b[i], pattern(left, it->group * 16 + e, i));
             ++bad;
             break;
           }
@@ -397,7 +458,8 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline, std::o
     sched_yield();
     if (Clock::now() > deadline) die("p2p run did not finish before the deadline");
   }
-  json << "\"groups\":" << recvPlan.size() << ",\"bytes_checked\":" << bytesChecked << ",\"check\":\"" << (bad ? "mismatch" : "ok") << "\"";
+  json << "\"groups\":" << recvPlan.size() << ",\"bytes_checked\":" << bytesChecked
+       << ",\"check\":\"" << (bad ? "mismatch" : "ok") << "\"";
   return bad ? 1 : 0;
 }
 
@@ -478,10 +540,12 @@ class PlainRing : public RingTransport {
     const int right = (a.rank + 1) % a.world;
     const int left = (a.rank + a.world - 1) % a.world;
     const int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(lfd, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
+    setsockopt(lfd, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(),
+               static_cast<socklen_t>(a.iface.size()));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4) != 0) die("plain: listen failed");
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4) != 0)
+      die("plain: listen failed");
     socklen_t len = sizeof sa;
     getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
     // Publish "ip port" of our listener on the rail (the left neighbour connects to it).
@@ -496,7 +560,8 @@ class PlainRing : public RingTransport {
     int pport = 0;
     is >> pip >> pport;
     send_ = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
+    setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(),
+               static_cast<socklen_t>(a.iface.size()));
     sockaddr_in da{};
     da.sin_family = AF_INET;
     da.sin_port = htons(static_cast<uint16_t>(pport));
@@ -505,8 +570,10 @@ class PlainRing : public RingTransport {
       if (Clock::now() > deadline) die("plain: connect failed");
       close(send_);
       send_ = socket(AF_INET, SOCK_STREAM, 0);
-      setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(), static_cast<socklen_t>(a.iface.size()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the peer's listener is not up yet
+      setsockopt(send_, SOL_SOCKET, SO_BINDTODEVICE, a.iface.c_str(),
+                 static_cast<socklen_t>(a.iface.size()));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(10));  // the peer's listener is not up yet
     }
     recv_ = ::accept(lfd, nullptr, nullptr);
     if (recv_ < 0) die("plain: accept failed");
@@ -566,7 +633,8 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   const auto t0 = Clock::now();
   std::vector<double> opSeconds;
   while (ops < a.iters || std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds) {
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
     const auto s0 = Clock::now();
     int tag = 0;
     for (int step = 0; step < n - 1; ++step) {  // reduce-scatter
@@ -588,7 +656,9 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
     for (size_t i = 0; i < data.size(); ++i) {
       const float want = ranksSum * static_cast<float>((i + ops) % 97);
       if (data[i] != want) {
-        if (bad++ < 3) std::fprintf(stderr, "op %d element %zu: %g, want %g\n", ops, i, double(data[i]), double(want));
+        if (bad++ < 3)
+          std::fprintf(stderr, "op %d element %zu: %g, want %g\n", ops, i, double(data[i]),
+                       double(want));
       }
     }
     ++ops;
@@ -597,8 +667,10 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
   const double busbw = 2.0 * (n - 1) / n * double(seg * n * sizeof(float)) / median;
-  json << "\"ops\":" << ops << ",\"bytes\":" << seg * n * sizeof(float) << ",\"median_op_s\":" << median
-       << ",\"max_op_s\":" << sorted.back() << ",\"busbw_bytes_per_s\":" << busbw << ",\"check\":\"" << (bad ? "mismatch" : "ok") << "\"";
+  json << "\"ops\":" << ops << ",\"bytes\":" << seg * n * sizeof(float)
+       << ",\"median_op_s\":" << median << ",\"max_op_s\":" << sorted.back()
+       << ",\"busbw_bytes_per_s\":" << busbw << ",\"check\":\"" << (bad ? "mismatch" : "ok")
+       << "\"";
   return bad ? 1 : 0;
 }
 
@@ -606,9 +678,12 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
 
 int main(int argc, char** argv) {
   const Args a = parseArgs(argc, argv);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(a.timeoutMs) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(a.timeoutMs) +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
   std::ostringstream json;
-  json << "{\"rank\":" << a.rank << ",\"world\":" << a.world << ",\"mode\":\"" << a.mode << "\",\"transport\":\"" << a.transport << "\",";
+  json << "{\"rank\":" << a.rank << ",\"world\":" << a.world << ",\"mode\":\"" << a.mode
+       << "\",\"transport\":\"" << a.transport << "\",";
   int rc = 0;
   if (a.transport == "plain") {
     PlainRing ring(a, deadline);

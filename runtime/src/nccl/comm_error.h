@@ -11,7 +11,8 @@
 namespace nezha::ncclnet {
 
 struct CommError : std::runtime_error {
-  CommError(ncclResult_t result, const std::string& what) : std::runtime_error(what), code(result) {}
+  CommError(ncclResult_t result, const std::string& what)
+      : std::runtime_error(what), code(result) {}
   ncclResult_t code;
 };
 

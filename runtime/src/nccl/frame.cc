@@ -83,8 +83,8 @@ std::string encodeAck(const Ack& a) {
 }
 
 uint32_t decodeLength(const uint8_t* p, size_t maxBody) {
-  const uint32_t len = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
-                       uint32_t(p[3]) << 24;
+  const uint32_t len =
+      uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
   if (len == 0 || len > maxBody) {
     throw FrameError(strCat("frame length ", len, " is outside 1..", maxBody));
   }
@@ -106,8 +106,8 @@ Hello decodeHello(const std::string& body) {
     uint16_t version = r.u8();
     version |= uint16_t(r.u8()) << 8;
     if (version != kVersion) {
-      throw FrameError(strCat("hello: protocol version ", version, ", this plugin speaks ",
-                              kVersion));
+      throw FrameError(
+          strCat("hello: protocol version ", version, ", this plugin speaks ", kVersion));
     }
     Hello h;
     h.rail = r.u8();
@@ -134,16 +134,16 @@ DataHeader decodeDataHeader(const std::string& body, uint32_t frameLen) {
     r.finish();
     if (h.entry >= kMaxGrouped) throw FrameError(strCat("data: entry ", int(h.entry)));
     if (h.chunkBytes < kMinChunk || h.chunkBytes > kMaxChunk) {
-      throw FrameError(strCat("data: chunk size ", h.chunkBytes, " outside ", kMinChunk, "..",
-                              kMaxChunk));
+      throw FrameError(
+          strCat("data: chunk size ", h.chunkBytes, " outside ", kMinChunk, "..", kMaxChunk));
     }
     if (h.total > (uint64_t(1) << 40)) throw FrameError(strCat("data: size ", h.total));
     if (h.chunk >= h.chunks()) {
       throw FrameError(strCat("data: chunk ", h.chunk, " of a ", h.total, "-byte message"));
     }
     if (frameLen != kDataHeaderBody + h.payload()) {
-      throw FrameError(strCat("data: frame of ", frameLen, " bytes for a ", h.payload(),
-                              "-byte chunk"));
+      throw FrameError(
+          strCat("data: frame of ", frameLen, " bytes for a ", h.payload(), "-byte chunk"));
     }
     return h;
   });

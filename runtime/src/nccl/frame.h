@@ -23,8 +23,8 @@ enum class FrameType : uint8_t { kHello = 1, kData = 2, kProbe = 3, kCts = 4, kA
 
 constexpr size_t kLengthPrefix = 4;
 constexpr size_t kNonceBytes = 16;
-constexpr size_t kMaxRails = 8;     // what fits the 128-byte connect handle
-constexpr size_t kMaxGrouped = 8;   // maxRecvs: receives NCCL may group into one irecv
+constexpr size_t kMaxRails = 8;    // what fits the 128-byte connect handle
+constexpr size_t kMaxGrouped = 8;  // maxRecvs: receives NCCL may group into one irecv
 constexpr size_t kMaxControlBody = 256;
 constexpr uint32_t kMinChunk = 4096;
 constexpr uint32_t kMaxChunk = 64u << 20;
@@ -40,13 +40,13 @@ constexpr size_t kHelloBody = 1 + 4 + 2 + 2 + 4 + kNonceBytes;
 
 // One chunk of one message. The chunk's bytes follow the header in the same frame.
 struct DataHeader {
-  uint8_t entry = 0;      // which receive of the group
-  uint64_t group = 0;     // the receiver's CTS sequence number
-  uint32_t chunk = 0;     // index of this chunk in the message
+  uint8_t entry = 0;   // which receive of the group
+  uint64_t group = 0;  // the receiver's CTS sequence number
+  uint32_t chunk = 0;  // index of this chunk in the message
   uint32_t chunkBytes = 0;
-  uint64_t total = 0;     // the message's size as sent
+  uint64_t total = 0;  // the message's size as sent
   uint64_t offset() const { return uint64_t(chunk) * chunkBytes; }
-  uint32_t chunks() const;  // chunks in the message (a 0-byte message has one, empty)
+  uint32_t chunks() const;   // chunks in the message (a 0-byte message has one, empty)
   uint32_t payload() const;  // bytes of this chunk
 };
 constexpr size_t kDataHeaderBody = 1 + 1 + 8 + 4 + 4 + 8;

@@ -49,8 +49,10 @@ ncclResult_t guarded(const char* call, F&& f) {
     if (gContext) gContext->warn(strCat(call, ": ", e.what()));
     return e.code;
   } catch (const ConfigError& e) {
-    if (gContext) gContext->warn(strCat(call, ": ", e.what()));
-    else std::fprintf(stderr, "NET/Nezha : %s: %s\n", call, e.what());
+    if (gContext)
+      gContext->warn(strCat(call, ": ", e.what()));
+    else
+      std::fprintf(stderr, "NET/Nezha : %s: %s\n", call, e.what());
     return ncclInvalidUsage;
   } catch (const std::bad_alloc&) {
     return ncclSystemError;
@@ -72,13 +74,18 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
     // name NCCL_NET=nezha as the way to make that fatal instead (the operator sets it).
     const std::string msg = strCat("cannot start: ", e.what(),
                                    " (NCCL will use its own transports unless NCCL_NET=nezha)");
-    if (logger != nullptr) logger(NCCL_LOG_WARN, NCCL_LOG_SUBSYS_INIT, __FILE__, __LINE__, "NET/Nezha : %s", msg.c_str());
-    else std::fprintf(stderr, "NET/Nezha : %s\n", msg.c_str());
+    if (logger != nullptr)
+      logger(NCCL_LOG_WARN, NCCL_LOG_SUBSYS_INIT, __FILE__, __LINE__, "NET/Nezha : %s",
+             msg.c_str());
+    else
+      std::fprintf(stderr, "NET/Nezha : %s\n", msg.c_str());
     return ncclInvalidUsage;
   }
   std::string rails;
-  for (const auto& r : gContext->config().rails) rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
-  gContext->info(strCat("using rails ", rails, " as one device, chunk ", gContext->config().chunkBytes, " B"));
+  for (const auto& r : gContext->config().rails)
+    rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
+  gContext->info(
+      strCat("using rails ", rails, " as one device, chunk ", gContext->config().chunkBytes, " B"));
   return ncclSuccess;
 }
 
@@ -95,7 +102,7 @@ void fillCommon(P* props) {
   uint64_t mbps = 0;
   for (const auto& r : cfg.rails) mbps += r.expectedMbps > 0 ? r.expectedMbps : 10000;
   props->name = name;
-  props->pciPath = nullptr;  // a virtual device: NCCL places it at the CPU
+  props->pciPath = nullptr;       // a virtual device: NCCL places it at the CPU
   props->guid = 0x6e657a6861ull;  // "nezha"
   props->ptrSupport = NCCL_PTR_HOST;
   props->regIsGlobal = 0;
@@ -129,7 +136,8 @@ ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* props) {
 
 ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guarded("listen", [&] {
-    if (dev != 0) throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
+    if (dev != 0)
+      throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
     auto comm = std::make_unique<ListenComm>(*gContext);
     encodeHandle(comm->handle(), handle);
     *listenComm = comm.release();
@@ -143,7 +151,8 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
   SendComm* comm = nullptr;
   std::memcpy(&comm, scratch, sizeof comm);
   const ncclResult_t rc = guarded("connect", [&] {
-    if (dev != 0) throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
+    if (dev != 0)
+      throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
     if (comm == nullptr) {
       comm = new SendComm(*gContext, decodeHandle(handle));
       std::memcpy(scratch, &comm, sizeof comm);
@@ -173,8 +182,9 @@ ncclResult_t accept(void* listenComm, void** recvComm) {
 ncclResult_t regMr(void*, void* data, size_t, int type, void** mhandle) {
   if (type != NCCL_PTR_HOST) {
     if (gContext) {
-      gContext->warn("GPU memory registration asked for, but this build moves host memory only "
-                     "(GPUDirect RDMA comes with the verbs transport; see docs/nccl.md)");
+      gContext->warn(
+          "GPU memory registration asked for, but this build moves host memory only "
+          "(GPUDirect RDMA comes with the verbs transport; see docs/nccl.md)");
     }
     return ncclInternalError;
   }
@@ -182,7 +192,8 @@ ncclResult_t regMr(void*, void* data, size_t, int type, void** mhandle) {
   return ncclSuccess;
 }
 
-ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mhandle) {
+ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int,
+                         void** mhandle) {
   return regMr(comm, data, size, type, mhandle);
 }
 
@@ -198,7 +209,8 @@ ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** re
   });
 }
 
-ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, int* tags, void** request) {
+ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, int* tags,
+                   void** request) {
   *request = nullptr;
   return guarded("irecv", [&] {
     auto* comm = static_cast<RecvComm*>(recvComm);
@@ -265,7 +277,8 @@ ncclResult_t isendV8(void* comm, void* data, int size, int tag, void*, void** re
   if (size < 0) return ncclInvalidArgument;
   return isend(comm, data, static_cast<uint64_t>(size), tag, request);
 }
-ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void**, void** request) {
+ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void**,
+                     void** request) {
   if (n < 1 || n > int(kMaxGrouped)) return ncclInvalidArgument;
   uint64_t s[kMaxGrouped];
   for (int i = 0; i < n; ++i) {
@@ -282,8 +295,11 @@ ncclResult_t initV11(void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLo
   if (ctx != nullptr) *ctx = gContext.get();
   return rc;
 }
-ncclResult_t listenV11(void*, int dev, void* handle, void** listenComm) { return listen(dev, handle, listenComm); }
-ncclResult_t connectV11(void*, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v11_t** devComm) {
+ncclResult_t listenV11(void*, int dev, void* handle, void** listenComm) {
+  return listen(dev, handle, listenComm);
+}
+ncclResult_t connectV11(void*, int dev, void* handle, void** sendComm,
+                        ncclNetDeviceHandle_v11_t** devComm) {
   if (devComm != nullptr) *devComm = nullptr;
   return connect(dev, handle, sendComm);
 }
@@ -312,16 +328,16 @@ ncclResult_t setNetAttr(void*, ncclNetAttr_v11_t*) { return ncclSuccess; }
 using namespace nezha::ncclnet;  // NOLINT: the exported tables below name the adapters
 
 NEZHA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
-    "nezha",  initV8,      devices,  getPropertiesV8, listen,     connectV8,   acceptV8,
-    regMr,    regMrDmaBuf, deregMr,  isendV8,         irecvV8,    iflush,      test,
-    closeSend, closeRecv,  closeListen, getDeviceMr,  irecvConsumed,
+    "nezha",   initV8,      devices,     getPropertiesV8, listen,        connectV8, acceptV8,
+    regMr,     regMrDmaBuf, deregMr,     isendV8,         irecvV8,       iflush,    test,
+    closeSend, closeRecv,   closeListen, getDeviceMr,     irecvConsumed,
 };
 
 NEZHA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "nezha",   initV11,    devices,     getPropertiesV11, listenV11,   connectV11,
-    acceptV8, regMr,       regMrDmaBuf,      deregMr,     isendV11,
-    irecvV11,  iflush,     test,        closeSend,        closeRecv,   closeListen,
-    getDeviceMr, irecvConsumed, makeVDevice, finalize, setNetAttr,
+    "nezha",       initV11,     devices,     getPropertiesV11, listenV11,   connectV11,
+    acceptV8,      regMr,       regMrDmaBuf, deregMr,          isendV11,    irecvV11,
+    iflush,        test,        closeSend,   closeRecv,        closeListen, getDeviceMr,
+    irecvConsumed, makeVDevice, finalize,    setNetAttr,
 };
 
 // For the harness and tests: this process's per-rail counters as JSON. Returns the length the

@@ -6,12 +6,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/params.h"
 #include "control/control_address.h"
 #include "control/control_server.h"
 #include "control/prometheus.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/params.h"
 #include "util/socket.h"
 
 namespace nezha::ncclnet {
@@ -72,7 +72,8 @@ void PluginContext::startControl() {
     HttpReply reply;
     if (req.method != "GET") {
       reply.status = 405;
-      reply.body = "{\"error\":\"the NCCL plugin's endpoint is read-only (GET /status, /metrics)\"}";
+      reply.body =
+          "{\"error\":\"the NCCL plugin's endpoint is read-only (GET /status, /metrics)\"}";
     } else if (req.path == "/status") {
       reply.body = statsJson();
     } else if (req.path == "/metrics") {
@@ -95,11 +96,20 @@ std::string PluginContext::metricsText() const {
     std::atomic<uint64_t> RailCounters::*field;
   };
   static const Family families[] = {
-      {"nezha_nccl_rail_sent_bytes_total", "Bytes the NCCL plugin sent on the rail and the peer acknowledged.", &RailCounters::bytesSent},
-      {"nezha_nccl_rail_received_bytes_total", "Bytes the NCCL plugin received on the rail into posted receives.", &RailCounters::bytesReceived},
-      {"nezha_nccl_rail_failures_total", "Times the rail failed while carrying NCCL traffic (error, lost carrier, stall).", &RailCounters::failures},
-      {"nezha_nccl_rail_readmissions_total", "Times a failed rail came back after its probe was acknowledged.", &RailCounters::readmissions},
-      {"nezha_nccl_rail_replayed_chunks_total", "Chunks a failed rail held that went to the other rails.", &RailCounters::chunksReplayed},
+      {"nezha_nccl_rail_sent_bytes_total",
+       "Bytes the NCCL plugin sent on the rail and the peer acknowledged.",
+       &RailCounters::bytesSent},
+      {"nezha_nccl_rail_received_bytes_total",
+       "Bytes the NCCL plugin received on the rail into posted receives.",
+       &RailCounters::bytesReceived},
+      {"nezha_nccl_rail_failures_total",
+       "Times the rail failed while carrying NCCL traffic (error, lost carrier, stall).",
+       &RailCounters::failures},
+      {"nezha_nccl_rail_readmissions_total",
+       "Times a failed rail came back after its probe was acknowledged.",
+       &RailCounters::readmissions},
+      {"nezha_nccl_rail_replayed_chunks_total",
+       "Chunks a failed rail held that went to the other rails.", &RailCounters::chunksReplayed},
   };
   for (const auto& f : families) {
     p.family(f.name, "counter", f.help);
@@ -136,10 +146,11 @@ std::string PluginContext::statsJson() const {
   std::string out = "{\"rails\":[";
   for (size_t i = 0; i < config_.rails.size(); ++i) {
     const auto& c = counters_[i];
-    out += strCat(i ? "," : "", "{\"name\":\"", config_.rails[i].name, "\",\"bytes_sent\":",
-                  c.bytesSent.load(), ",\"bytes_received\":", c.bytesReceived.load(),
-                  ",\"failures\":", c.failures.load(), ",\"readmissions\":",
-                  c.readmissions.load(), ",\"chunks_replayed\":", c.chunksReplayed.load(), "}");
+    out += strCat(i ? "," : "", "{\"name\":\"", config_.rails[i].name,
+                  "\",\"bytes_sent\":", c.bytesSent.load(),
+                  ",\"bytes_received\":", c.bytesReceived.load(),
+                  ",\"failures\":", c.failures.load(), ",\"readmissions\":", c.readmissions.load(),
+                  ",\"chunks_replayed\":", c.chunksReplayed.load(), "}");
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::string escaped;

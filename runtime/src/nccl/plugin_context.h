@@ -24,8 +24,8 @@ namespace nezha::ncclnet {
 struct PluginRail {
   std::string name;
   std::string iface;
-  std::string ip;        // the interface's IPv4 address; listeners and connects bind to it
-  uint32_t ipv4 = 0;     // same, network byte order
+  std::string ip;     // the interface's IPv4 address; listeners and connects bind to it
+  uint32_t ipv4 = 0;  // same, network byte order
   uint64_t expectedMbps = 0;
 };
 
@@ -35,7 +35,7 @@ struct PluginConfig {
   std::chrono::milliseconds stall{750};
   std::chrono::milliseconds readmitInterval{200};
   std::chrono::milliseconds connectTimeout{10000};
-  bool verbose = false;  // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
+  bool verbose = false;     // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
   std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: read-only /status and /metrics
   int localRank = 0;
   std::string jobName;

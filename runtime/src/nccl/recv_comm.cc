@@ -71,13 +71,15 @@ std::vector<RailAcceptor::Accepted> RailAcceptor::poll() {
         const Hello h = decodeHello(it->in.substr(kLengthPrefix));
         if (!sameNonce(h.nonce, nonce_)) throw FrameError("HELLO for another connection");
         if (h.rail != it->rail) {
-          throw FrameError(strCat("HELLO for rail ", h.rail, " reached rail ", it->rail, "'s listener"));
+          throw FrameError(
+              strCat("HELLO for rail ", h.rail, " reached rail ", it->rail, "'s listener"));
         }
         out.push_back(Accepted{it->rail, std::move(it->fd), h.epoch});
         keep = false;
       }
     } catch (const FrameError& e) {
-      ctx_.info(strCat("closed a connection on rail ", ctx_.config().rails[it->rail].name, ": ", e.what()));
+      ctx_.info(strCat("closed a connection on rail ", ctx_.config().rails[it->rail].name, ": ",
+                       e.what()));
       keep = false;
     }
     if (keep && now > it->deadline) keep = false;  // idle: said nothing in time
@@ -105,7 +107,8 @@ ListenComm::ListenComm(PluginContext& ctx) : ctx_(ctx) {
 }
 
 std::unique_ptr<RecvComm> ListenComm::accept() {
-  if (acceptor_ == nullptr) throw CommError(ncclInvalidUsage, "accept() after the connection was accepted");
+  if (acceptor_ == nullptr)
+    throw CommError(ncclInvalidUsage, "accept() after the connection was accepted");
   auto first = acceptor_->poll();
   if (first.empty()) return nullptr;
   return std::make_unique<RecvComm>(ctx_, std::move(acceptor_), std::move(first));
@@ -115,8 +118,12 @@ std::unique_ptr<RecvComm> ListenComm::accept() {
 
 RecvComm::RecvComm(PluginContext& ctx, std::unique_ptr<RailAcceptor> acceptor,
                    std::vector<RailAcceptor::Accepted> first)
-    : ctx_(ctx), acceptor_(std::move(acceptor)), rails_(ctx.config().rails.size()),
-      scratch_(64 * 1024), lastAck_(Clock::now()), noLiveSince_(Clock::now()) {
+    : ctx_(ctx),
+      acceptor_(std::move(acceptor)),
+      rails_(ctx.config().rails.size()),
+      scratch_(64 * 1024),
+      lastAck_(Clock::now()),
+      noLiveSince_(Clock::now()) {
   for (auto& a : first) install(a.rail, std::move(a.fd), a.epoch);
 }
 
@@ -150,8 +157,8 @@ bool RecvComm::anyLive() const {
 void RecvComm::install(size_t index, Fd fd, uint32_t epoch) {
   Rail& old = rails_[index];
   if (old.live() && epoch <= old.epoch) {
-    ctx_.info(strCat("rail ", ctx_.config().rails[index].name, ": ignored a connection of epoch ", epoch,
-                     " (current ", old.epoch, ")"));
+    ctx_.info(strCat("rail ", ctx_.config().rails[index].name, ": ignored a connection of epoch ",
+                     epoch, " (current ", old.epoch, ")"));
     return;
   }
   if (old.state == ReadState::kPayload && old.entry != nullptr) {
@@ -187,17 +194,20 @@ void RecvComm::beginData(Rail& r) {
   r.left = r.cur.payload();
   auto it = requests_.find(r.cur.group);
   if (it == requests_.end()) {
-    if (r.cur.group >= nextGroup_) throw FrameError(strCat("data for receive #", r.cur.group, " never posted"));
+    if (r.cur.group >= nextGroup_)
+      throw FrameError(strCat("data for receive #", r.cur.group, " never posted"));
     return;  // a late copy for a receive that completed: dropped
   }
   RecvRequest& req = *it->second;
   if (r.cur.entry >= req.entries.size()) {
-    throw FrameError(strCat("data for receive ", int(r.cur.entry), " of a group of ", req.entries.size()));
+    throw FrameError(
+        strCat("data for receive ", int(r.cur.entry), " of a group of ", req.entries.size()));
   }
   RecvEntry& e = req.entries[r.cur.entry];
   if (!e.sized) {
     if (r.cur.total > e.capacity) {
-      throw FrameError(strCat("a ", r.cur.total, "-byte message for a ", e.capacity, "-byte receive"));
+      throw FrameError(
+          strCat("a ", r.cur.total, "-byte message for a ", e.capacity, "-byte receive"));
     }
     e.sized = true;
     e.total = r.cur.total;
@@ -276,21 +286,25 @@ void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
         if (r.dst != nullptr) r.dst += got;
       } else {
         r.have += got;
-        if (r.have >= kLengthPrefix && r.frameLen == 0) r.frameLen = decodeLength(r.hdr, kMaxDataBody);
+        if (r.have >= kLengthPrefix && r.frameLen == 0)
+          r.frameLen = decodeLength(r.hdr, kMaxDataBody);
         if (r.have > kLengthPrefix) {
           const auto type = static_cast<FrameType>(r.hdr[kLengthPrefix]);
           if (type == FrameType::kProbe) {
             const uint64_t bodyHave = r.have - kLengthPrefix;  // type byte + payload bytes
-            if (r.frameLen < 1 || bodyHave > r.frameLen) throw FrameError("probe frame shorter than what followed it");
+            if (r.frameLen < 1 || bodyHave > r.frameLen)
+              throw FrameError("probe frame shorter than what followed it");
             r.cur = DataHeader{};  // chunkBytes 0 marks the probe
             r.dst = nullptr;
             r.entry = nullptr;
             r.left = r.frameLen - bodyHave;
             r.state = ReadState::kPayload;
           } else if (type != FrameType::kData) {
-            throw FrameError(strCat("unexpected frame type ", int(r.hdr[kLengthPrefix]), " from the sender"));
+            throw FrameError(
+                strCat("unexpected frame type ", int(r.hdr[kLengthPrefix]), " from the sender"));
           } else if (r.have == kHeaderBytes) {
-            if (r.frameLen < kDataHeaderBody) throw FrameError("data frame shorter than its header");
+            if (r.frameLen < kDataHeaderBody)
+              throw FrameError("data frame shorter than its header");
             r.cur = decodeDataHeader(
                 std::string(reinterpret_cast<const char*>(r.hdr + kLengthPrefix), kDataHeaderBody),
                 r.frameLen);
@@ -302,7 +316,8 @@ void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
       if (r.state == ReadState::kPayload && r.left == 0) finishFrame(r, index);
     }
   } catch (const FrameError& e) {
-    ctx_.warn(strCat("rail ", ctx_.config().rails[index].name, ": bad frame from the sender: ", e.what()));
+    ctx_.warn(strCat("rail ", ctx_.config().rails[index].name,
+                     ": bad frame from the sender: ", e.what()));
     drop(r, index, e.what());
   }
 }
@@ -400,7 +415,8 @@ void RecvComm::pump() {
 
 RecvRequest* RecvComm::irecv(int n, void** data, const uint64_t* sizes, const int* tags) {
   if (n < 1 || n > int(kMaxGrouped)) {
-    throw CommError(ncclInvalidArgument, strCat("irecv of ", n, " grouped receives (maxRecvs is ", kMaxGrouped, ")"));
+    throw CommError(ncclInvalidArgument,
+                    strCat("irecv of ", n, " grouped receives (maxRecvs is ", kMaxGrouped, ")"));
   }
   auto req = std::make_unique<RecvRequest>();
   req->group = nextGroup_++;
@@ -431,7 +447,8 @@ bool RecvComm::test(RecvRequest* req, int* sizes) {
   pump();
   if (!req->done()) return false;
   if (sizes != nullptr) {
-    for (size_t i = 0; i < req->entries.size(); ++i) sizes[i] = static_cast<int>(req->entries[i].total);
+    for (size_t i = 0; i < req->entries.size(); ++i)
+      sizes[i] = static_cast<int>(req->entries[i].total);
   }
   requests_.erase(req->group);
   return true;

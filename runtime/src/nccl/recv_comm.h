@@ -30,7 +30,7 @@ struct RecvEntry {
   uint8_t* data = nullptr;
   uint64_t capacity = 0;
   int32_t tag = 0;
-  bool sized = false;      // a first chunk told us the message's size
+  bool sized = false;  // a first chunk told us the message's size
   uint64_t total = 0;
   uint32_t chunkBytes = 0;
   std::vector<bool> covered;
@@ -106,7 +106,6 @@ class RecvComm {
   bool test(RecvRequest* req, int* sizes);
   bool anyLive() const;
 
-
  private:
   enum class ReadState { kHeader, kPayload };
   struct Rail {
@@ -124,7 +123,7 @@ class RecvComm {
     size_t have = 0;        // header bytes read (length prefix included)
     uint32_t frameLen = 0;  // 0 until the length prefix is in
     DataHeader cur;
-    uint8_t* dst = nullptr;      // where payload goes, or nullptr = discard
+    uint8_t* dst = nullptr;  // where payload goes, or nullptr = discard
     uint64_t left = 0;
     RecvEntry* entry = nullptr;  // the entry the current chunk completes
     RecvRequest* req = nullptr;

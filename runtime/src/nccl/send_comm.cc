@@ -147,8 +147,8 @@ void SendComm::finishConnect(Rail& r, Clock::time_point now) {
   }
   // Re-admission: a probe must reach the receiver and its acknowledgement come back on this rail.
   static const std::string zeros(kProbeBytes, '\0');
-  r.out.push_back(Segment{encodeProbeHeader(kProbeBytes), reinterpret_cast<const uint8_t*>(zeros.data()),
-                          kProbeBytes});
+  r.out.push_back(Segment{encodeProbeHeader(kProbeBytes),
+                          reinterpret_cast<const uint8_t*>(zeros.data()), kProbeBytes});
   r.queued += kLengthPrefix + 1 + kProbeBytes;
   r.probeEnd = r.queued;
   r.inflight.push_back(Record{r.queued, nullptr, 0});
@@ -195,14 +195,15 @@ void SendComm::handleCts(const Cts& c) {
   while (!early_.empty() && early_.begin()->first == nextCts_) {
     OpenGroup g;
     g.seq = nextCts_;
-    for (const auto& e : early_.begin()->second.entries) g.entries.push_back({e.tag, e.size, false});
+    for (const auto& e : early_.begin()->second.entries)
+      g.entries.push_back({e.tag, e.size, false});
     open_.push_back(std::move(g));
     early_.erase(early_.begin());
     nextCts_ += 1;
   }
   if (early_.size() > 1024) {
-    throw CommError(ncclRemoteError, strCat("the receiver posted receives out of order (", early_.size(),
-                                            " waiting for #", nextCts_, ")"));
+    throw CommError(ncclRemoteError, strCat("the receiver posted receives out of order (",
+                                            early_.size(), " waiting for #", nextCts_, ")"));
   }
 }
 
@@ -223,9 +224,9 @@ void SendComm::handleAck(Rail& from, const Ack& a, Clock::time_point now) {
     }
     if (ra.consumed <= r.acked) continue;
     if (ra.consumed > r.queued) {
-      throw CommError(ncclRemoteError, strCat("the receiver acknowledged ", ra.consumed,
-                                              " bytes on rail ", i, " but only ", r.queued,
-                                              " were sent"));
+      throw CommError(ncclRemoteError,
+                      strCat("the receiver acknowledged ", ra.consumed, " bytes on rail ", i,
+                             " but only ", r.queued, " were sent"));
     }
     const uint64_t delta = ra.consumed - r.acked;
     const double dt = seconds(now - r.lastProgress);
@@ -344,7 +345,9 @@ void SendComm::schedule(Clock::time_point now) {
     auto [msg, chunk] = pending_.front();
     Rail* best = nullptr;
     double bestFinish = 0;
-    const uint64_t bytes = msg->size == 0 ? 0 : std::min<uint64_t>(chunkBytes, msg->size - uint64_t(chunk) * chunkBytes);
+    const uint64_t bytes =
+        msg->size == 0 ? 0
+                       : std::min<uint64_t>(chunkBytes, msg->size - uint64_t(chunk) * chunkBytes);
     for (auto& r : rails_) {
       if (r.state != RailState::kLive || r.unacked() >= window(r)) continue;
       // When would this chunk be through if it went here (what is queued first, then it)?
@@ -359,7 +362,8 @@ void SendComm::schedule(Clock::time_point now) {
     // measured again: an estimate that went low (a noisy sample, a path that healed) must not
     // starve the rail for good. Rails far slower than the best are re-measured only rarely.
     double fastest = 0;
-    for (const auto& r : rails_) fastest = std::max(fastest, r.state == RailState::kLive ? assumedRate(r) : 0.0);
+    for (const auto& r : rails_)
+      fastest = std::max(fastest, r.state == RailState::kLive ? assumedRate(r) : 0.0);
     for (auto& r : rails_) {
       if (&r == best || r.state != RailState::kLive || r.unacked() != 0) continue;
       const auto every = assumedRate(r) * kSlowRatio < fastest ? kRemeasureSlow : kRemeasure;
@@ -396,18 +400,22 @@ void SendComm::checkTimers(Clock::time_point now) {
     }
     switch (r.state) {
       case RailState::kConnecting:
-        if (now - r.since > (everLive_ ? std::max<Clock::duration>(cfg.stall, kRedialPatience) : cfg.connectTimeout)) {
-          fail(r, strCat("connect to ", ipv4Text(peer_.rails[r.index].ipv4), ":",
-                         peer_.rails[r.index].port, " did not complete"),
+        if (now - r.since > (everLive_ ? std::max<Clock::duration>(cfg.stall, kRedialPatience)
+                                       : cfg.connectTimeout)) {
+          fail(r,
+               strCat("connect to ", ipv4Text(peer_.rails[r.index].ipv4), ":",
+                      peer_.rails[r.index].port, " did not complete"),
                now);
         }
         break;
       case RailState::kProbing:
       case RailState::kLive:
         if (r.unacked() > 0 && now - r.lastProgress > cfg.stall) {
-          fail(r, strCat("stalled: ", r.unacked(), " bytes unacknowledged for ",
-                         std::chrono::duration_cast<std::chrono::milliseconds>(now - r.lastProgress).count(),
-                         " ms (link up, traffic lost?)"),
+          fail(r,
+               strCat("stalled: ", r.unacked(), " bytes unacknowledged for ",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(now - r.lastProgress)
+                          .count(),
+                      " ms (link up, traffic lost?)"),
                now);
         }
         break;
@@ -434,7 +442,8 @@ void SendComm::throwIfAllDown(Clock::time_point now) {
     why += strCat(why.empty() ? "" : "; ", ctx_.config().rails[r.index].name, ": ",
                   r.reason.empty() ? stateName(int(r.state)) : r.reason);
   }
-  const std::string msg = strCat(everLive_ ? "every rail to the peer is down (" : "no rail reached the peer (", why, ")");
+  const std::string msg = strCat(
+      everLive_ ? "every rail to the peer is down (" : "no rail reached the peer (", why, ")");
   ctx_.noteFailure(msg);
   throw CommError(ncclRemoteError, msg);
 }
@@ -465,7 +474,8 @@ void SendComm::pump() {
   }
   schedule(now);
   for (auto& r : rails_) {
-    if ((r.state == RailState::kLive || r.state == RailState::kProbing) && !r.out.empty()) writeOut(r, now);
+    if ((r.state == RailState::kLive || r.state == RailState::kProbing) && !r.out.empty())
+      writeOut(r, now);
   }
   checkTimers(now);
   schedule(now);  // a failed rail's chunks find a new rail in this same call
@@ -496,10 +506,13 @@ SendRequest* SendComm::isend(const void* data, uint64_t size, int tag) {
       req->size = size;
       req->group = g->seq;
       req->entry = static_cast<uint8_t>(e);
-      req->chunks = size == 0 ? 1 : static_cast<uint32_t>((size + ctx_.config().chunkBytes - 1) / ctx_.config().chunkBytes);
+      req->chunks = size == 0 ? 1
+                              : static_cast<uint32_t>((size + ctx_.config().chunkBytes - 1) /
+                                                      ctx_.config().chunkBytes);
       req->acked.assign(req->chunks, false);
       for (uint32_t c = 0; c < req->chunks; ++c) pending_.emplace_back(req.get(), c);
-      if (std::all_of(g->entries.begin(), g->entries.end(), [](const OpenEntry& x) { return x.matched; })) {
+      if (std::all_of(g->entries.begin(), g->entries.end(),
+                      [](const OpenEntry& x) { return x.matched; })) {
         open_.erase(g);
       }
       SendRequest* out = req.get();

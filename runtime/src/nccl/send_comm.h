@@ -62,7 +62,7 @@ class SendComm {
  private:
   enum class RailState { kConnecting, kProbing, kLive, kFailed };
   struct Record {
-    uint64_t end = 0;  // stream offset just past this record
+    uint64_t end = 0;            // stream offset just past this record
     SendRequest* msg = nullptr;  // nullptr = a probe
     uint32_t chunk = 0;
   };
@@ -78,18 +78,18 @@ class SendComm {
     Fd fd;
     uint32_t epoch = 0;
     std::deque<Segment> out;
-    size_t outPos = 0;        // bytes of out.front() already written
-    uint64_t queued = 0;      // stream offset past the last queued record
-    uint64_t acked = 0;       // what the receiver acknowledged (this epoch)
+    size_t outPos = 0;    // bytes of out.front() already written
+    uint64_t queued = 0;  // stream offset past the last queued record
+    uint64_t acked = 0;   // what the receiver acknowledged (this epoch)
     std::deque<Record> inflight;
     uint64_t probeEnd = 0;
-    double rate = 0;          // bytes/s, smoothed, measured from acknowledgements
+    double rate = 0;                   // bytes/s, smoothed, measured from acknowledgements
     Clock::time_point lastProgress{};  // last ack advance (or when the rail became busy)
     Clock::time_point since{};         // entered its state
     Clock::time_point nextAttempt{};
     Clock::time_point nextCarrierCheck{};
-    std::string in;           // partial control frame
-    std::string reason;       // why it last failed
+    std::string in;      // partial control frame
+    std::string reason;  // why it last failed
     uint64_t unacked() const { return queued - acked; }
   };
 

@@ -1,12 +1,11 @@
 // The plugin's connection objects over loopback (two "rails" on lo), driven the way NCCL's
 // proxy drives them, with stray, garbled and impostor connections on the rail listeners.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -82,7 +81,8 @@ Pair connectPair(PluginContext& ctx, ListenComm& listen) {
 }
 
 // Sends `data` as one message and receives it into a buffer of `capacity`; returns what arrived.
-std::vector<uint8_t> roundTrip(Pair& p, const std::vector<uint8_t>& data, size_t capacity, int tag) {
+std::vector<uint8_t> roundTrip(Pair& p, const std::vector<uint8_t>& data, size_t capacity,
+                               int tag) {
   std::vector<uint8_t> in(capacity, 0);
   void* dst = in.data();
   const uint64_t size = capacity;
@@ -153,7 +153,8 @@ TEST(NcclComm, MessagesOfEverySizeStripedOverTwoRails) {
   PluginContext ctx(loopbackConfig(2), nullptr);
   ListenComm listen(ctx);
   Pair p = connectPair(ctx, listen);
-  for (size_t size : {size_t(0), size_t(1), size_t(4095), size_t(4096), size_t(4097), size_t(1 << 20)}) {
+  for (size_t size :
+       {size_t(0), size_t(1), size_t(4095), size_t(4096), size_t(4097), size_t(1 << 20)}) {
     std::vector<uint8_t> data(size);
     for (size_t i = 0; i < size; ++i) data[i] = static_cast<uint8_t>(i * 7 + size);
     EXPECT_EQ(roundTrip(p, data, size + 100, static_cast<int>(size % 1000)), data) << size;
@@ -179,7 +180,8 @@ TEST(NcclComm, ASendLargerThanTheReceiveIsAnErrorNotATruncation) {
     ADD_FAILURE() << "a 101-byte send into a 100-byte receive was accepted";
   } catch (const CommError& e) {
     EXPECT_EQ(e.code, ncclInvalidUsage);
-    EXPECT_NE(std::string(e.what()).find("into a receive of 100 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("into a receive of 100 bytes"), std::string::npos)
+        << e.what();
   }
 }
 

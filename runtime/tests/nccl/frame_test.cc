@@ -107,7 +107,8 @@ TEST(NcclFrame, LengthAndType) {
 TEST(NcclHandle, RoundTripFitsAndRejectsForeignHandles) {
   ConnectHandle h;
   h.nonce.fill(0xab);
-  for (int i = 0; i < int(kMaxRails); ++i) h.rails.push_back({0x0100000aU + uint32_t(i), uint16_t(40000 + i)});
+  for (int i = 0; i < int(kMaxRails); ++i)
+    h.rails.push_back({0x0100000aU + uint32_t(i), uint16_t(40000 + i)});
   uint8_t buf[NCCL_NET_HANDLE_MAXSIZE];
   std::memset(buf, 0x55, sizeof buf);
   encodeHandle(h, buf);
