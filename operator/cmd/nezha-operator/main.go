@@ -61,6 +61,7 @@ func run() error {
 		opLabels    = flag.String("operator-pod-labels", "app.kubernetes.io/component=operator", "labels of the operator's pods (k=v,...), for the jobs' NetworkPolicies")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
+		transports  = flag.String("runtime-transports", "tcp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -125,8 +126,12 @@ func run() error {
 		return fmt.Errorf("--rail-action-interval must be positive, got %s", *railInterval)
 	}
 	r.RailActionInterval = *railInterval
+	supported, err := webhook.ParseTransports(*transports)
+	if err != nil {
+		return err
+	}
 	if *webhookPort != 0 {
-		if err := webhook.SetupRailClassWebhook(mgr); err != nil {
+		if err := webhook.SetupRailClassWebhook(mgr, supported); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)
 		}
 		setupLog.Info("admission webhooks", "port", *webhookPort, "certDir", *certDir)

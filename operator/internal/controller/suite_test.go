@@ -163,7 +163,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := webhook.SetupRailClassWebhook(mgr); err != nil {
+	if err := webhook.SetupRailClassWebhook(mgr, webhook.DefaultRuntimeTransports); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

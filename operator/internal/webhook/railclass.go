@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,41 +19,79 @@ import (
 // ValidatingWebhookConfiguration names it).
 const RailClassPath = "/validate-nezha-io-v1alpha1-railclass"
 
-// RailClassValidator refuses a RailClass whose spec.network.config is not a CNI configuration,
-// at admission, so the mistake surfaces on `kubectl apply` instead of minutes later when Multus
-// reads the NetworkAttachmentDefinition built from it. Everything CEL can say stays in the CRD.
-type RailClassValidator struct{}
+// RailClassValidator refuses, at admission, a RailClass whose spec.network.config is not a CNI
+// configuration (so the mistake surfaces on `kubectl apply` instead of minutes later when Multus
+// reads the NetworkAttachmentDefinition built from it), and one whose spec.transport the runtime
+// this operator injects does not have (so a job on it is not created only to fail at start).
+// Everything CEL can say stays in the CRD.
+type RailClassValidator struct {
+	// Transports the injected runtime supports (--runtime-transports).
+	Transports []nezhav1.Transport
+}
 
 var _ admission.CustomValidator = RailClassValidator{}
 
+// DefaultRuntimeTransports is what the runtime image built from this tree supports.
+var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP}
+
 // SetupRailClassWebhook registers the validator with the manager's webhook server.
-func SetupRailClassWebhook(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr).For(&nezhav1.RailClass{}).WithValidator(RailClassValidator{}).Complete()
+func SetupRailClassWebhook(mgr ctrl.Manager, transports []nezhav1.Transport) error {
+	return ctrl.NewWebhookManagedBy(mgr).For(&nezhav1.RailClass{}).WithValidator(RailClassValidator{Transports: transports}).Complete()
 }
 
-func (RailClassValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
-	return nil, validate(obj)
+func (v RailClassValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	return nil, v.validate(obj)
 }
 
-func (RailClassValidator) ValidateUpdate(_ context.Context, _, obj runtime.Object) (admission.Warnings, error) {
-	return nil, validate(obj)
+func (v RailClassValidator) ValidateUpdate(_ context.Context, _, obj runtime.Object) (admission.Warnings, error) {
+	return nil, v.validate(obj)
 }
 
 func (RailClassValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func validate(obj runtime.Object) error {
+func (v RailClassValidator) validate(obj runtime.Object) error {
 	rc, ok := obj.(*nezhav1.RailClass)
 	if !ok {
 		return fmt.Errorf("expected a RailClass, got %T", obj)
 	}
-	if rc.Spec.Network.Config == "" {
-		return nil // nadRef (the CRD's CEL rule requires exactly one of the two)
+	var errs field.ErrorList
+	if t := rc.Spec.Transport; t != "" && !slices.Contains(v.Transports, t) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "transport"), string(t),
+			fmt.Sprintf("the runtime this operator injects has no %s transport (it has: %s; operator flag --runtime-transports)",
+				t, joinTransports(v.Transports))))
 	}
-	errs := ValidateCNIConfig(field.NewPath("spec", "network", "config"), rc.Spec.Network.Config)
+	if rc.Spec.Network.Config != "" { // else nadRef (the CRD's CEL rule requires exactly one)
+		errs = append(errs, ValidateCNIConfig(field.NewPath("spec", "network", "config"), rc.Spec.Network.Config)...)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return apierrors.NewInvalid(nezhav1.GroupVersion.WithKind("RailClass").GroupKind(), rc.Name, errs)
+}
+
+// ParseTransports reads --runtime-transports ("tcp", "tcp,rdma", ...).
+func ParseTransports(text string) ([]nezhav1.Transport, error) {
+	var out []nezhav1.Transport
+	for _, part := range strings.Split(text, ",") {
+		t := nezhav1.Transport(strings.TrimSpace(part))
+		switch t {
+		case nezhav1.TransportTCP, nezhav1.TransportRDMA, nezhav1.TransportSHARP:
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		default:
+			return nil, fmt.Errorf("--runtime-transports: unknown transport %q (want tcp, rdma, sharp)", t)
+		}
+	}
+	return out, nil
+}
+
+func joinTransports(ts []nezhav1.Transport) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = string(t)
+	}
+	return strings.Join(parts, ", ")
 }
