@@ -16,7 +16,7 @@ RUNTIME_BUILD   := build/runtime
 CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 GO_TEST_FLAGS   ?= -count=1 -p 1
 FUZZ_SECONDS    ?= 60
-FUZZ_TARGETS    := fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http
+FUZZ_TARGETS    := fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame
 SAN_FLAGS       := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 export NEZHA_CACHE
 
@@ -95,7 +95,7 @@ fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 
 	cmake -S runtime -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DNEZHA_FUZZ=ON -DNEZHA_BUILD_TESTS=OFF >/dev/null
 	cmake --build build/fuzz -j2 --target $(FUZZ_TARGETS)
-	runtime/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
+	runtime/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 .PHONY: fuzz-ci
 fuzz-ci: ## The C++ fuzz targets for 15 s each and the Go ones for 20,000 inputs each (what `make test` runs).

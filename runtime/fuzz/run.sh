@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS from its seed corpus; fails on the first crash.
-# Usage: runtime/fuzz/run.sh BUILD_DIR SECONDS
+# Usage: runtime/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (default: every target below)
 set -euo pipefail
 build=$(realpath "$1")
 seconds=$2
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$build"
-for target in fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame; do
+shift 2
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame)
+for target in "${targets[@]}"; do
   mkdir -p "corpus-$target"
   echo "fuzz: $target for ${seconds}s"
   # New inputs go to corpus-$target (first dir); the seeds in the tree are read, never written.

@@ -20,7 +20,8 @@ void usage() {
   std::fprintf(stderr,
                "usage: nezha-rdma-info [--sysfs DIR] [--pci ADDR] [--address IP] IFACE...\n"
                "  --sysfs DIR    sysfs root (default /sys)\n"
-               "  --pci ADDR     PCI address of the function (SR-IOV VF from PCIDEVICE_*); one interface only\n"
+               "  --pci ADDR     PCI address of the function (SR-IOV VF from PCIDEVICE_*); one "
+               "interface only\n"
                "  --address IP   the rail's IPv4 address (default: the interface's first)\n");
   std::exit(2);
 }
@@ -37,10 +38,17 @@ int main(int argc, char** argv) {
   int c;
   while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
     switch (c) {
-      case 's': sysfs = optarg; break;
-      case 'p': pci = optarg; break;
-      case 'a': address = optarg; break;
-      default: usage();
+      case 's':
+        sysfs = optarg;
+        break;
+      case 'p':
+        pci = optarg;
+        break;
+      case 'a':
+        address = optarg;
+        break;
+      default:
+        usage();
     }
   }
   if (optind >= argc) usage();
@@ -54,9 +62,10 @@ int main(int argc, char** argv) {
     try {
       const std::string ip = address.empty() ? nezha::interfaceAddress(iface, iface) : address;
       const nezha::RdmaPort p = nezha::resolveRdmaPort(sysfs, {iface, iface, ip, pci});
-      std::printf("%s address=%s device=%s port=%d link_layer=%s gid_index=%d gid=%s gid_type=\"%s\"\n",
-                  iface.c_str(), ip.c_str(), p.device.c_str(), p.port, p.linkLayer.c_str(), p.gidIndex,
-                  p.gid.c_str(), p.gidType.c_str());
+      std::printf(
+          "%s address=%s device=%s port=%d link_layer=%s gid_index=%d gid=%s gid_type=\"%s\"\n",
+          iface.c_str(), ip.c_str(), p.device.c_str(), p.port, p.linkLayer.c_str(), p.gidIndex,
+          p.gid.c_str(), p.gidType.c_str());
     } catch (const std::exception& e) {
       std::printf("%s error=\"%s\"\n", iface.c_str(), e.what());
       rc = 1;

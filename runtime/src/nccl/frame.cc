@@ -174,6 +174,7 @@ Ack decodeAck(const std::string& body, size_t rails) {
     WireReader r(body, "ack");
     if (r.u8() != static_cast<uint8_t>(FrameType::kAck)) throw FrameError("not an ack frame");
     const size_t n = r.u8();
+    if (n > kMaxRails) throw FrameError(strCat("ack: ", n, " rails (at most ", kMaxRails, ")"));
     if (n != rails) throw FrameError(strCat("ack: ", n, " rails, this connection has ", rails));
     Ack a;
     for (size_t i = 0; i < n; ++i) {

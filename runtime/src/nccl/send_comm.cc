@@ -349,8 +349,11 @@ void SendComm::schedule(Clock::time_point now) {
         msg->size == 0 ? 0
                        : std::min<uint64_t>(chunkBytes, msg->size - uint64_t(chunk) * chunkBytes);
     for (auto& r : rails_) {
-      if (r.state != RailState::kLive || r.unacked() >= window(r)) continue;
+      if (r.state != RailState::kLive) continue;
       // When would this chunk be through if it went here (what is queued first, then it)?
+      // Full rails take part too: when the quickest finish is on a rail whose window is full,
+      // waiting for it beats handing the chunk to a much slower rail (a gray rail 40x slower
+      // must not become the overflow of the fast ones).
       const double finish = double(r.unacked() + bytes + 64) / assumedRate(r);
       if (best == nullptr || finish < bestFinish) {
         best = &r;
@@ -358,6 +361,21 @@ void SendComm::schedule(Clock::time_point now) {
       }
     }
     if (best == nullptr) return;
+    if (best->unacked() >= window(*best)) {
+      // Fall back to a rail with room only if it would still finish within the best's time.
+      Rail* room = nullptr;
+      for (auto& r : rails_) {
+        if (r.state != RailState::kLive || r.unacked() >= window(r)) continue;
+        const double finish = double(r.unacked() + bytes + 64) / assumedRate(r);
+        if (finish <= 2 * bestFinish &&
+            (room == nullptr ||
+             finish < double(room->unacked() + bytes + 64) / assumedRate(*room))) {
+          room = &r;
+        }
+      }
+      if (room == nullptr) return;
+      best = room;
+    }
     // A rail that has carried nothing for a while gets this chunk anyway, so its speed is
     // measured again: an estimate that went low (a noisy sample, a path that healed) must not
     // starve the rail for good. Rails far slower than the best are re-measured only rarely.

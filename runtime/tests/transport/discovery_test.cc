@@ -38,10 +38,11 @@ class SysfsFixture : public ::testing::Test {
   void function(const std::string& pci, const std::string& dev, const std::string& iface) {
     fs::create_directories(fs::path(root_) / "bus/pci/devices" / pci / "infiniband" / dev);
     fs::create_directories(fs::path(root_) / "class/net" / iface);
-    fs::create_symlink(fs::path(root_) / "bus/pci/devices" / pci, fs::path(root_) / "class/net" / iface / "device");
+    fs::create_symlink(fs::path(root_) / "bus/pci/devices" / pci,
+                       fs::path(root_) / "class/net" / iface / "device");
   }
-  void gid(const std::string& dev, int port, int idx, const std::string& gid, const std::string& type,
-           const std::string& ndev) {
+  void gid(const std::string& dev, int port, int idx, const std::string& gid,
+           const std::string& type, const std::string& ndev) {
     const std::string p = "class/infiniband/" + dev + "/ports/" + std::to_string(port);
     write(p + "/gids/" + std::to_string(idx), gid);
     write(p + "/gid_attrs/types/" + std::to_string(idx), type);
@@ -66,7 +67,8 @@ TEST_F(SysfsFixture, RoceV2GidIsTheOneCarryingTheRailsAddress) {
   gid("mlx5_0", 1, 1, "fe80:0000:0000:0000:0a00:27ff:fe00:0001", "RoCE v2", "eth1");
   gid("mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a64:000a", "IB/RoCE v1", "eth1");
   gid("mlx5_0", 1, 3, "0000:0000:0000:0000:0000:ffff:0a64:000a", "RoCE v2", "eth1");
-  gid("mlx5_0", 1, 4, "0000:0000:0000:0000:0000:ffff:0a64:000b", "RoCE v2", "eth9");  // another netdev
+  gid("mlx5_0", 1, 4, "0000:0000:0000:0000:0000:ffff:0a64:000b", "RoCE v2",
+      "eth9");  // another netdev
   const RdmaPort p = resolveRdmaPort(root_, {"r0", "eth1", "10.100.0.10", ""});
   EXPECT_EQ(p.device, "mlx5_0");
   EXPECT_EQ(p.port, 1);
@@ -85,7 +87,8 @@ TEST_F(SysfsFixture, VfFoundThroughThePciAddressOfTheDevicePlugin) {
   EXPECT_EQ(pciAddressFromEnv("nvidia.com/rdma_vf", 1), "0000:3b:02.2");
   EXPECT_EQ(pciAddressFromEnv("nvidia.com/rdma_vf", 2), "");
   EXPECT_EQ(pciAddressFromEnv("example.com/absent", 0), "");
-  const RdmaPort p = resolveRdmaPort(root_, {"r1", "net1", "10.101.0.5", pciAddressFromEnv("nvidia.com/rdma_vf", 0)});
+  const RdmaPort p = resolveRdmaPort(
+      root_, {"r1", "net1", "10.101.0.5", pciAddressFromEnv("nvidia.com/rdma_vf", 0)});
   unsetenv("PCIDEVICE_NVIDIA_COM_RDMA_VF");
   EXPECT_EQ(p.device, "mlx5_7");
   EXPECT_EQ(p.gidIndex, 0);
@@ -127,7 +130,8 @@ std::string errorOf(const std::string& root, const RdmaRailQuery& q) {
 
 TEST_F(SysfsFixture, ErrorsNameTheRailAndWhatWasFound) {
   fs::create_directories(fs::path(root_) / "class/net/eth0");  // a plain NIC
-  EXPECT_NE(errorOf(root_, {"r0", "eth0", "10.0.0.1", ""}).find("rail r0 (eth0): no RDMA device behind the interface"),
+  EXPECT_NE(errorOf(root_, {"r0", "eth0", "10.0.0.1", ""})
+                .find("rail r0 (eth0): no RDMA device behind the interface"),
             std::string::npos);
 
   function("0000:3b:00.0", "mlx5_0", "eth1");
@@ -136,12 +140,17 @@ TEST_F(SysfsFixture, ErrorsNameTheRailAndWhatWasFound) {
   gid("mlx5_0", 1, 1, "0000:0000:0000:0000:0000:ffff:0a64:0009", "RoCE v2", "eth1");
   const std::string e = errorOf(root_, {"r1", "eth1", "10.100.0.10", ""});
   EXPECT_NE(e.find("no RoCE v2 GID for 10.100.0.10"), std::string::npos) << e;
-  EXPECT_NE(e.find("gid 1 RoCE v2 0000:0000:0000:0000:0000:ffff:0a64:0009"), std::string::npos) << e;
+  EXPECT_NE(e.find("gid 1 RoCE v2 0000:0000:0000:0000:0000:ffff:0a64:0009"), std::string::npos)
+      << e;
 
   function("0000:3c:00.0", "mlx5_1", "eth3");
   fs::create_directories(fs::path(root_) / "bus/pci/devices/0000:3c:00.0/infiniband/mlx5_9");
-  EXPECT_NE(errorOf(root_, {"r2", "eth3", "10.0.0.1", ""}).find("2 RDMA devices behind one function"), std::string::npos);
-  EXPECT_NE(errorOf(root_, {"r3", "net1", "10.0.0.1", "0000:99:00.0"}).find("PCI device 0000:99:00.0"), std::string::npos);
+  EXPECT_NE(
+      errorOf(root_, {"r2", "eth3", "10.0.0.1", ""}).find("2 RDMA devices behind one function"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(root_, {"r3", "net1", "10.0.0.1", "0000:99:00.0"}).find("PCI device 0000:99:00.0"),
+      std::string::npos);
 }
 
 }  // namespace

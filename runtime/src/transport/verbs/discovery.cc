@@ -38,7 +38,8 @@ std::string readAttr(const std::string& path) {
 }
 
 bool isNumber(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
 std::string lower(std::string s) {
@@ -55,20 +56,25 @@ std::string ipv4MappedGid(const std::string& ipv4) {
   }
   const auto* b = reinterpret_cast<const unsigned char*>(&a.s_addr);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3]);
+  std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1],
+                b[2], b[3]);
   return buf;
 }
 
 std::string pciAddressFromEnv(const std::string& resource, size_t index) {
   std::string name = "PCIDEVICE_";
-  for (char c : resource) name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : '_';
+  for (char c : resource)
+    name += std::isalnum(static_cast<unsigned char>(c))
+                ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+                : '_';
   const char* v = std::getenv(name.c_str());
   if (v == nullptr) return "";
   std::string list = v;
   size_t start = 0;
   for (size_t i = 0;; ++i) {
     const size_t comma = list.find(',', start);
-    if (i == index) return list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (i == index)
+      return list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (comma == std::string::npos) return "";
     start = comma + 1;
   }
@@ -82,20 +88,23 @@ RdmaPort resolveRdmaPort(const std::string& root, const RdmaRailQuery& q) {
                                  : strCat(root, "/bus/pci/devices/", q.pciAddress, "/infiniband");
   const auto devices = listDir(hcaDir);
   if (devices.empty()) {
-    throw ConfigError(strCat(where, ": no RDMA device behind ",
-                             q.pciAddress.empty() ? "the interface" : "PCI device " + q.pciAddress,
-                             " (", hcaDir, " is missing or empty; transport rdma needs an RDMA NIC "
-                             "or its VF, and the RDMA device plugin or SR-IOV resource in the pod)"));
+    throw ConfigError(
+        strCat(where, ": no RDMA device behind ",
+               q.pciAddress.empty() ? "the interface" : "PCI device " + q.pciAddress, " (", hcaDir,
+               " is missing or empty; transport rdma needs an RDMA NIC "
+               "or its VF, and the RDMA device plugin or SR-IOV resource in the pod)"));
   }
   if (devices.size() > 1) {
     throw ConfigError(strCat(where, ": ", devices.size(), " RDMA devices behind one function (",
-                             devices[0], ", ", devices[1], "...); cannot tell which one is the rail's"));
+                             devices[0], ", ", devices[1],
+                             "...); cannot tell which one is the rail's"));
   }
   RdmaPort out;
   out.device = devices[0];
   const std::string portsDir = strCat(root, "/class/infiniband/", out.device, "/ports");
   const auto ports = listDir(portsDir);
-  if (ports.empty()) throw ConfigError(strCat(where, ": ", out.device, " has no ports under ", portsDir));
+  if (ports.empty())
+    throw ConfigError(strCat(where, ": ", out.device, " has no ports under ", portsDir));
 
   // 2. The port and GID.
   std::string seen;  // what the ports offer, for the error
@@ -108,7 +117,8 @@ RdmaPort resolveRdmaPort(const std::string& root, const RdmaRailQuery& q) {
       const std::string devPort = readAttr(strCat(root, "/class/net/", q.iface, "/dev_port"));
       const int want = isNumber(devPort) ? std::stoi(devPort) + 1 : 1;
       if (std::stoi(p) != want) {
-        seen += strCat(" port ", p, ": InfiniBand (not dev_port ", devPort.empty() ? "0" : devPort, ");");
+        seen += strCat(" port ", p, ": InfiniBand (not dev_port ", devPort.empty() ? "0" : devPort,
+                       ");");
         continue;
       }
       out.port = std::stoi(p);
@@ -116,7 +126,8 @@ RdmaPort resolveRdmaPort(const std::string& root, const RdmaRailQuery& q) {
       out.gidIndex = 0;
       out.gid = readAttr(pdir + "/gids/0");
       out.gidType = "IB";
-      if (out.gid.empty()) throw ConfigError(strCat(where, ": ", out.device, " port ", p, " has no GID 0"));
+      if (out.gid.empty())
+        throw ConfigError(strCat(where, ": ", out.device, " port ", p, " has no GID 0"));
       return out;
     }
     if (link != "Ethernet") {
@@ -142,8 +153,8 @@ RdmaPort resolveRdmaPort(const std::string& root, const RdmaRailQuery& q) {
     }
   }
   throw ConfigError(strCat(where, ": ", out.device, " has no RoCE v2 GID for ", q.ipv4, " (",
-                           ipv4MappedGid(q.ipv4), ") on ", q.iface, "; found:",
-                           seen.empty() ? " nothing for this interface" : seen,
+                           ipv4MappedGid(q.ipv4), ") on ", q.iface,
+                           "; found:", seen.empty() ? " nothing for this interface" : seen,
                            " (is the address on the interface, and RoCE v2 enabled?)"));
 }
 

@@ -26,8 +26,8 @@ struct RdmaPort {
   int port = 0;           // 1-based, as verbs numbers them
   std::string linkLayer;  // "Ethernet" (RoCE) or "InfiniBand"
   int gidIndex = -1;
-  std::string gid;        // as sysfs prints it, e.g. 0000:0000:0000:0000:0000:ffff:0a64:000a
-  std::string gidType;    // "RoCE v2", or "IB" for InfiniBand
+  std::string gid;      // as sysfs prints it, e.g. 0000:0000:0000:0000:0000:ffff:0a64:000a
+  std::string gidType;  // "RoCE v2", or "IB" for InfiniBand
 };
 
 struct RdmaRailQuery {
