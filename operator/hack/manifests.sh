@@ -29,3 +29,6 @@ cd "$root"
 # generateEmbeddedObjectMeta keeps labels/annotations of the worker pod template from being pruned.
 "$cg" crd:generateEmbeddedObjectMeta=true rbac:roleName=nezha-operator paths=./operator/... \
   output:crd:artifacts:config="$crd_dir" output:rbac:artifacts:config="$rbac_dir"
+# The worker pod template's copy of core/v1's documentation makes the CRD too large for a plain
+# client-side `kubectl apply` (256 KiB annotation limit); Nezha's own field docs stay.
+go run ./hack/tools/crdtrim "$crd_dir/nezha.io_multirailjobs.yaml" spec.workers.template

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
 )
 
@@ -34,20 +33,5 @@ func TestRailClassConfigValidatedAtAdmission(t *testing.T) {
 	ok.Spec.Network.Config = `{"cniVersion": "1.0.0"}`
 	if err := k8s.Update(ctx, ok); err == nil || !strings.Contains(err.Error(), "[type]") {
 		t.Fatalf("an update breaking the config must be refused, got %v", err)
-	}
-}
-
-// TestRailClassTransportTheRuntimeLacksIsRefused: this tree's runtime has only tcp, so a RailClass
-// asking for rdma or sharp is refused at admission, naming spec.transport.
-func TestRailClassTransportTheRuntimeLacksIsRefused(t *testing.T) {
-	ns := newNamespace(t)
-	for _, tr := range []nezhav1.Transport{nezhav1.TransportRDMA, nezhav1.TransportSHARP} {
-		rc := tu.MakeRailClass(ns + "-" + string(tr)).Obj()
-		rc.Spec.Transport = tr
-		err := k8s.Create(context.Background(), rc)
-		if err == nil || !strings.Contains(err.Error(), "spec.transport: Invalid value: \""+string(tr)+"\"") ||
-			!strings.Contains(err.Error(), "it has: tcp") {
-			t.Errorf("%s: want a refusal naming spec.transport, got %v", tr, err)
-		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	webhookserver "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	runtimeprober "github.com/nezha-project/nezha/operator/internal/prober"
@@ -163,7 +164,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := webhook.SetupRailClassWebhook(mgr, webhook.DefaultRuntimeTransports); err != nil {
+	if err := webhook.SetupRailClassWebhook(mgr, []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportRDMA, nezhav1.TransportSHARP}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

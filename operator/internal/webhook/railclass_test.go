@@ -1,0 +1,39 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+)
+
+// A RailClass asking for a transport the injected runtime lacks is refused, naming
+// spec.transport and what the runtime has (the envtest suite runs the same validator behind a
+// real apiserver with every transport allowed, for the controllers' rdma cases).
+func TestTransportTheRuntimeLacksIsRefused(t *testing.T) {
+	v := RailClassValidator{Transports: DefaultRuntimeTransports}
+	for _, tr := range []nezhav1.Transport{nezhav1.TransportRDMA, nezhav1.TransportSHARP} {
+		rc := &nezhav1.RailClass{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+		rc.Spec.Transport = tr
+		rc.Spec.Network.NADRef = &nezhav1.NADReference{Name: "n", Namespace: "ns"}
+		_, err := v.ValidateCreate(context.Background(), rc)
+		if err == nil || !strings.Contains(err.Error(), `spec.transport: Invalid value: "`+string(tr)+`"`) ||
+			!strings.Contains(err.Error(), "it has: tcp") {
+			t.Errorf("%s: want a refusal naming spec.transport, got %v", tr, err)
+		}
+	}
+	rc := &nezhav1.RailClass{ObjectMeta: metav1.ObjectMeta{Name: "ok"}}
+	rc.Spec.Transport = nezhav1.TransportTCP
+	if _, err := v.ValidateCreate(context.Background(), rc); err != nil {
+		t.Errorf("tcp refused: %v", err)
+	}
+	if _, err := ParseTransports("tcp,rdma,tcp"); err != nil {
+		t.Error(err)
+	}
+	if _, err := ParseTransports("tcp,ib"); err == nil || !strings.Contains(err.Error(), `unknown transport "ib"`) {
+		t.Errorf("want an error naming the bad transport, got %v", err)
+	}
+}
