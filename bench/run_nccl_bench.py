@@ -2,7 +2,9 @@
 """NCCL net plugin benchmark (issue: GPU path): ring allreduce through libnccl-net-nezha.so,
 driven by nezha-nccl-harness exactly as NCCL's proxy drives a plugin, on TBF-shaped rails.
 
-Series, all in the same run on the same bed:
+Scenarios: ring allreduce on 500/500 and 800/300 Mbit/s rails (2 ranks, and 3 on 500/500), and
+a one-way p2p stream (rank 0 -> rank 1, NCCL send/recv) on 500/500. Series, all in the same run
+on the same bed:
   plugin-2rails   the plugin with both rails (Nezha stripes every connection)
   plugin-1rail    the plugin with rail r0 only
   plain-socket    one plain TCP socket per neighbour on r0 (what NCCL's socket transport uses)
@@ -38,11 +40,13 @@ TARGET_TWO_EQUAL = 1.9
 # after a pass without progress leaves the cores to the kernel, as a many-core GPU host would.
 IDLE_SLEEP_US = 20
 
-# (name, ranks, rail rates Mbit/s). Per host the rails sum to <= 1.1 Gbit/s.
+# (name, ranks, rail rates Mbit/s, harness mode). Per host the rails sum to <= 1.1 Gbit/s.
+# "ring": ring allreduce (both directions busy); "stream": rank 0 -> rank 1 only (NCCL p2p).
 SCENARIOS = [
-    ("equal-2x500", 2, [500, 500]),
-    ("unequal-800+300", 2, [800, 300]),
-    ("equal-2x500-3ranks", 3, [500, 500]),
+    ("equal-2x500", 2, [500, 500], "ring"),
+    ("unequal-800+300", 2, [800, 300], "ring"),
+    ("equal-2x500-3ranks", 3, [500, 500], "ring"),
+    ("equal-2x500-p2p", 2, [500, 500], "stream"),
 ]
 
 
@@ -58,11 +62,12 @@ def last_json(path: str) -> dict:
     return json.loads(lines[-1])
 
 
-def run_series(bed: Testbed, world: int, series: str, nbytes: int, iters: int, work: str) -> dict:
+def run_series(bed: Testbed, world: int, series: str, nbytes: int, iters: int, work: str,
+               mode: str = "ring") -> dict:
     d = tempfile.mkdtemp(dir=work, prefix=series + "-")
 
     def argv(rank: int) -> list[str]:
-        base = [HARNESS, "--rank", str(rank), "--world", str(world), "--dir", d, "--mode", "ring",
+        base = [HARNESS, "--rank", str(rank), "--world", str(world), "--dir", d, "--mode", mode,
                 "--bytes", str(nbytes), "--iters", str(iters), "--timeout-ms", "120000"]
         if series == "plain-socket":
             return base + ["--transport", "plain", "--iface", "r0"]
@@ -72,7 +77,7 @@ def run_series(bed: Testbed, world: int, series: str, nbytes: int, iters: int, w
         rails = "r0=r0:tcp,r1=r1:tcp" if series == "plugin-2rails" else "r0=r0:tcp"
         return {"NEZHA_RAILS": rails}
 
-    res = run_ranks(bed, world, argv, env, timeout_s=240, log_dir=work, tag=f"{series}-{world}")
+    res = run_ranks(bed, world, argv, env, timeout_s=240, log_dir=work, tag=f"{series}-{mode}-{world}")
     if not res.ok():
         return {"series": series, "ok": False, "error": res.failure()}
     docs = [last_json(p) for p in res.logs]
@@ -105,14 +110,15 @@ def main() -> int:
     host = hostinfo.collect()
     work = tempfile.mkdtemp(prefix="nccl-bench-")
     scenarios = []
-    for name, world, rates in SCENARIOS:
+    for name, world, rates, mode in SCENARIOS:
         if a.scenario and name not in a.scenario:
             continue
         bed = Testbed(TESTBED, "nzb2", hosts=world, rails=len(rates), rates_mbit=rates, mptcp=False)
-        log(f"{name}: {world} ranks, rails {rates} Mbit/s, {nbytes >> 20} MiB allreduce x {iters}")
+        what = "allreduce" if mode == "ring" else "one-way stream"
+        log(f"{name}: {world} ranks, rails {rates} Mbit/s, {nbytes >> 20} MiB {what} x {iters}")
         try:
             bed.up()
-            rows = [run_series(bed, world, s, nbytes, iters, work)
+            rows = [run_series(bed, world, s, nbytes, iters, work, mode)
                     for s in ("plugin-2rails", "plugin-1rail", "plain-socket")]
         finally:
             bed.down()
@@ -129,7 +135,7 @@ def main() -> int:
             ratios["plugin-2rails / ceiling"] = by["plugin-2rails"]["busbw_gbps"] / ceiling
         for r in rows:
             log(f"  {r['series']:14s} " + (f"busbw {r['busbw_gbps']:.3f} Gbit/s" if r["ok"] else f"FAILED: {r['error']}"))
-        scenarios.append({"name": name, "world": world, "rates_mbit": rates, "ceiling_gbps": ceiling,
+        scenarios.append({"name": name, "world": world, "mode": mode, "rates_mbit": rates, "ceiling_gbps": ceiling,
                           "series": rows, "ratios": ratios})
     goals = []
     for sc in scenarios:
@@ -140,13 +146,15 @@ def main() -> int:
     host["loadavg_end"] = list(os.getloadavg())
     doc = {"kind": "nccl-plugin", "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "host": host, "bytes": nbytes, "iters": iters, "scenarios": scenarios, "goals": goals}
-    lines = [f"NCCL net plugin benchmark {doc['time_utc']} - ring allreduce of {nbytes >> 20} MiB, "
-             f"median of {iters} ops, slowest rank",
+    lines = [f"NCCL net plugin benchmark {doc['time_utc']} - {nbytes >> 20} MiB per operation "
+             f"(ring allreduce, or a one-way stream for p2p), median of {iters} ops, slowest rank",
              f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']}; load "
              f"{host['loadavg_start'][0]:.2f} -> {host['loadavg_end'][0]:.2f}",
              "rails: TBF-shaped veth pairs through a bridge namespace (hack/testbed.sh)", ""]
     for sc in scenarios:
-        lines.append(f"{sc['name']}: {sc['world']} ranks, rails {sc['rates_mbit']} Mbit/s, ceiling {sc['ceiling_gbps']:.3f} Gbit/s")
+        what = "ring allreduce busbw" if sc["mode"] == "ring" else "one-way p2p bandwidth"
+        lines.append(f"{sc['name']}: {sc['world']} ranks, rails {sc['rates_mbit']} Mbit/s, {what}, "
+                     f"ceiling {sc['ceiling_gbps']:.3f} Gbit/s")
         for r in sc["series"]:
             lines.append(f"  {r['series']:14s} " + (f"{r['busbw_gbps']:.3f} Gbit/s busbw" +
                          (f"  rank 0 bytes per rail {r['rank0_bytes_sent_per_rail']}" if "rank0_bytes_sent_per_rail" in r else "")

@@ -5,8 +5,9 @@
 //                to several chunks, every byte checked (a schedule both ends derive from --seed)
 //   --mode ring  ring allreduce (reduce-scatter + allgather, float32 sums of small integers so
 //                the result is exact), the way NCCL runs one over the net; every element checked
-//   --transport plain  the same ring over one plain TCP socket per neighbour on --iface (the
-//                NCCL-socket-like baseline of the benchmark), no plugin at all
+//   --mode stream  rank 0 streams to rank 1 (one direction, NCCL send/recv), every byte checked
+//   --transport plain  the same ring or stream over one plain TCP socket per neighbour on --iface
+//                (the NCCL-socket-like baseline of the benchmark), no plugin at all
 // Output: one JSON object on stdout (checks, timings, busbw, the plugin's per-rail counters).
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -68,7 +69,7 @@ void usage() {
   std::fprintf(
       stderr,
       "usage: nezha-nccl-harness --plugin LIB --rank R --world N --dir DIR\n"
-      "         [--mode p2p|ring] [--transport plugin|plain --iface IF] [--version 8|11]\n"
+      "         [--mode p2p|ring|stream] [--transport plugin|plain --iface IF] [--version 8|11]\n"
       "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS] [--slot B]\n"
       "         [--idle-sleep-us US]\n");
   std::exit(2);
@@ -154,10 +155,13 @@ Args parseArgs(int argc, char** argv) {
     }
   }
   if (optind != argc || a.dir.empty() || a.world < 2 || a.rank < 0 || a.rank >= a.world) usage();
-  if (a.mode != "p2p" && a.mode != "ring") die("--mode must be p2p or ring");
+  if (a.mode != "p2p" && a.mode != "ring" && a.mode != "stream") {
+    die("--mode must be p2p, ring or stream");
+  }
+  if (a.mode == "stream" && a.world != 2) die("--mode stream needs --world 2");
   if (a.transport == "plugin" && a.plugin.empty()) die("--plugin is required");
-  if (a.transport == "plain" && (a.iface.empty() || a.mode != "ring"))
-    die("--transport plain needs --iface and --mode ring");
+  if (a.transport == "plain" && (a.iface.empty() || a.mode == "p2p"))
+    die("--transport plain needs --iface and --mode ring or stream");
   if (a.transport != "plugin" && a.transport != "plain") die("--transport must be plugin or plain");
   if (a.version != 8 && a.version != 11) die("--version must be 8 or 11");
   if (a.slot < 1024 || a.slot > (1u << 30)) die("--slot must be 1K..1G bytes");
@@ -624,6 +628,40 @@ class PlainRing : public RingTransport {
 };
 
 // Reduce-scatter then allgather, N-1 steps each, segments of count/N floats.
+// One direction only: rank 0 streams --bytes per operation to rank 1 (NCCL's send/recv, a
+// pipeline stage), which checks every byte. Bandwidth is the receiver's bytes per second.
+int runStream(const Args& a, RingTransport& t, std::ostringstream& json) {
+  std::vector<uint8_t> buf(a.bytes);
+  int bad = 0, ops = 0;
+  std::vector<double> opSeconds;
+  const auto t0 = Clock::now();
+  while (ops < a.iters || std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds) {
+    const auto s0 = Clock::now();
+    if (a.rank == 0) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(0, static_cast<uint64_t>(ops), i);
+      t.exchange(buf.data(), buf.size(), nullptr, 0, ops);
+    } else {
+      std::fill(buf.begin(), buf.end(), 0);
+      t.exchange(nullptr, 0, buf.data(), buf.size(), ops);
+      for (size_t i = 0; i < buf.size(); ++i) {
+        if (buf[i] != pattern(0, static_cast<uint64_t>(ops), i)) {
+          if (bad++ < 3) std::fprintf(stderr, "op %d byte %zu wrong\n", ops, i);
+          break;
+        }
+      }
+    }
+    opSeconds.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+    ++ops;
+  }
+  std::sort(opSeconds.begin(), opSeconds.end());
+  const double median = opSeconds[opSeconds.size() / 2];
+  json << "\"ops\":" << ops << ",\"bytes\":" << a.bytes << ",\"median_op_s\":" << median
+       << ",\"max_op_s\":" << opSeconds.back()
+       << ",\"busbw_bytes_per_s\":" << double(a.bytes) / median << ",\"check\":\""
+       << (bad ? "mismatch" : "ok") << "\"";
+  return bad ? 1 : 0;
+}
+
 int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   const size_t count = a.bytes / sizeof(float);
   const int n = a.world;
@@ -687,7 +725,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (a.transport == "plain") {
     PlainRing ring(a, deadline);
-    rc = runRing(a, ring, json);
+    rc = a.mode == "stream" ? runStream(a, ring, json) : runRing(a, ring, json);
   } else {
     Net net(a);
     json << "\"plugin\":\"" << net.describe() << "\",";
@@ -696,7 +734,7 @@ int main(int argc, char** argv) {
       rc = runP2p(net, a, l, deadline, json);
     } else {
       PluginRing ring(net, l, a.slot, a.idleSleepUs, deadline);
-      rc = runRing(a, ring, json);
+      rc = a.mode == "stream" ? runStream(a, ring, json) : runRing(a, ring, json);
     }
     json << ",\"stats\":" << net.stats();
     net.closeAll(l.send, l.recv, l.listen);
