@@ -628,6 +628,31 @@ class PlainRing : public RingTransport {
 };
 
 // Reduce-scatter then allgather, N-1 steps each, segments of count/N floats.
+// Whether to run another operation of a --seconds loop. Every rank must make the same choice or
+// one would wait forever for a peer that already stopped: rank 0's clock decides, and its
+// decision travels the ring hop by hop (world - 1 tiny exchanges; only in --seconds loops).
+bool anotherOp(const Args& a, RingTransport& t, int ops, Clock::time_point t0) {
+  if (ops < a.iters) return true;  // the same on every rank
+  if (a.seconds <= 0) return false;
+  uint8_t known = 0;  // 0 unknown, 1 continue, 2 stop
+  if (a.rank == 0)
+    known = std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds ? 1 : 2;
+  for (int step = 0; step < a.world - 1; ++step) {
+    uint8_t out = known, in = 0;
+    if (a.mode == "stream") {  // one direction only: rank 0 tells rank 1
+      if (a.rank == 0)
+        t.exchange(&out, 1, nullptr, 0, -1);
+      else
+        t.exchange(nullptr, 0, &in, 1, -1);
+    } else {
+      t.exchange(&out, 1, &in, 1, -1 - step);
+    }
+    if (known == 0 && in != 0) known = in;
+  }
+  if (known == 0) die("the loop decision did not arrive from rank 0");
+  return known == 1;
+}
+
 // One direction only: rank 0 streams --bytes per operation to rank 1 (NCCL's send/recv, a
 // pipeline stage), which checks every byte. Bandwidth is the receiver's bytes per second.
 int runStream(const Args& a, RingTransport& t, std::ostringstream& json) {
@@ -635,7 +660,7 @@ int runStream(const Args& a, RingTransport& t, std::ostringstream& json) {
   int bad = 0, ops = 0;
   std::vector<double> opSeconds;
   const auto t0 = Clock::now();
-  while (ops < a.iters || std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds) {
+  while (anotherOp(a, t, ops, t0)) {
     const auto s0 = Clock::now();
     if (a.rank == 0) {
       for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(0, static_cast<uint64_t>(ops), i);
@@ -670,7 +695,7 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   int bad = 0, ops = 0;
   const auto t0 = Clock::now();
   std::vector<double> opSeconds;
-  while (ops < a.iters || std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds) {
+  while (anotherOp(a, t, ops, t0)) {
     for (size_t i = 0; i < data.size(); ++i)
       data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
     const auto s0 = Clock::now();
