@@ -131,11 +131,13 @@ def test_job_allreduces_across_both_rails(kube, rails):
         assert pod["metadata"]["annotations"]["nezha.io/rails"] == "nze-rail0=nz0:tcp@10000,nze-rail1=nz1:tcp@10000"  # expectedBandwidthMbps of the RailClasses
         assert any(c["name"] == "nezha-runtime-install" for c in pod["spec"].get("initContainers", []))
         by_pod[pod["metadata"]["name"]] = [ifaces[f"nz{i}"] for i in range(len(RAIL_SUBNET_PREFIXES))]
-    workers = {w["podName"]: w for w in job["status"]["workerStatuses"]}
-    assert set(workers) == set(by_pod)
-    for name, ips in by_pod.items():
-        assert [r["name"] for r in workers[name]["rails"]] == RAIL_CLASSES
-        assert [r["ips"] for r in workers[name]["rails"]] == ips
+    # The job's status summarises (per-worker detail stays on the pods): both workers counted,
+    # every rail attached on both and healthy, no worker listed as unhealthy.
+    status = job["status"]
+    assert status["workerCounts"]["pods"] == 2 and status["workerCounts"]["succeeded"] == 2, status
+    assert [(r["name"], r["attachedWorkers"], r["state"]) for r in status["rails"]] == [
+        (name, 2, "Healthy") for name in RAIL_CLASSES], status["rails"]
+    assert not status.get("unhealthyWorkers") and not status["workerCounts"].get("unhealthy"), status
 
     # nezha-bench ran on both rails through the injected interfaces, checked every size, and the
     # large ones moved bytes on both rails.
@@ -162,11 +164,17 @@ def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
     job = wait_for(f"{LONG_JOB} Running with RailsHealthy", running_healthy)
 
     # nezha-rail ran chained after macvlan: each worker routes from each rail address through
-    # that rail's own table.
-    for worker in job["status"]["workerStatuses"]:
-        rules = kube.kubectl("exec", "-n", JOB_NAMESPACE, worker["podName"], "--", "ip", "rule").stdout
-        for rail in worker["rails"]:
-            assert f"from {rail['ips'][0]} lookup" in rules, f"{worker['podName']} {rail['name']}:\n{rules}"
+    # that rail's own table. (The addresses are each pod's Multus network-status.)
+    assert job["status"]["workerCounts"]["running"] == 2 and not job["status"].get("unhealthyWorkers"), job["status"]
+    for pod in kube.get("pods", namespace=JOB_NAMESPACE)["items"]:
+        if not owned_by(pod, job["metadata"]["uid"]):
+            continue
+        name = pod["metadata"]["name"]
+        status = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
+        ips = {n["interface"]: n["ips"] for n in status if "interface" in n}
+        rules = kube.kubectl("exec", "-n", JOB_NAMESPACE, name, "--", "ip", "rule").stdout
+        for i in range(len(RAIL_CLASSES)):
+            assert f"from {ips[f'nz{i}'][0]} lookup" in rules, f"{name} nz{i}:\n{rules}"
 
     cut_link, cut_rail = rail_links(kube)[1], RAIL_CLASSES[1]
     subprocess.run(["ip", "link", "set", cut_link, "down"], check=True)
@@ -185,6 +193,11 @@ def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
         job = wait_for(f"{LONG_JOB} RailsHealthy=False and Degraded=True", job_degraded)
         # ContinueDegraded with minHealthyRails 1: the job keeps its workers on the other rail.
         assert job["status"]["phase"] == "Degraded", job["status"]
+        # The rail's summary names the node; both workers (one node) are listed with the reason.
+        cut = next(r for r in job["status"]["rails"] if r["name"] == cut_rail)
+        assert cut["state"] == "Down" and cut["downNodes"] == [node_name(kube)] and cut["downWorkers"] == 2, cut
+        listed = job["status"].get("unhealthyWorkers", [])
+        assert [w["reason"] for w in listed] == [f"rail {cut_rail} down on node {node_name(kube)}"] * 2, listed
         lost = [f["action"] for f in job["status"].get("failoverHistory", []) if f.get("rail") == cut_rail]
         assert lost == ["RailLost"], f"failover history of {cut_rail}: {job['status'].get('failoverHistory')}"
         pods = [p for p in kube.get("pods", namespace=JOB_NAMESPACE)["items"] if owned_by(p, job["metadata"]["uid"])]

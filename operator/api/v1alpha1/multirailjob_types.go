@@ -14,6 +14,18 @@ const MaxRails = 16
 // MaxFailoverHistory bounds status.failoverHistory; older entries are dropped first.
 const MaxFailoverHistory = 32
 
+// MaxReplicas bounds spec.workers.replicas. The status does not grow with the workers (it keeps
+// counts, per-rail summaries and at most MaxListedWorkers workers), so the bound is the worker
+// hostname: "<name>-<rank>" must fit a 63-character DNS label with a 57-character job name.
+const MaxReplicas = 65536
+
+// MaxListedWorkers bounds status.unhealthyWorkers: the worst workers are listed, the rest counted
+// in status.unhealthyWorkersTruncated.
+const MaxListedWorkers = 16
+
+// MaxListedNodes bounds status.rails[].downNodes; the rest are counted in downNodesTruncated.
+const MaxListedNodes = 32
+
 // RailPolicy is how the runtime spreads a collective over the rails.
 // +kubebuilder:validation:Enum=adaptive;static;single
 type RailPolicy string
@@ -78,6 +90,10 @@ const (
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.workersReady`,description="ready workers / workers"
 // +kubebuilder:printcolumn:name="Rails",type=string,JSONPath=`.status.railsHealthy`,description="healthy rails / rails"
+// +kubebuilder:printcolumn:name="Unhealthy",type=integer,JSONPath=`.status.workerCounts.unhealthy`,description="workers not running ready on every rail (not finished ones)"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.workerCounts.pending`,priority=1
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.workerCounts.running`,priority=1
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.workerCounts.failed`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 57 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 57 characters: it names the headless Service and the worker hostnames <name>-<rank>"
 type MultiRailJob struct {
@@ -131,12 +147,12 @@ type MultiRailJobSpec struct {
 // WorkerSpec is a set of identical worker pods, one per rank.
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.workers.template.spec.restartPolicy must be Never or OnFailure"
 type WorkerSpec struct {
-	// replicas is the number of workers (the world size). At most 2048: status keeps one entry
-	// per worker and must stay well inside etcd's object size limit.
+	// replicas is the number of workers (the world size), at most 65536 (worker hostnames are
+	// "<name>-<rank>"; the status does not grow with the workers).
 	// Immutable: every worker's NEZHA_WORLD_SIZE is fixed when it is created.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=2048
+	// +kubebuilder:validation:Maximum=65536
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workers.replicas is immutable"
 	Replicas int32 `json:"replicas"`
 
@@ -299,12 +315,30 @@ type MultiRailJobStatus struct {
 	// +optional
 	RailsHealthy string `json:"railsHealthy,omitempty"`
 
-	// workerStatuses describes each worker by rank.
+	// workerCounts counts the workers by the phase of their pod, and the unhealthy ones. The
+	// status does not hold one entry per worker (10,000 would not fit etcd's object size limit):
+	// per-worker detail is each pod's own (node, phase, Ready, Multus network-status) and its
+	// node's RailNode (rail health); see docs/operator-scale.md.
+	// +optional
+	WorkerCounts WorkerCounts `json:"workerCounts,omitempty"`
+
+	// rails summarises each of spec.rails over the workers, in spec order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Rails []RailSummary `json:"rails,omitempty"`
+
+	// unhealthyWorkers describes the worst unhealthy workers (failed first, then rail down, rail
+	// interface missing, not ready, pending), by rank within each; at most 16.
 	// +optional
 	// +listType=map
 	// +listMapKey=rank
-	// +kubebuilder:validation:MaxItems=4096
-	WorkerStatuses []WorkerStatus `json:"workerStatuses,omitempty"`
+	// +kubebuilder:validation:MaxItems=16
+	UnhealthyWorkers []WorkerStatus `json:"unhealthyWorkers,omitempty"`
+	// unhealthyWorkersTruncated counts the unhealthy workers left out of unhealthyWorkers.
+	// +optional
+	UnhealthyWorkersTruncated int32 `json:"unhealthyWorkersTruncated,omitempty"`
 
 	// failoverHistory records rail losses and recoveries, newest last, at most 32 entries.
 	// +optional
@@ -333,6 +367,66 @@ type MultiRailJobStatus struct {
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
+// WorkerCounts counts a job's workers by the phase of their pod.
+type WorkerCounts struct {
+	// pods is the number of worker pods that exist (at most one per rank).
+	// +optional
+	Pods int32 `json:"pods,omitempty"`
+	// pending, running, succeeded, failed, unknown count the pods by phase.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	Unknown int32 `json:"unknown,omitempty"`
+	// unhealthy counts the workers that have not finished and are not running Ready with an
+	// interface on every rail that is up: the ones status.unhealthyWorkers picks from.
+	// +optional
+	Unhealthy int32 `json:"unhealthy,omitempty"`
+}
+
+// RailState is one rail's state over all of a job's workers.
+// +kubebuilder:validation:Enum=Healthy;Down;Unknown
+type RailState string
+
+const (
+	// RailStateHealthy: up on every node that runs a worker (as far as anyone reports).
+	RailStateHealthy RailState = "Healthy"
+	// RailStateDown: down (or quarantined, or failed in a runtime) under at least one worker.
+	RailStateDown RailState = "Down"
+	// RailStateUnknown: not down anywhere but up only on the word of a stale agent somewhere.
+	RailStateUnknown RailState = "Unknown"
+)
+
+// RailSummary is one rail of a job over all its workers.
+type RailSummary struct {
+	// name of the RailClass.
+	// +required
+	Name string `json:"name"`
+	// state of the rail over the workers' nodes.
+	// +optional
+	State RailState `json:"state,omitempty"`
+	// attachedWorkers counts workers with an interface on the rail (Multus network-status).
+	// +optional
+	AttachedWorkers int32 `json:"attachedWorkers,omitempty"`
+	// downWorkers counts scheduled workers on whose node (or in whose runtime) the rail is down.
+	// +optional
+	DownWorkers int32 `json:"downWorkers,omitempty"`
+	// downNodes lists nodes that run a worker and report the rail down (or quarantined, or whose
+	// runtime reports it failed), sorted, at most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	DownNodes []string `json:"downNodes,omitempty"`
+	// downNodesTruncated counts the nodes left out of downNodes.
+	// +optional
+	DownNodesTruncated int32 `json:"downNodesTruncated,omitempty"`
+}
+
 // WorkerStatus is one worker (rank) as observed from its pod.
 type WorkerStatus struct {
 	// rank of the worker.
@@ -350,6 +444,10 @@ type WorkerStatus struct {
 	// ready is the pod's Ready condition.
 	// +optional
 	Ready bool `json:"ready,omitempty"`
+	// reason says why the worker is listed as unhealthy.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 	// rails holds the worker's interface on each rail, from Multus network-status.
 	// +optional
 	// +listType=map

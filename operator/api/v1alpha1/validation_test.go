@@ -125,7 +125,7 @@ func TestMultiRailJobValidation(t *testing.T) {
 		{"too many rails", tu.MakeJob("many-rails", n, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q").Obj(),
 			"spec.rails: Too many"},
 		{"zero workers", tu.MakeJob("zero", n, "r0").Replicas(0).Obj(), "spec.workers.replicas: Invalid value: 0"},
-		{"too many workers", tu.MakeJob("huge", n, "r0").Replicas(2049).Obj(), "spec.workers.replicas: Invalid value: 2049"},
+		{"too many workers", tu.MakeJob("huge", n, "r0").Replicas(65537).Obj(), "spec.workers.replicas: Invalid value: 65537"},
 		{"neither workers nor pytorchJob", tu.MakeJob("neither", n, "r0").NoWorkers().Obj(), "spec: exactly one of workers or pytorchJob must be set"},
 		{"both workers and pytorchJob", func() *nezhav1.MultiRailJob {
 			j := tu.MakeJob("both", n, "r0").PyTorchJob(1).Obj()

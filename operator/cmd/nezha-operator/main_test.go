@@ -191,8 +191,9 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 	}
 	out, _ := io.ReadAll(stdout)
 	fields := strings.Fields(string(out))
-	if len(fields) < 10 || strings.Join(fields[:5], " ") != "NAME PHASE READY RAILS AGE" ||
-		strings.Join(fields[5:9], " ") != "smoke Pending 0/2 1/1" {
+	// Both workers are Pending (nothing schedules them here): counted as unhealthy.
+	if len(fields) < 12 || strings.Join(fields[:6], " ") != "NAME PHASE READY RAILS UNHEALTHY AGE" ||
+		strings.Join(fields[6:11], " ") != "smoke Pending 0/2 1/1 2" {
 		t.Errorf("kubectl get mrj:\n%s", out)
 	}
 

@@ -86,6 +86,10 @@ type statusUpdate struct {
 	now          metav1.Time
 	events       []event
 	actionEvents []event
+	// prevDown are the (rail, node) pairs the last written status recorded as down; down the
+	// pairs this reconcile finds down (nil until rail health was assessed).
+	prevDown map[railPair]bool
+	down     map[railPair]string
 }
 
 // setCondition sets a condition and, when its status or reason changed and eventType is not

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,11 +33,20 @@ import (
 // conflictRetry is how soon a job is retried after its status write lost a race.
 const conflictRetry = 200 * time.Millisecond
 
-// Field indexes on MultiRailJobs, so a RailClass or RailNode event finds its jobs without a scan.
+// Field indexes, so a RailClass or RailNode event finds its jobs without a scan: RailClass →
+// jobs by spec.rails; RailNode → the job's worker pods on that node (pods not yet scheduled
+// under unscheduledNode).
 const (
-	indexRails = "spec.rails"
-	indexNodes = "status.workerStatuses.nodeName"
+	indexRails   = "spec.rails"
+	indexPodNode = "spec.nodeName"
+	// unscheduledNode is the pod node index's value for pods without a node (no node has it:
+	// node names are DNS subdomains).
+	unscheduledNode = "<unscheduled>"
 )
+
+// maxFailoverEvents bounds the Events one reconcile emits per failover action; a rail lost on
+// hundreds of nodes at once gets one more Event counting the rest (status.rails lists them).
+const maxFailoverEvents = 5
 
 // MultiRailJobReconciler reconciles MultiRailJobs.
 type MultiRailJobReconciler struct {
@@ -66,6 +76,7 @@ type MultiRailJobReconciler struct {
 
 	phases   phaseTracker
 	steering steerLimiter
+	down     downMemory
 }
 
 // +kubebuilder:rbac:groups=nezha.io,resources=multirailjobs,verbs=get;list;watch
@@ -91,6 +102,7 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.phases.forget(req.NamespacedName)
 			r.steering.forget(req.NamespacedName)
+			r.down.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -100,10 +112,12 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if finished(&job.Status) {
 		r.phases.set(req.NamespacedName, job.Status.Phase)
+		r.down.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
-	st := &statusUpdate{status: job.Status.DeepCopy(), generation: job.Generation, now: metav1.NewTime(r.Clock.Now())}
+	st := &statusUpdate{status: job.Status.DeepCopy(), generation: job.Generation, now: metav1.NewTime(r.Clock.Now()),
+		prevDown: r.down.get(req.NamespacedName, &job.Status)}
 	result, err := r.reconcile(ctx, job, st)
 	for _, e := range st.actionEvents {
 		r.Recorder.Event(job, e.eventType, e.reason, e.message)
@@ -119,6 +133,9 @@ func (r *MultiRailJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	for _, e := range st.events {
 		r.Recorder.Event(job, e.eventType, e.reason, e.message)
+	}
+	if st.down != nil {
+		r.down.set(req.NamespacedName, st.down)
 	}
 	r.phases.set(req.NamespacedName, st.status.Phase)
 	return result, err
@@ -213,7 +230,7 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	for i := range railNodes.Items {
 		nodes[railNodes.Items[i].Name] = &railNodes.Items[i]
 	}
-	prevDown := downPairs(st.status.WorkerStatuses)
+	prevDown := st.prevDown
 	health := assessRailHealth(obs.workers, railNames, nodes, states.failed(), prevDown,
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
 	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
@@ -223,16 +240,10 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		placed[w.NodeName] = true
 	}
 	recs := failoverRecords(prevDown, health.down, placed, st.now)
-	for _, rec := range recs {
-		railFailovers.WithLabelValues(string(rec.Action)).Inc()
-		if rec.Action == nezhav1.FailoverRailLost {
-			st.event(warning, ReasonRailLost, rec.Message)
-		} else {
-			st.event(normal, ReasonRailRecovered, rec.Message)
-		}
-	}
+	emitFailoverEvents(recs, st)
 	st.status.FailoverHistory = appendHistory(st.status.FailoverHistory, recs)
-	st.status.WorkerStatuses = obs.workers
+	st.down = health.down
+	summarizeWorkers(obs, railNames, health, rr.ready, st.status)
 	setRailsHealthy(health, st)
 
 	if ptj != nil {
@@ -357,16 +368,11 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &nezhav1.MultiRailJob{}, indexNodes, func(o client.Object) []string {
-		seen := map[string]bool{}
-		var nodes []string
-		for _, w := range o.(*nezhav1.MultiRailJob).Status.WorkerStatuses {
-			if w.NodeName != "" && !seen[w.NodeName] {
-				seen[w.NodeName] = true
-				nodes = append(nodes, w.NodeName)
-			}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodNode, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
 		}
-		return nodes
+		return []string{unscheduledNode}
 	}); err != nil {
 		return err
 	}
@@ -378,8 +384,8 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		// PyTorchJob pods are owned by the PyTorchJob, so pods map to jobs by label.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
 		Watches(&nezhav1.RailClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexRails))).
-		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexNodes))).
-		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsWithUnscheduledWorkers))
+		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
+			ctrlbuilder.WithPredicates(railNodeMatters(r.RailNodeStaleAfter, r.Clock)))
 	if r.PyTorchJobEnabled {
 		b = b.Owns(&kubeflowv1.PyTorchJob{})
 	}
@@ -392,6 +398,58 @@ func podToJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// emitFailoverEvents queues one Event per rail lost or recovered, at most maxFailoverEvents of
+// each, then one counting the rest: a rail switch failing under 500 nodes is one story, not 500
+// Events per reconcile.
+func emitFailoverEvents(recs []nezhav1.FailoverRecord, st *statusUpdate) {
+	lost, recovered := 0, 0
+	for _, rec := range recs {
+		railFailovers.WithLabelValues(string(rec.Action)).Inc()
+		if rec.Action == nezhav1.FailoverRailLost {
+			if lost++; lost <= maxFailoverEvents {
+				st.event(warning, ReasonRailLost, rec.Message)
+			}
+		} else if recovered++; recovered <= maxFailoverEvents {
+			st.event(normal, ReasonRailRecovered, rec.Message)
+		}
+	}
+	if n := lost - maxFailoverEvents; n > 0 {
+		st.event(warning, ReasonRailLost, fmt.Sprintf("and %d more (rail, node) pairs lost (status.rails lists the nodes)", n))
+	}
+	if n := recovered - maxFailoverEvents; n > 0 {
+		st.event(normal, ReasonRailRecovered, fmt.Sprintf("and %d more (rail, node) pairs recovered", n))
+	}
+}
+
+// jobsOnNode maps a RailNode event to the jobs with a worker on that node, and to every job with
+// a worker not yet scheduled: the set of nodes to avoid may have changed for it
+// (replaceStaleUnscheduled). Both come from the cached worker pods' node index, so a RailNode
+// heartbeat costs a lookup of the pods on one node, not a scan of every worker.
+func (r *MultiRailJobReconciler) jobsOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	for _, node := range []string{o.GetName(), unscheduledNode} {
+		var list corev1.PodList
+		if err := r.List(ctx, &list, client.MatchingFields{indexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+			log.FromContext(ctx).Error(err, "list worker pods on node", "node", node)
+			return nil
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			name, ok := p.Labels[nezhav1.JobNameLabel]
+			if !ok || (node == unscheduledNode && p.DeletionTimestamp != nil) {
+				continue
+			}
+			key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+			if !seen[key] {
+				seen[key] = true
+				reqs = append(reqs, reconcile.Request{NamespacedName: key})
+			}
+		}
+	}
+	return reqs
 }
 
 // jobsByIndex maps a cluster-scoped object (RailClass, RailNode) to the jobs whose index field

@@ -71,8 +71,9 @@ func TestPyTorchJobMode(t *testing.T) {
 	mustCreate(t, pod)
 	eventually(t, "worker status", func() error {
 		job := getJob(t, ns, "ptj")
-		if len(job.Status.WorkerStatuses) != 1 || job.Status.WorkerStatuses[0].Rank != 1 || job.Status.WorkerStatuses[0].PodName != "ptj-worker-0" {
-			return errorf("worker statuses %+v", job.Status.WorkerStatuses)
+		// Not scheduled: counted, and listed among the unhealthy workers.
+		if u := job.Status.UnhealthyWorkers; job.Status.WorkerCounts.Pods != 1 || len(u) != 1 || u[0].Rank != 1 || u[0].PodName != "ptj-worker-0" || u[0].Reason != "not scheduled" {
+			return errorf("worker counts %+v unhealthy workers %+v", job.Status.WorkerCounts, job.Status.UnhealthyWorkers)
 		}
 		return nil
 	})

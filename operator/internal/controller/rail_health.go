@@ -176,22 +176,6 @@ func describeDown(rn *nezhav1.RailNode, rail string) string {
 	return fmt.Sprintf("rail %q down on node %q", rail, rn.Name)
 }
 
-// downPairs reads back which (rail, node) pairs the previous status recorded as down.
-func downPairs(workers []nezhav1.WorkerStatus) map[railPair]bool {
-	out := map[railPair]bool{}
-	for _, w := range workers {
-		if w.NodeName == "" {
-			continue
-		}
-		for _, rs := range w.Rails {
-			if !rs.Healthy {
-				out[railPair{rs.Name, w.NodeName}] = true
-			}
-		}
-	}
-	return out
-}
-
 // failoverRecords turns the change between the previous and current down pairs into history
 // entries, in a stable order. A pair that disappears because its workers left the node is not a
 // recovery: only nodes that still run workers (stillPlaced) can recover.

@@ -63,6 +63,21 @@ func TestStatusFromNetworkStatus(t *testing.T) {
 	eventually(t, "rail missing", conditionIs(ns, "st", nezhav1.ConditionRailsVerified, metav1.ConditionFalse, "RailInterfaceMissing",
 		fmt.Sprintf("worker 1 (pod st-1): no interface for rail %s", r1)))
 	eventually(t, "event", eventSeen(ns, "st", corev1.EventTypeWarning, "RailInterfaceMissing", "st-1"))
+	// The worker missing a rail is listed with what it has (device info included) and why.
+	wantUnhealthy := []nezhav1.WorkerStatus{
+		{Rank: 1, PodName: "st-1", NodeName: n1, Phase: corev1.PodRunning, Ready: true, Reason: "no interface for rail " + r1,
+			Rails: []nezhav1.WorkerRailStatus{
+				{Name: r0, Interface: "nz0", IPs: []string{"10.10.0.2"}, MAC: "02:00:00:00:00:01", PCIAddress: "0000:3b:02.2", RDMADevice: "mlx5_4", Healthy: true},
+				{Name: r1, Healthy: true},
+			}},
+	}
+	eventually(t, "unhealthy worker listed", func() error {
+		job := getJob(t, ns, "st")
+		if d := cmp.Diff(wantUnhealthy, job.Status.UnhealthyWorkers); d != "" {
+			return errorf("unhealthy workers (-want +got):\n%s", d)
+		}
+		return nil
+	})
 
 	setNetworkStatus(t, ns, "st-1",
 		attachment{ns + "/st-" + r0, "nz0", "10.10.0.2", "0000:3b:02.2", "mlx5_4"},
@@ -70,18 +85,20 @@ func TestStatusFromNetworkStatus(t *testing.T) {
 	eventually(t, "verified", conditionIs(ns, "st", nezhav1.ConditionRailsVerified, metav1.ConditionTrue, "AllRailsAttached", "2 running workers"))
 
 	job := getJob(t, ns, "st")
-	want := []nezhav1.WorkerStatus{
-		{Rank: 0, PodName: "st-0", NodeName: n0, Phase: corev1.PodRunning, Ready: true, Rails: []nezhav1.WorkerRailStatus{
-			{Name: r0, Interface: "nz0", IPs: []string{"10.10.0.1"}, MAC: "02:00:00:00:00:01", PCIAddress: "0000:3b:02.1", RDMADevice: "mlx5_3", Healthy: true},
-			{Name: r1, Interface: "nz1", IPs: []string{"10.11.0.1"}, MAC: "02:00:00:00:00:02", Healthy: true},
-		}},
-		{Rank: 1, PodName: "st-1", NodeName: n1, Phase: corev1.PodRunning, Ready: true, Rails: []nezhav1.WorkerRailStatus{
-			{Name: r0, Interface: "nz0", IPs: []string{"10.10.0.2"}, MAC: "02:00:00:00:00:01", PCIAddress: "0000:3b:02.2", RDMADevice: "mlx5_4", Healthy: true},
-			{Name: r1, Interface: "nz1", IPs: []string{"10.11.0.2"}, MAC: "02:00:00:00:00:02", Healthy: true},
-		}},
+	// Healthy workers are counted, not listed; each rail is summarised.
+	wantCounts := nezhav1.WorkerCounts{Pods: 2, Running: 2}
+	wantRails := []nezhav1.RailSummary{
+		{Name: r0, State: nezhav1.RailStateHealthy, AttachedWorkers: 2},
+		{Name: r1, State: nezhav1.RailStateHealthy, AttachedWorkers: 2},
 	}
-	if d := cmp.Diff(want, job.Status.WorkerStatuses); d != "" {
-		t.Errorf("worker statuses (-want +got):\n%s", d)
+	if d := cmp.Diff(wantCounts, job.Status.WorkerCounts); d != "" {
+		t.Errorf("worker counts (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantRails, job.Status.Rails); d != "" {
+		t.Errorf("rails (-want +got):\n%s", d)
+	}
+	if len(job.Status.UnhealthyWorkers) != 0 || job.Status.UnhealthyWorkersTruncated != 0 {
+		t.Errorf("unhealthy workers %+v (+%d)", job.Status.UnhealthyWorkers, job.Status.UnhealthyWorkersTruncated)
 	}
 	if job.Status.Phase != nezhav1.PhaseRunning || job.Status.WorkersReady != "2/2" || job.Status.RailsHealthy != "2/2" {
 		t.Errorf("phase %q workersReady %q railsHealthy %q", job.Status.Phase, job.Status.WorkersReady, job.Status.RailsHealthy)
@@ -119,8 +136,16 @@ func TestRailNodeDownDegradesAndRecovers(t *testing.T) {
 	if d := cmp.Diff(wantHist, job.Status.FailoverHistory, ignoreTime); d != "" {
 		t.Errorf("history (-want +got):\n%s", d)
 	}
-	if w := job.Status.WorkerStatuses[1]; w.Rails[1].Healthy || !w.Rails[0].Healthy {
-		t.Errorf("worker 1 rails health: %+v", w.Rails)
+	wantRails := []nezhav1.RailSummary{
+		{Name: r0, State: nezhav1.RailStateHealthy, AttachedWorkers: 2},
+		{Name: r1, State: nezhav1.RailStateDown, AttachedWorkers: 2, DownWorkers: 1, DownNodes: []string{n1}},
+	}
+	if d := cmp.Diff(wantRails, job.Status.Rails); d != "" {
+		t.Errorf("rails (-want +got):\n%s", d)
+	}
+	if u := job.Status.UnhealthyWorkers; len(u) != 1 || u[0].Rank != 1 || u[0].Reason != fmt.Sprintf("rail %s down on node %s", r1, n1) ||
+		u[0].Rails[1].Healthy || !u[0].Rails[0].Healthy || job.Status.WorkerCounts.Unhealthy != 1 {
+		t.Errorf("unhealthy workers %+v counts %+v", u, job.Status.WorkerCounts)
 	}
 
 	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
@@ -130,8 +155,9 @@ func TestRailNodeDownDegradesAndRecovers(t *testing.T) {
 	if len(job.Status.FailoverHistory) != 2 || job.Status.FailoverHistory[1].Action != nezhav1.FailoverRailRecovered {
 		t.Errorf("history after recovery: %+v", job.Status.FailoverHistory)
 	}
-	if job.Status.Phase != nezhav1.PhaseRunning {
-		t.Errorf("phase after recovery %q", job.Status.Phase)
+	if job.Status.Phase != nezhav1.PhaseRunning || len(job.Status.UnhealthyWorkers) != 0 || job.Status.Rails[1].State != nezhav1.RailStateHealthy ||
+		len(job.Status.Rails[1].DownNodes) != 0 {
+		t.Errorf("after recovery: phase %q unhealthy %+v rails %+v", job.Status.Phase, job.Status.UnhealthyWorkers, job.Status.Rails)
 	}
 }
 
@@ -273,14 +299,16 @@ func TestAllWorkersSucceeded(t *testing.T) {
 	}
 }
 
-// TestPrinterColumns: kubectl get mrj shows phase, ready workers, healthy rails and age.
+// TestPrinterColumns: kubectl get mrj shows phase, ready workers, healthy rails, unhealthy workers
+// and age (-o wide: pending, running, failed).
 func TestPrinterColumns(t *testing.T) {
 	crd := readCRD(t, "nezha.io_multirailjobs.yaml")
 	var got []string
 	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
 		got = append(got, c.Name+"="+c.JSONPath)
 	}
-	want := "Phase=.status.phase Ready=.status.workersReady Rails=.status.railsHealthy Age=.metadata.creationTimestamp"
+	want := "Phase=.status.phase Ready=.status.workersReady Rails=.status.railsHealthy Unhealthy=.status.workerCounts.unhealthy " +
+		"Pending=.status.workerCounts.pending Running=.status.workerCounts.running Failed=.status.workerCounts.failed Age=.metadata.creationTimestamp"
 	if strings.Join(got, " ") != want {
 		t.Errorf("printer columns %v, want %s", got, want)
 	}

@@ -28,6 +28,8 @@ type observation struct {
 	failed []string
 	// unattached describes running workers missing a rail interface.
 	unattached []string
+	// missing are the rails a running worker has no interface on, by rank.
+	missing map[int32][]string
 	// badStatus describes running workers whose network-status annotation is unreadable.
 	badStatus []string
 }
@@ -55,10 +57,11 @@ func podRank(pod *corev1.Pod) (int32, bool) {
 	return 0, false
 }
 
-// observePods builds worker statuses from the job's pods. Pods without a readable rank are
+// observePods builds worker statuses (in memory only: the job's status keeps a summary,
+// status_summary.go) from the job's pods. Pods without a readable rank are
 // ignored; when two pods claim a rank (a terminating one and its replacement) the newest wins.
 func observePods(pods []corev1.Pod, rails []builder.Rail) observation {
-	obs := observation{pods: map[int32]*corev1.Pod{}}
+	obs := observation{pods: map[int32]*corev1.Pod{}, missing: map[int32][]string{}}
 	for i := range pods {
 		p := &pods[i]
 		rank, ok := podRank(p)
@@ -112,6 +115,7 @@ func observePods(pods []corev1.Pod, rails []builder.Rail) observation {
 			w.Rails = append(w.Rails, rs)
 		}
 		if len(missing) > 0 && err == nil && p.Status.Phase == corev1.PodRunning {
+			obs.missing[rank] = missing
 			if len(statuses) == 0 {
 				obs.unattached = append(obs.unattached, who+": no "+nadv1.NetworkStatusAnnot+" annotation")
 			} else {

@@ -10,11 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
@@ -158,27 +155,4 @@ func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observa
 	railFailovers.WithLabelValues(string(nezhav1.FailoverRestarted)).Inc()
 	st.actionEvent(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
 	return nil
-}
-
-// jobsWithUnscheduledWorkers maps a RailNode event to every job that has a worker not yet
-// scheduled: the set of nodes to avoid may have changed for it (replaceStaleUnscheduled), and the
-// node index only finds jobs already running on the node.
-func (r *MultiRailJobReconciler) jobsWithUnscheduledWorkers(ctx context.Context, _ client.Object) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.HasLabels{nezhav1.JobNameLabel}); err != nil {
-		log.FromContext(ctx).Error(err, "list worker pods for a RailNode event")
-		return nil
-	}
-	seen := map[types.NamespacedName]bool{}
-	var reqs []reconcile.Request
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[nezhav1.JobNameLabel]}
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || seen[key] {
-			continue
-		}
-		seen[key] = true
-		reqs = append(reqs, reconcile.Request{NamespacedName: key})
-	}
-	return reqs
 }
