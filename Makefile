@@ -133,6 +133,19 @@ bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPT
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
 	$(PYTHON) bench/run_nccl_bench.py
 
+.PHONY: bench-sim
+bench-sim: ## Scheduler simulator: alpha-beta model fitted to bench/results, checked at 2-4 ranks, run to 1,024; plots + report (seconds).
+	$(PYTHON) bench/sim/run_sim.py
+
+.PHONY: bench-scale
+bench-scale: ## Operator at scale: SCALE_WORKERS (1000; issue 18: 10000) workers on SCALE_NODES (500) kwok nodes, real kube-apiserver; PASS/MISS.
+	mkdir -p bench/results
+	out=bench/results/scale-$$(date -u +%Y%m%dT%H%M%SZ)-$(SCALE_WORKERS).txt; \
+	  operator/hack/scale-bench.sh --workers $(SCALE_WORKERS) --nodes $(SCALE_NODES) | tee "$$out"; \
+	  cp "$$out" bench/results/latest-scale-$(SCALE_WORKERS).txt
+SCALE_WORKERS ?= 1000
+SCALE_NODES   ?= 500
+
 .PHONY: demo
 demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
 	$(PYTHON) bench/run_bench.py --quick
