@@ -174,8 +174,10 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	}
 	result.RequeueAfter = rr.retry
 
+	// RailNodes and pods are read straight from the cache, without the copy a List makes by
+	// default (500 nodes and 10,000 pods per reconcile of a big job): reconcile only reads them.
 	var railNodes nezhav1.RailNodeList
-	if err := r.List(ctx, &railNodes); err != nil {
+	if err := r.List(ctx, &railNodes, client.UnsafeDisableDeepCopy); err != nil {
 		return result, err
 	}
 	avoid := nodesToAvoid(railNodes.Items, job.Spec.Rails)
@@ -310,9 +312,12 @@ func namesOnly(names []string) []builder.Rail {
 	return rails
 }
 
+// listPods returns the job's pods as the cache holds them: read-only (deleting one is fine, the
+// client does not write into the object it deletes).
 func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.MultiRailJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{nezhav1.JobNameLabel: job.Name}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{nezhav1.JobNameLabel: job.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return pods.Items, nil
