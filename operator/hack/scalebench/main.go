@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
@@ -76,6 +78,8 @@ func main() {
 	flag.DurationVar(&o.heartbeat, "heartbeat", 30*time.Second, "how often each simulated rail agent re-stamps its RailNode (0: never)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long per phase")
 	flag.Parse()
+	// The bench's informers use controller-runtime; its log is not the measurement.
+	ctrllog.SetLogger(logr.Discard())
 	logDir, err := os.MkdirTemp("", "nezha-scalebench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scalebench:", err)
