@@ -2,15 +2,18 @@
 """Nezha benchmark suite on the rail test bed (`make bench`, `make demo` with --quick).
 
 4 ranks in network namespaces, two TBF-shaped rails, two scenarios (homogeneous 500/500 and
-heterogeneous 800/300 Mbit/s). Series: Nezha adaptive / single / static (nezha-bench), Gloo's
+heterogeneous 800/300 Mbit/s), plus rail mixes drawn from a printed seed (2-3 rails of 100-800
+Mbit/s, 2-4 ranks; --random, --seed). Series: Nezha adaptive / single / static (nezha-bench), Gloo's
 ring on the best rail and Gloo over MPTCP across all rails (gloo-bench), and the sum-of-rails
 ceiling from the TBF rates and from iperf3. Prints ratio and goal tables and writes JSON, text
 and a PNG plot to bench/results/ (timestamped plus latest.*). Needs root (namespaces).
 """
 
 import argparse
+import dataclasses
 import datetime
 import os
+import secrets
 import signal
 import sys
 import tempfile
@@ -20,7 +23,7 @@ from harness import budget, hostinfo, report  # noqa: E402
 from harness.chaos import Timeline  # noqa: E402
 from harness.chaos_run import CHAOS_SERIES, run_chaos  # noqa: E402
 from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: E402
-from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, load_tunables  # noqa: E402
+from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, load_tunables  # noqa: E402
 from harness.goals import evaluate_all  # noqa: E402
 from harness.runner import RunContext, log, run_scenario  # noqa: E402
 from harness.series import SERIES, by_name, warmup_for  # noqa: E402
@@ -38,6 +41,9 @@ def parse_args(argv):
                     help="run only this scenario (repeatable; default: all)")
     ap.add_argument("--series", action="append", metavar="NAME",
                     help=f"run only this series (repeatable; default: all of {', '.join(s.name for s in SERIES)})")
+    ap.add_argument("--random", type=int, default=None, metavar="N",
+                    help="rail mixes drawn at random besides the fixed scenarios (default 2; 0 with --scenario or --chaos)")
+    ap.add_argument("--seed", type=int, default=None, help="seed of the random rail mixes (default: a fresh one, printed)")
     ap.add_argument("--min-bytes", default="1K", help="smallest size (default 1K)")
     ap.add_argument("--max-bytes", default=None, help="largest size (default 256M, 32M with --quick)")
     ap.add_argument("--no-iperf", action="store_true", help="skip the iperf3 measurement of the rails")
@@ -69,6 +75,16 @@ def parse_args(argv):
         ap.error(f"--min-bytes/--max-bytes: no size of the {'quick' if a.quick else 'full'} sweep lies in "
                  f"{a.min_bytes}..{a.max_bytes}")
     a.scenarios = [s for s in SCENARIOS if not a.scenario or s.name in a.scenario]
+    if a.random is None:
+        a.random = 0 if a.scenario or a.chaos else 2
+    if not 0 <= a.random <= 8:
+        ap.error(f"--random: want 0..8 rail mixes, got {a.random}")
+    if a.seed is None:
+        a.seed = secrets.randbelow(1 << 31)
+    if a.seed < 0:
+        ap.error(f"--seed: want a non-negative integer, got {a.seed}")
+    if a.random and not a.chaos:
+        a.scenarios += list(draw_scenarios(a.seed, a.random))
     if a.chaos:
         # The chaos scenario cuts the slow rail, so it needs rails of different speeds.
         a.scenarios = [s for s in SCENARIOS if s.name == "heterogeneous"]
@@ -79,14 +95,24 @@ def estimate_seconds(a, tun) -> float:
     """Rough total: every series at its scenario's expected speed (Nezha near the ceiling)."""
     total = 0.0
     for scen in a.scenarios:
-        single = single_rail_algbw_gbps(scen.rates_mbit[scen.best_rail()], tun.ranks)
-        multi = ceiling_algbw_gbps(list(scen.rates_mbit), tun.ranks) * 0.9
+        single = single_rail_algbw_gbps(scen.rates_mbit[scen.best_rail()], scen.world(tun.ranks))
+        multi = ceiling_algbw_gbps(list(scen.rates_mbit), scen.world(tun.ranks)) * 0.9
         total += 3 * tun.iperf_seconds * (not a.no_iperf) + 2
         for spec in a.series_specs:
             speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp else single
             for band in a.bands:
                 total += budget.band_seconds_all_repeats(band, speed, warmup_for(spec, band, tun.adaptive_warmup))
     return total
+
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
+DEFAULT_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def publishes_readme(a, tun) -> bool:
+    """A run that writes the repository's results/latest.json rewrites bench/README.md from it, so
+    the two never disagree (tests/test_random_scenarios.py checks it)."""
+    return not a.chaos and os.path.realpath(tun.results_dir) == os.path.realpath(DEFAULT_RESULTS)
 
 
 def rereport(path: str) -> int:
@@ -109,8 +135,32 @@ def rereport(path: str) -> int:
     os.replace(path + ".tmp", path)
     with open(os.path.splitext(path)[0] + ".txt", "w") as f:
         f.write(text)
+    if "chaos" not in doc and os.path.realpath(path) == os.path.realpath(os.path.join(DEFAULT_RESULTS, "latest.json")):
+        report.update_readme(README, doc)
     print(text, end="")
     return 0
+
+
+def run_scenarios(a, tun, work_dir: str, doc: dict) -> None:
+    """Every scenario on a bed of its shape (ranks x rails): one bed while the shape holds, a new
+    one when a drawn mix needs more hosts or rails."""
+    bed, port = None, 0
+    try:
+        for scen in a.scenarios:
+            world = scen.world(tun.ranks)
+            if bed is None or (bed.hosts, bed.rails) != (world, len(scen.rates_mbit)):
+                if bed is not None:
+                    bed.__exit__(None, None, None)
+                    bed = None
+                b = Testbed(tun.testbed_sh, tun.bed, world, len(scen.rates_mbit), scen.rates_mbit, mptcp=True)
+                bed = b.__enter__()
+            ctx = RunContext(tun=dataclasses.replace(tun, ranks=world), bed=bed, bands=a.bands, work_dir=work_dir,
+                             check=not a.no_check, iperf=not a.no_iperf, port=port)
+            doc["scenarios"].append(run_scenario(ctx, scen, a.series_specs))
+            port = ctx.port
+    finally:
+        if bed is not None:
+            bed.__exit__(None, None, None)
 
 
 def main(argv=None) -> int:
@@ -129,7 +179,9 @@ def main(argv=None) -> int:
                 f"estimated {est / 60:.1f} min")
     else:
         est = estimate_seconds(a, tun)
-        plan = (f"{'quick' if a.quick else 'full'} run: scenarios {', '.join(s.name for s in a.scenarios)}; "
+        plan = (f"{'quick' if a.quick else 'full'} run: scenarios "
+                f"{', '.join(f'{s.name} ({chr(47).join(map(str, s.rates_mbit))} Mbit/s x {s.world(tun.ranks)} ranks)' for s in a.scenarios)}"
+                + (f" [random mixes: seed {a.seed}]" if a.random and not a.chaos else "") + "; "
             f"series {', '.join(s.name for s in a.series_specs)}; bands "
                 f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters}/x{b.repeats})' for b in a.bands)}; "
                 f"estimated {est / 60:.1f} min")
@@ -156,16 +208,17 @@ def main(argv=None) -> int:
            "started": started.isoformat(timespec="seconds"), "hardware": hostinfo.collect(),
            "note": a.note, "bed": tun.bed, "work_dir": work_dir,
            "bands": [b.__dict__ for b in a.bands], "scenarios": []}
-    first = a.scenarios[0]
-    bed = Testbed(tun.testbed_sh, tun.bed, tun.ranks, len(first.rates_mbit), first.rates_mbit, mptcp=True)
+    if a.random and not a.chaos:
+        doc["seed"] = a.seed
     try:
-        with bed:
-            ctx = RunContext(tun=tun, bed=bed, bands=a.bands, work_dir=work_dir, check=not a.no_check,
-                             iperf=not a.no_iperf)
-            if a.chaos:
-                doc["chaos"] = run_chaos(ctx, a.scenarios[0], a.series, timeline)
-            for scen in a.scenarios if not a.chaos else []:
-                doc["scenarios"].append(run_scenario(ctx, scen, a.series_specs))
+        if a.chaos:
+            first = a.scenarios[0]
+            with Testbed(tun.testbed_sh, tun.bed, tun.ranks, len(first.rates_mbit), first.rates_mbit, mptcp=True) as bed:
+                ctx = RunContext(tun=tun, bed=bed, bands=a.bands, work_dir=work_dir, check=not a.no_check,
+                                 iperf=not a.no_iperf)
+                doc["chaos"] = run_chaos(ctx, first, a.series, timeline)
+        else:
+            run_scenarios(a, tun, work_dir, doc)
     except TestbedError as e:
         print(f"run_bench.py: test bed: {e}", file=sys.stderr)
         return 1
@@ -193,6 +246,9 @@ def main(argv=None) -> int:
     for kind, p in paths.items():
         shown = os.path.relpath(p) if not os.path.relpath(p).startswith("..") else p
         log(f"{kind}: {shown} (and {latest}.{kind})")
+    if publishes_readme(a, tun):
+        report.update_readme(README, doc)
+        log(f"README: {os.path.relpath(README)} latest results rewritten")
     log(f"done in {doc['duration_s'] / 60:.1f} min")
     failed = [f"{sc['name']}/{s['name']}" for sc in doc["scenarios"] for s in sc["series"].values()
               if s.get("status") in ("failed", "partial")]

@@ -2,6 +2,7 @@
 scenarios and size bands of a full and a quick run."""
 
 import os
+import random
 from dataclasses import dataclass
 
 from .sizes import Band
@@ -61,6 +62,10 @@ def load_tunables() -> Tunables:
 class Scenario:
     name: str
     rates_mbit: tuple[int, ...]  # TBF egress rate per rail, every host
+    ranks: int = 0  # hosts of the bed; 0: NEZHA_BENCH_RANKS
+
+    def world(self, default: int) -> int:
+        return self.ranks or default
 
     def best_rail(self) -> int:
         """Fastest rail (lowest index on ties): the one single-rail baselines use."""
@@ -73,6 +78,27 @@ SCENARIOS = (
     Scenario("homogeneous", (500, 500)),
     Scenario("heterogeneous", (800, 300)),
 )
+
+# Issue 18: besides the two fixed scenarios every run draws rail mixes and rank counts the suite
+# was not tuned on, from a seed it prints (run_bench.py --seed reproduces a draw).
+RANDOM_RAILS = (2, 3)
+RANDOM_RATES_MBIT = range(100, 801, 50)
+RANDOM_RANKS = (2, 3, 4)
+
+
+def draw_scenarios(seed: int, count: int) -> tuple[Scenario, ...]:
+    """`count` scenarios named random1.., each 2-3 rails of 100-800 Mbit/s (steps of 50) and 2-4
+    ranks, the same for the same seed."""
+    if count < 0:
+        raise ValueError(f"random scenario count must not be negative, got {count}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        rails = rng.choice(RANDOM_RAILS)
+        rates = tuple(rng.choice(RANDOM_RATES_MBIT) for _ in range(rails))
+        out.append(Scenario(f"random{i + 1}", rates, rng.choice(RANDOM_RANKS)))
+    return tuple(out)
+
 
 # Full run: 1 KiB .. 256 MiB. Fewer iterations as sizes grow keep every band to tens of seconds.
 FULL_BANDS = (

@@ -155,7 +155,7 @@ def run_scenario(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -
     world = ctx.tun.ranks
     sizes = sorted({b for band in ctx.bands for b in band.sizes()})
     scen = {"name": scenario.name, "rates_mbit": list(scenario.rates_mbit), "best_rail": scenario.best_rail(),
-            "sizes": sizes, "series": {}}
+            "ranks": world, "sizes": sizes, "series": {}}
     ceiling = ceiling_algbw_gbps(list(scenario.rates_mbit), world)
     scen["ceiling_algbw_gbps"] = ceiling
     scen["series"]["ceiling"] = {"name": "ceiling", "status": "theoretical",
