@@ -61,6 +61,7 @@ func run() error {
 		opLabels    = flag.String("operator-pod-labels", "app.kubernetes.io/component=operator", "labels of the operator's pods (k=v,...), for the jobs' NetworkPolicies")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
+		podBatch    = flag.Duration("pod-event-batch", controller.DefaultPodEventBatch, "gather a job's pod events this long before reconciling it (fewer reconciles and status writes while thousands of workers start); 0 reconciles on every event")
 		transports  = flag.String("runtime-transports", "tcp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
 	)
 	zapOpts := zap.Options{}
@@ -69,6 +70,9 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 
+	if *podBatch < 0 {
+		return fmt.Errorf("--pod-event-batch=%s is negative", *podBatch)
+	}
 	if *staleAfter < 0 {
 		return fmt.Errorf("--railnode-stale-after=%s is negative", *staleAfter)
 	}
@@ -107,6 +111,7 @@ func run() error {
 		RuntimeImage:       *runtimeImage,
 		PyTorchJobEnabled:  pytorch,
 		RailNodeStaleAfter: *staleAfter,
+		PodEventBatch:      *podBatch,
 	}
 	if *netpol {
 		labels, err := parseLabels(*opLabels)

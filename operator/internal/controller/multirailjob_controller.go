@@ -73,6 +73,9 @@ type MultiRailJobReconciler struct {
 	// RailActionInterval is how often, at most, one rail of one job is drained or restored
 	// through the runtime's control endpoint (zero: DefaultRailActionInterval).
 	RailActionInterval time.Duration
+	// PodEventBatch gathers a job's pod events this long before reconciling it (pod_events.go);
+	// zero reconciles on every event.
+	PodEventBatch time.Duration
 
 	phases   phaseTracker
 	steering steerLimiter
@@ -387,7 +390,7 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&nadv1.NetworkAttachmentDefinition{}).
 		// PyTorchJob pods are owned by the PyTorchJob, so pods map to jobs by label.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
+		Watches(&corev1.Pod{}, podEventsToJob(r.PodEventBatch)).
 		Watches(&nezhav1.RailClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsByIndex(indexRails))).
 		Watches(&nezhav1.RailNode{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
 			ctrlbuilder.WithPredicates(railNodeMatters(r.RailNodeStaleAfter, r.Clock)))
