@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
@@ -385,7 +386,10 @@ func (r *MultiRailJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&nezhav1.MultiRailJob{}).
+		// The job's own status writes do not wake it again (reconcile computed that status);
+		// spec, label and annotation changes and deletion do.
+		For(&nezhav1.MultiRailJob{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&nadv1.NetworkAttachmentDefinition{}).
