@@ -62,6 +62,7 @@ func run() error {
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 		podBatch    = flag.Duration("pod-event-batch", controller.DefaultPodEventBatch, "gather a job's pod events this long before reconciling it (fewer reconciles and status writes while thousands of workers start); 0 reconciles on every event")
+		createPar   = flag.Int("create-parallelism", controller.DefaultCreateParallelism, "concurrent worker pod creations per job (1..256)")
 		transports  = flag.String("runtime-transports", "tcp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
 	)
 	zapOpts := zap.Options{}
@@ -70,6 +71,9 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 
+	if *createPar < 1 || *createPar > 256 {
+		return fmt.Errorf("--create-parallelism=%d is not in 1..256", *createPar)
+	}
 	if *podBatch < 0 {
 		return fmt.Errorf("--pod-event-batch=%s is negative", *podBatch)
 	}
@@ -112,6 +116,7 @@ func run() error {
 		PyTorchJobEnabled:  pytorch,
 		RailNodeStaleAfter: *staleAfter,
 		PodEventBatch:      *podBatch,
+		CreateParallelism:  *createPar,
 	}
 	if *netpol {
 		labels, err := parseLabels(*opLabels)

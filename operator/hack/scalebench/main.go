@@ -63,6 +63,7 @@ type options struct {
 	kwokBin, kwokStage    string
 	schedulerBin          string
 	heartbeat             time.Duration
+	operatorArgs          stringList
 	timeout               time.Duration
 }
 
@@ -76,6 +77,7 @@ func main() {
 	flag.StringVar(&o.kwokStage, "kwok-stages", "", "kwok Stage file (node-initialize, node-heartbeat, pod-ready)")
 	flag.StringVar(&o.schedulerBin, "scheduler", "", "kube-scheduler binary (default: the bench binds pods itself)")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 30*time.Second, "how often each simulated rail agent re-stamps its RailNode (0: never)")
+	flag.Var(&o.operatorArgs, "operator-arg", "extra nezha-operator flag (repeatable), e.g. --operator-arg=--create-parallelism=32")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long per phase")
 	flag.Parse()
 	// The bench's informers use controller-runtime; its log is not the measurement.
@@ -91,6 +93,12 @@ func main() {
 	}
 	_ = os.RemoveAll(logDir)
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // proc is a child process the bench started and must stop.
 type proc struct {
@@ -286,6 +294,7 @@ func run(o options, logDir string) error {
 		}{"kube-scheduler", o.schedulerBin, []string{"--kubeconfig=" + kcPath, "--leader-elect=false",
 			"--bind-address=127.0.0.1", "--secure-port=" + freePort(), "--kube-api-qps=1000", "--kube-api-burst=1000"}})
 	}
+	specs[1].args = append(specs[1].args, o.operatorArgs...)
 	for _, spec := range specs {
 		p, err := start(spec.name, logDir, spec.bin, spec.args...)
 		if err != nil {
@@ -447,6 +456,9 @@ func run(o options, logDir string) error {
 	}
 	fmt.Printf("\nnezha-operator scale benchmark: %d workers x %d rails on %d kwok nodes, pods bound by %s\n",
 		o.workers, o.rails, o.nodes, binderName)
+	if len(o.operatorArgs) > 0 {
+		fmt.Printf("operator flags: %s\n", o.operatorArgs.String())
+	}
 	fmt.Printf("machine: %s, %d CPUs; load average %s before, %s after (shared machine: times are indicative)\n",
 		cpuModel(), runtime.NumCPU(), load0, load1)
 	fmt.Printf("  all worker pods created (job -> last pod exists)   %8.2f s\n", tr.tCreated.Seconds())

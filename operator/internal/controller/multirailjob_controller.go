@@ -77,6 +77,8 @@ type MultiRailJobReconciler struct {
 	// PodEventBatch gathers a job's pod events this long before reconciling it (pod_events.go);
 	// zero reconciles on every event.
 	PodEventBatch time.Duration
+	// CreateParallelism bounds one job's concurrent pod creations (zero: DefaultCreateParallelism).
+	CreateParallelism int
 
 	phases   phaseTracker
 	steering steerLimiter
