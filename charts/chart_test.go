@@ -164,6 +164,12 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 		{"operator.quarantine.window=10", "window"},
 		{"monitoring.podMonitors.interval=often", "interval"},
 		{"monitoring.grafanaDashboard.enabled=yes", "enabled"},
+		{"operator.railNodeStaleAfter=90", "railNodeStaleAfter"},
+		{"operator.leaderElectionNamespace=Bad_NS", "leaderElectionNamespace"},
+		{"agent.resyncPeriod=often", "resyncPeriod"},
+		{"agent.maxRetryBackoff=5", "maxRetryBackoff"},
+		{"agent.logLevel=loud", "logLevel"},
+		{"tests.enabled=sure", "enabled"},
 	} {
 		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
 			"--namespace", releaseNamespace, "--set", tc.set)
