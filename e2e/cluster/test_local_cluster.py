@@ -161,7 +161,7 @@ def test_pods_reach_each_other_where_forwarding_is_dropped(cluster):
         assert "1 packets received" in out, out
         rules = subprocess.run(["iptables", "-S", "NEZHA-LOCAL-CLUSTER"], capture_output=True, text=True,
                                check=True).stdout
-        assert "-i nzcbr0 -s 10.244.0.0/24 -j ACCEPT" in rules, rules
+        assert "-s 10.244.0.0/24 -i nzcbr0 -j ACCEPT" in rules, rules
     finally:
         subprocess.run(["iptables", "-P", "FORWARD", policy], check=True)
         with open(bridge_nf, "w") as f:
