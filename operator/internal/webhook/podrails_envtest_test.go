@@ -22,8 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	webhookserver "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
@@ -100,8 +100,8 @@ func applyYAML(t *testing.T, c client.Client, path string) {
 // controller, the PET_* environment in container `node`.
 func trainerNodePod(ns, trainJob string, labels, annotations map[string]string) *corev1.Pod {
 	l := map[string]string{
-		"jobset.sigs.k8s.io/jobset-name":          trainJob,
-		"jobset.sigs.k8s.io/replicatedjob-name":   "node",
+		"jobset.sigs.k8s.io/jobset-name":           trainJob,
+		"jobset.sigs.k8s.io/replicatedjob-name":    "node",
 		"batch.kubernetes.io/job-completion-index": "0",
 	}
 	for k, v := range labels {
