@@ -47,9 +47,18 @@ build-runtime: ## Build libnezha, nezha-bench and nezha-tune with CMake (warning
 	cmake -S runtime -B $(RUNTIME_BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(RUNTIME_BUILD) -j2
 
+# Image names in one place: `make images REGISTRY=host[:port][/path] TAG=x` names them
+# REGISTRY/nezha/<name>:TAG (default nezha/<name>:<chart appVersion>); the chart takes the same
+# REGISTRY as image.registry and TAG as image.tag.
+IMAGE_ENV = $(if $(REGISTRY),NEZHA_IMAGE_PREFIX=$(REGISTRY)/nezha) $(if $(TAG),NEZHA_IMAGE_TAG=$(TAG))
+
 .PHONY: images
 images: build-go build-runtime ## Build the operator, rail-agent and runtime images as tarballs (no Docker needed).
-	hack/images.sh
+	$(IMAGE_ENV) hack/images.sh
+
+.PHONY: push
+push: images ## Push the image tarballs to REGISTRY (crane) and print their digests: make push REGISTRY=... TAG=...
+	$(IMAGE_ENV) hack/images.sh push
 
 .PHONY: build-bench
 build-bench: ## Build the Gloo baseline (gloo-bench) the benchmarks compare against.

@@ -6,6 +6,7 @@ package charts
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -135,6 +136,9 @@ func TestChartCopiesOfGeneratedManifestsAreCurrent(t *testing.T) {
 
 func TestChartRendersWhatValuesAskFor(t *testing.T) {
 	full := kinds(renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace)))
+	if full["ClusterTrainingRuntime"] != 0 {
+		t.Errorf("the Trainer runtime renders by default (it needs Trainer's CRDs: off unless trainer.enabled)")
+	}
 	for kind, n := range map[string]int{"Deployment": 1, "DaemonSet": 1, "ServiceAccount": 2, "ClusterRole": 2} {
 		if full[kind] != n {
 			t.Errorf("default render has %d %s, want %d (all kinds: %v)", full[kind], kind, n, full)
@@ -164,6 +168,14 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 		{"operator.quarantine.window=10", "window"},
 		{"monitoring.podMonitors.interval=often", "interval"},
 		{"monitoring.grafanaDashboard.enabled=yes", "enabled"},
+		{"operator.railNodeStaleAfter=90", "railNodeStaleAfter"},
+		{"operator.leaderElectionNamespace=Bad_NS", "leaderElectionNamespace"},
+		{"agent.resyncPeriod=often", "resyncPeriod"},
+		{"agent.maxRetryBackoff=5", "maxRetryBackoff"},
+		{"agent.logLevel=loud", "logLevel"},
+		{"tests.enabled=sure", "enabled"},
+		{"trainer.railClasses={Bad_Name}", "railClasses"},
+		{"webhook.podRails=maybe", "podRails"},
 	} {
 		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
 			"--namespace", releaseNamespace, "--set", tc.set)
@@ -191,13 +203,32 @@ func TestChartTurnsOnRuntimeControl(t *testing.T) {
 	}
 }
 
+// moduleDir downloads (Go module proxy; cached) a module that is not a dependency and returns
+// its directory.
+func moduleDir(t *testing.T, modVersion string) string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", modVersion).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", modVersion, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		t.Fatalf("go mod download %s: %s %v", modVersion, m.Error, err)
+	}
+	return m.Dir
+}
+
 // Every rendered object (and every CRD) must be accepted by a real API server.
 func TestChartObjectsAreAcceptedByAPIServer(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test` (hack/setup.sh builds the binaries)")
 	}
+	// The real Kubeflow Trainer v2 and JobSet CRDs, so the optional ClusterTrainingRuntime is
+	// checked too (trainer.enabled=true below).
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(chartDir, "crds"),
+			filepath.Join(moduleDir(t, "github.com/kubeflow/trainer/v2@v2.3.0"), "manifests", "base", "crds"),
+			filepath.Join(moduleDir(t, "sigs.k8s.io/jobset@v0.12.0"), "config", "components", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -214,9 +245,10 @@ func TestChartObjectsAreAcceptedByAPIServer(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs := renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace))
-	if len(objs) == 0 {
-		t.Fatal("chart rendered no objects")
+	objs := renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace,
+		"--set", "trainer.enabled=true"))
+	if kinds(objs)["ClusterTrainingRuntime"] != 1 || kinds(objs)["MutatingWebhookConfiguration"] != 1 {
+		t.Fatalf("trainer.enabled=true render lacks the ClusterTrainingRuntime or the pod webhook: %v", kinds(objs))
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o, client.DryRunAll); err != nil {

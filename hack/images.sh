@@ -3,6 +3,10 @@
 #
 #   hack/images.sh            build all three into build/images/ (no root)
 #   hack/images.sh --list     print the tarball paths, one a line
+#   hack/images.sh push       push the three tarballs to $NEZHA_IMAGE_PREFIX/<name>:$NEZHA_IMAGE_TAG
+#                             with crane (pinned in versions.sh, built by hack/setup.sh); prints
+#                             each pushed reference with its digest and writes them to
+#                             $NEZHA_IMAGES_OUT/digests.txt
 #
 #   build/images/operator.tar    nezha/operator:<tag>     /nezha-operator (static)
 #   build/images/rail-agent.tar  nezha/rail-agent:<tag>   /nezha-rail-agent, /nezha-rail (static)
@@ -15,7 +19,9 @@
 #
 # Tunables (env, default):
 #   NEZHA_IMAGE_TAG       chart appVersion   tag of all three images
-#   NEZHA_IMAGE_PREFIX    nezha              repository prefix (the chart's default image names)
+#   NEZHA_IMAGE_PREFIX    nezha              repository prefix (the chart's default image names);
+#                                            `make images REGISTRY=host[:port][/path]` sets it to
+#                                            REGISTRY/nezha (the chart's image.registry = REGISTRY)
 #   NEZHA_RUNTIME_BUILD   build/runtime      CMake build dir with nezha-bench, nezha-tune, libnezha
 #                                            (`make build-runtime`); this script does not build it
 #   NEZHA_IMAGES_OUT      build/images       where tarballs (and their staging trees) go
@@ -35,15 +41,13 @@ NEZHA_RUNTIME_BUILD=${NEZHA_RUNTIME_BUILD:-$REPO/build/runtime}
 NEZHA_IMAGES_OUT=${NEZHA_IMAGES_OUT:-$REPO/build/images}
 
 # Busybox applets linked into the runtime image: the operator's init container needs sh and cp;
-# the rest make a worker pod debuggable (addresses, links, connectivity).
-RUNTIME_APPLETS=(sh cp ls cat mkdir env sleep echo ip ping hostname nslookup wc grep)
+# the rest make a worker pod debuggable (addresses, links, connectivity); awk, wget and timeout
+# serve the chart's `helm test` pod (Debian's busybox 1.35 wget crashes on -T: use timeout).
+RUNTIME_APPLETS=(sh cp ls cat mkdir env sleep echo ip ping hostname nslookup wc grep awk wget timeout)
 BUSYBOX=/bin/busybox
 
 validate() {
-  [[ $NEZHA_IMAGE_TAG =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] ||
-    die "NEZHA_IMAGE_TAG: want a Docker tag ([A-Za-z0-9_.-], up to 128), got '$NEZHA_IMAGE_TAG'"
-  [[ $NEZHA_IMAGE_PREFIX =~ ^[a-z0-9]+([._/-][a-z0-9]+)*$ ]] ||
-    die "NEZHA_IMAGE_PREFIX: want a lowercase repository path, got '$NEZHA_IMAGE_PREFIX'"
+  validate_name
   local f
   for f in nezha-bench nezha-tune libnezha.so libnccl-net-nezha.so; do
     [ -e "$NEZHA_RUNTIME_BUILD/$f" ] ||
@@ -51,6 +55,38 @@ validate() {
   done
   [ -x "$BUSYBOX" ] || fail "missing $BUSYBOX (Debian package busybox-static; run hack/setup.sh)"
   require_cmd go ldd
+}
+
+validate_name() {
+  [[ $NEZHA_IMAGE_TAG =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] ||
+    die "NEZHA_IMAGE_TAG (TAG): want a Docker tag ([A-Za-z0-9_.-], up to 128), got '$NEZHA_IMAGE_TAG'"
+  # An optional registry host[:port]/, then a lowercase repository path.
+  [[ $NEZHA_IMAGE_PREFIX =~ ^([A-Za-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._/-][a-z0-9]+)*$ ]] ||
+    die "NEZHA_IMAGE_PREFIX (REGISTRY): want [host[:port]/]lowercase/path, got '$NEZHA_IMAGE_PREFIX'"
+}
+
+# push: each tarball to its name under NEZHA_IMAGE_PREFIX. The prefix must start with a registry
+# host: a bare `nezha/...` would mean the default public registry, never what was meant here.
+push() {
+  validate_name
+  local host=${NEZHA_IMAGE_PREFIX%%/*}
+  [[ $NEZHA_IMAGE_PREFIX == */* && ($host == *.* || $host == *:* || $host == localhost) ]] ||
+    die "push: NEZHA_IMAGE_PREFIX '$NEZHA_IMAGE_PREFIX' names no registry host (set REGISTRY=host[:port][/path], e.g. make push REGISTRY=registry.example:5000)"
+  local crane="$NEZHA_TOOLS_BIN/crane-$CRANE_VERSION"
+  [ -x "$crane" ] || fail "push: $crane is missing (run: hack/setup.sh)"
+  local name tarball ref pushed digests=()
+  for name in operator rail-agent runtime; do
+    tarball=$NEZHA_IMAGES_OUT/$name.tar
+    [ -f "$tarball" ] || fail "push: $tarball is missing (run: make images)"
+    ref=$NEZHA_IMAGE_PREFIX/$name:$NEZHA_IMAGE_TAG
+    # crane prints the pushed reference by digest (repo@sha256:...) on stdout.
+    pushed=$("$crane" push "$tarball" "$ref") || fail "push: crane could not push $tarball to $ref"
+    [[ $pushed == *@sha256:* ]] || fail "push: crane printed '$pushed', not a digest reference"
+    echo "$ref ${pushed##*@}"
+    digests+=("$ref ${pushed##*@}")
+  done
+  printf '%s\n' "${digests[@]}" >"$NEZHA_IMAGES_OUT/digests.txt"
+  log "pushed 3 images; digests in $NEZHA_IMAGES_OUT/digests.txt"
 }
 
 imagebuilder() {
@@ -128,7 +164,11 @@ main() {
       printf '%s\n' "$NEZHA_IMAGES_OUT"/{operator,rail-agent,runtime}.tar
       return 0
       ;;
-    *) die "unknown argument '$1' (want no argument or --list)" ;;
+    push)
+      push
+      return 0
+      ;;
+    *) die "unknown argument '$1' (want no argument, --list or push)" ;;
   esac
   validate
   OUT_STAGE=$NEZHA_IMAGES_OUT/stage

@@ -19,6 +19,8 @@
 #   eth0 from bridge + host-local on the pre-created bridge nzcbr0 (10.244.0.0/24), extra
 #   interfaces from NetworkAttachmentDefinitions (CRD installed); host veths nzr0, nzr1, ... are
 #   there to be macvlan masters ("rails"). Images: imported only (imagePullPolicy: Never).
+#   Where Docker or a firewall drops forwarding (FORWARD policy DROP, br_netfilter), chain
+#   NEZHA-LOCAL-CLUSTER accepts the pod bridge's traffic; `down` removes it.
 #
 # Tunables (env, default) are in hack/lib/cluster-env.sh: NEZHA_CLUSTER_DIR, NEZHA_CLUSTER_NODE,
 # NEZHA_CLUSTER_RAILS, NEZHA_CLUSTER_RAIL_PREFIX, NEZHA_CLUSTER_CNI_PLUGINS, NEZHA_CLUSTER_API_PORT,

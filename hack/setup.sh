@@ -58,6 +58,7 @@ go_tool() { # name module version
 install_apt
 go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
 if [ "${1:-}" = cluster ]; then
   "$here/build-kube.sh" node >/dev/null

@@ -16,6 +16,10 @@ MULTUS_VERSION=v4.3.0
 COREDNS_VERSION=v1.12.1
 TRAINING_OPERATOR_VERSION=v1.9.2
 NAD_CLIENT_VERSION=v1.7.6
+# crane (github.com/google/go-containerregistry/cmd/crane): `make push`; same as go.mod's module.
+CRANE_VERSION=v0.20.3
+# kind (sigs.k8s.io/kind): hack/kind.sh.
+KIND_VERSION=v0.33.0
 
 # Where builds and downloads are cached between runs (outside the work tree so `git clean`
 # and fresh checkouts reuse them).

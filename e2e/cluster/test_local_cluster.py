@@ -1,12 +1,15 @@
 """End to end on a real single-node Kubernetes (hack/local-cluster.sh): node Ready, a pod with two
 macvlan rails from NetworkAttachmentDefinitions, DNS for a headless Service through CoreDNS, rail
-traffic between two pods, and a host left exactly as found after `down`.
+traffic between two pods, pod-to-pod traffic with the host's FORWARD policy set to DROP (as Docker
+leaves it), and a host left exactly as found after `down`.
 
 Run as root: /usr/bin/python3 -m pytest -q e2e/cluster   (the tests run in file order; the last
 one takes the cluster down and compares the host with the snapshot taken before `up`).
 """
 
 import json
+import os
+import re
 import subprocess
 import time
 
@@ -136,6 +139,35 @@ def test_pod_with_two_rails_and_headless_dns(cluster, cluster_run):
     cluster_run["during"] = host_state.snapshot(STATE_DIR)
 
 
+def test_pods_reach_each_other_where_forwarding_is_dropped(cluster):
+    """A host where Docker was installed: br_netfilter on and the FORWARD policy DROP. Pod to
+    pod over the pod bridge (eth0, where rendezvous happens) still works, through the cluster's
+    own ACCEPT rules (hack/lib/cluster-host.sh); the policy is put back afterwards."""
+    a, b = (cluster.get("pod", n)["status"]["podIP"] for n in ("nzt-a", "nzt-b"))
+    policy = re.search(r"^-P FORWARD (\w+)", subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True,
+                                                             text=True, check=True).stdout, re.M).group(1)
+    bridge_nf = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+    if not os.path.exists(bridge_nf):
+        subprocess.run(["modprobe", "br_netfilter"], check=True)
+    with open(bridge_nf) as f:
+        bridge_nf_before = f.read().strip()
+    try:
+        with open(bridge_nf, "w") as f:
+            f.write("1")
+        subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
+        out = cluster.kubectl("exec", "nzt-a", "--", "ping", "-c", "1", "-W", "3", b)
+        assert "1 packets received" in out, out
+        out = cluster.kubectl("exec", "nzt-b", "--", "ping", "-c", "1", "-W", "3", a)
+        assert "1 packets received" in out, out
+        rules = subprocess.run(["iptables", "-S", "NEZHA-LOCAL-CLUSTER"], capture_output=True, text=True,
+                               check=True).stdout
+        assert "-s 10.244.0.0/24 -i nzcbr0 -j ACCEPT" in rules, rules
+    finally:
+        subprocess.run(["iptables", "-P", "FORWARD", policy], check=True)
+        with open(bridge_nf, "w") as f:
+            f.write(bridge_nf_before)
+
+
 def test_down_restores_the_host(cluster_run, host_before):
     # Leave the test pods running: `down` must clean up after live pods too.
     started = time.monotonic()
@@ -147,7 +179,8 @@ def test_down_restores_the_host(cluster_run, host_before):
     if during is not None:
         seen = {d.split(":")[0] for d in host_state.differences(host_before, during)}
         # The kubelet rewrote kernel.panic & co., the pods had cni-* netns, mounts and cgroups.
-        assert {"processes", "links", "cni_netns", "mounts", "sysctls", "cgroups", "paths", "state_dir"} <= seen, seen
+        assert {"processes", "links", "cni_netns", "mounts", "sysctls", "cgroups", "paths", "state_dir",
+                "iptables"} <= seen, seen
     diffs = host_state.differences(host_before, after)
     assert not diffs, "the host differs after down:\n" + "\n".join(diffs)
     # down is idempotent.

@@ -89,6 +89,13 @@ def test_chart_installs_operator_and_agent_and_plugin(kube, release):
     assert version.returncode == 0 and "supportedVersions" in version.stdout, version
 
 
+def test_helm_test_hook_finds_operator_and_agents_healthy(kube, release):
+    # `helm test`: the chart's test pod reads the operator's /readyz and every agent's /healthz.
+    proc = kube.helm("test", RELEASE, "-n", RELEASE_NAMESPACE, "--logs", "--timeout", "2m", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "operator: /readyz ok" in proc.stdout and "/healthz ok" in proc.stdout, proc.stdout
+
+
 def test_railnode_shows_both_rails_up(kube, rails):
     def both_up():
         found = railnode_rails(kube, node_name(kube))

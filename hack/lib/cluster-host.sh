@@ -35,8 +35,10 @@ cluster_cni_netns() {
 
 # ---- network ----------------------------------------------------------------------------------
 # cluster_net_up: the node-IP veth, the pod bridge with the gateway address (where CoreDNS
-# listens) and the `kubernetes` Service IP (where apiserver-proxy.py listens), and the rail veths that macvlan NADs use as masters. Nothing else in the root
-# namespace changes: no routes beyond these interfaces' own, no forwarding, no iptables.
+# listens) and the `kubernetes` Service IP (where apiserver-proxy.py listens), the rail veths
+# that macvlan NADs use as masters, and the pod bridge's ACCEPT rules (cluster_firewall_up).
+# Nothing else in the root namespace changes: no routes beyond these interfaces' own, no
+# forwarding sysctl, no other iptables rule.
 cluster_net_up() {
   ip link add "$CLUSTER_NODE_VETH" type veth peer name "$CLUSTER_NODE_VETH_PEER"
   ip addr add "$CLUSTER_NODE_IP/32" dev "$CLUSTER_NODE_VETH"
@@ -52,6 +54,34 @@ cluster_net_up() {
     ip link set "${NEZHA_CLUSTER_RAIL_PREFIX}${k}p" up
     ip link set "$NEZHA_CLUSTER_RAIL_PREFIX$k" up
   done
+  cluster_firewall_up
+}
+
+# Hosts where Docker (or a firewall) set the iptables FORWARD policy to DROP: Docker also loads
+# br_netfilter, so frames bridged between two pods on the pod bridge pass FORWARD too, and are
+# dropped (a worker never reaches rank 0). Like a CNI's bridge/firewall plugins, the cluster adds
+# explicit ACCEPT rules for its own bridge and pod CIDR, in a chain of its own jumped to from the
+# top of FORWARD, and `down` removes both. The policy itself is never touched. Hosts without
+# iptables have no such firewall either.
+CLUSTER_FW_CHAIN=NEZHA-LOCAL-CLUSTER
+cluster_fw_jump=(-m comment --comment "nezha local cluster" -j "$CLUSTER_FW_CHAIN")
+cluster_firewall_up() {
+  command -v iptables >/dev/null || { log "no iptables: skipping the pod bridge's FORWARD rules"; return 0; }
+  iptables -w -N "$CLUSTER_FW_CHAIN" 2>/dev/null || iptables -w -F "$CLUSTER_FW_CHAIN"
+  iptables -w -A "$CLUSTER_FW_CHAIN" -i "$CLUSTER_POD_BRIDGE" -s "$CLUSTER_POD_CIDR" -j ACCEPT
+  iptables -w -A "$CLUSTER_FW_CHAIN" -o "$CLUSTER_POD_BRIDGE" -d "$CLUSTER_POD_CIDR" -j ACCEPT
+  iptables -w -C FORWARD "${cluster_fw_jump[@]}" 2>/dev/null || iptables -w -I FORWARD 1 "${cluster_fw_jump[@]}"
+}
+
+cluster_firewall_down() {
+  command -v iptables >/dev/null || return 0
+  while iptables -w -C FORWARD "${cluster_fw_jump[@]}" 2>/dev/null; do
+    iptables -w -D FORWARD "${cluster_fw_jump[@]}"
+  done
+  if iptables -w -S "$CLUSTER_FW_CHAIN" >/dev/null 2>&1; then
+    iptables -w -F "$CLUSTER_FW_CHAIN"
+    iptables -w -X "$CLUSTER_FW_CHAIN"
+  fi
 }
 
 cluster_owned_links() {
@@ -72,6 +102,7 @@ cluster_net_down() {
   for l in $(cluster_owned_links); do
     if ip link show "$l" >/dev/null 2>&1; then ip link del "$l"; fi
   done
+  cluster_firewall_down
 }
 
 # ---- cleanup ----------------------------------------------------------------------------------

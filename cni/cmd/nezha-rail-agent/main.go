@@ -41,7 +41,15 @@ const (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "install-cni" {
-		if err := installCNI(os.Args[2:]); err != nil {
+		err := installCNI(os.Args[2:])
+		var usage usageError
+		switch {
+		case err == nil:
+		case errors.Is(err, flag.ErrHelp):
+			// --help printed the usage: asked for, so not a failure.
+		case errors.As(err, &usage):
+			os.Exit(2) // the flag package already printed the error and the usage
+		default:
 			fmt.Fprintln(os.Stderr, "nezha-rail-agent:", err)
 			os.Exit(1)
 		}
@@ -58,7 +66,15 @@ func installCNI(args []string) error {
 	from := fs.String("from", "/nezha-rail", "plugin binary to install")
 	to := fs.String("to", "/host/opt/cni/bin", "CNI bin directory of the node (mounted)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "install-cni: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	dst, err := install.Binary(*from, *to)
 	if err != nil {
@@ -67,6 +83,9 @@ func installCNI(args []string) error {
 	fmt.Println("installed", dst)
 	return nil
 }
+
+// usageError is a bad command line (exit 2, as getopt tools do); the usage is already printed.
+type usageError struct{ error }
 
 func run() error {
 	opts := agent.Options{AgentVersion: version}

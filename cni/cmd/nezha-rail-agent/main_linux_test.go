@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/nezha-project/nezha/internal/listenertest"
 	"github.com/nezha-project/nezha/internal/prereq"
@@ -158,6 +159,22 @@ func TestBadEnvironmentIsNamed(t *testing.T) {
 	out, err = exec.Command(bin, "install-cni", "--from="+filepath.Join(dir, "missing"), "--to="+dir).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--from") {
 		t.Errorf("install-cni with a missing source: err %v, output %s", err, out)
+	}
+}
+
+// TestInstallCNICommandLine: --help is a success (exit 0, usage naming the flags); a bad flag
+// or a stray argument is a usage error (exit 2).
+func TestInstallCNICommandLine(t *testing.T) {
+	out, err := exec.Command(agentBin, "install-cni", "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-from") || !strings.Contains(string(out), "-to") {
+		t.Errorf("install-cni --help: err %v, output %s", err, out)
+	}
+	for _, args := range [][]string{{"--bogus"}, {"--to=/tmp", "extra"}} {
+		out, err := exec.Command(agentBin, append([]string{"install-cni"}, args...)...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("install-cni %v: err %v (want exit 2), output %s", args, err, out)
+		}
 	}
 }
 

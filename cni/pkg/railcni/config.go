@@ -54,7 +54,8 @@ const (
 //	  "table": 1000,          // optional routing table id; default derived from the ifname
 //	  "rulePriority": 10000,  // optional priority of the "from <ip>" rules
 //	  "mtu": 9000,            // optional MTU for the rail interface
-//	  "dataDir": "/var/lib/cni/nezha-rail" // optional state directory
+//	  "dataDir": "/var/lib/cni/nezha-rail", // optional state directory
+//	  "forwardAccept": true   // optional: host iptables ACCEPT rules for the rail addresses
 //	}
 type NetConf struct {
 	types.NetConf
@@ -67,6 +68,9 @@ type NetConf struct {
 	MTU int `json:"mtu,omitempty"`
 	// DataDir is where per-attachment state lives. Unset: DefaultDataDir.
 	DataDir string `json:"dataDir,omitempty"`
+	// ForwardAccept adds ACCEPT rules for the rail's addresses to the host's FORWARD chain (via
+	// ForwardChain), for bridged rails on hosts whose FORWARD policy is DROP (see forward.go).
+	ForwardAccept bool `json:"forwardAccept,omitempty"`
 
 	// prevResult converted to the current result version (nil when absent).
 	prev *current.Result

@@ -61,6 +61,13 @@ func CmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return fmt.Errorf("%s ADD %s: %w", PluginName, args.IfName, err)
 	}
+	if conf.ForwardAccept {
+		// In the host namespace, where the runtime runs the plugin.
+		fw := forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs)
+		if err := fw.add(iptablesFor{}); err != nil {
+			return fmt.Errorf("%s ADD %s: %w", PluginName, args.IfName, err)
+		}
+	}
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
 }
 
@@ -120,10 +127,37 @@ func CmdDel(args *skel.CmdArgs) error {
 			return fmt.Errorf("%s DEL %s: %w", PluginName, args.IfName, err)
 		}
 	}
+	if conf.ForwardAccept {
+		if err := delForward(conf, args, st); err != nil {
+			return fmt.Errorf("%s DEL %s: %w", PluginName, args.IfName, err)
+		}
+	}
 	if err := store.remove(args.ContainerID, args.IfName); err != nil {
 		return fmt.Errorf("%s DEL %s: %w", PluginName, args.IfName, err)
 	}
 	return nil
+}
+
+// delForward removes the attachment's host forwarding rules, found from the state file, else
+// from prevResult; with neither, ADD changed nothing (it records state first).
+func delForward(conf *NetConf, args *skel.CmdArgs, st *attachmentState) error {
+	var fw *forwardRules
+	switch {
+	case st != nil:
+		var err error
+		if fw, err = forwardRulesFromSources(conf.Name, args.ContainerID, args.IfName, st.RuleSources); err != nil {
+			return err
+		}
+	case conf.prev != nil:
+		addrs, err := railIPConfigs(conf.prev, args.IfName)
+		if err != nil {
+			return err
+		}
+		fw = forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs)
+	default:
+		return nil
+	}
+	return fw.remove(iptablesFor{})
 }
 
 // cleanupFor works out what DEL removes, from the best record available: the state file written
@@ -228,6 +262,9 @@ func CmdCheck(args *skel.CmdArgs) error {
 		}
 		return plan.check()
 	})
+	if err == nil && conf.ForwardAccept {
+		err = forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs).check(iptablesFor{})
+	}
 	if err != nil {
 		return fmt.Errorf("%s CHECK %s: %w", PluginName, args.IfName, err)
 	}
@@ -251,6 +288,11 @@ func CmdGC(args *skel.CmdArgs) error {
 	}
 	if _, err := store.gc(keep); err != nil {
 		return fmt.Errorf("%s GC: %w", PluginName, err)
+	}
+	if conf.ForwardAccept {
+		if err := gcForward(iptablesFor{}, conf.Name, keep); err != nil {
+			return fmt.Errorf("%s GC: %w", PluginName, err)
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
@@ -144,6 +145,11 @@ func run() error {
 		if err := webhook.SetupRailClassWebhook(mgr, supported); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)
 		}
+		// Pods of other controllers (Trainer v2, JobSet, PyTorchJob) that ask for rails; the
+		// chart's MutatingWebhookConfiguration selects them by label.
+		mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
+			Client: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: *runtimeImage,
+		}})
 		setupLog.Info("admission webhooks", "port", *webhookPort, "certDir", *certDir)
 	}
 	if *qFailures < 0 {
