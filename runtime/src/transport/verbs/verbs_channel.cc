@@ -61,8 +61,7 @@ RailEndpoint VerbsChannel::endpoint() const {
   return {spec_.name, spec_.transport, address_, localPort(listen_.get())};
 }
 
-std::string VerbsChannel::purpose(const std::string& session, int from, int to,
-                                  int stream) const {
+std::string VerbsChannel::purpose(const std::string& session, int from, int to, int stream) const {
   return strCat(stream == 1 ? "control" : "verbs", " session=",
                 toHex(reinterpret_cast<const uint8_t*>(session.data()), session.size()),
                 " rail=", rail_, " from=", from, " to=", to, " stream=", stream);
@@ -177,9 +176,8 @@ void VerbsChannel::connectQueuePairs(Deadline deadline) {
     peer.remote = QpAddress::decode(
         recvFrame(peer.boot.get(), deadline, rail_, QpAddress::kWireBytes), rail_, from);
     if (peer.remote.slots != static_cast<uint32_t>(kSlots) || peer.remote.slotBytes != kSlotBytes)
-      throw RailError(rail_, strCat(from, " uses ", peer.remote.slots, " x ",
-                                    peer.remote.slotBytes, " byte slots, this rank ", kSlots,
-                                    " x ", kSlotBytes));
+      throw RailError(rail_, strCat(from, " uses ", peer.remote.slots, " x ", peer.remote.slotBytes,
+                                    " byte slots, this rank ", kSlots, " x ", kSlotBytes));
     peer.qp->connect(local[p], peer.remote);
   }
   const char ready = 'R';
@@ -210,8 +208,8 @@ void VerbsChannel::abort() {
 void VerbsChannel::fail(const std::string& what) {
   broken_ = true;
   abort();
-  throw RailError(rail_, strCat("rail ", spec_.name, " (", spec_.iface, " ",
-                                device_->where(), "): ", what));
+  throw RailError(
+      rail_, strCat("rail ", spec_.name, " (", spec_.iface, " ", device_->where(), "): ", what));
 }
 
 // The device's async events: a port error or a fatal device error makes the rail unusable

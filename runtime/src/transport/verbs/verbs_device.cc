@@ -15,10 +15,10 @@ namespace {
 
 std::string gidText(const ibv_gid& g) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
-                g.raw[0], g.raw[1], g.raw[2], g.raw[3], g.raw[4], g.raw[5], g.raw[6], g.raw[7],
-                g.raw[8], g.raw[9], g.raw[10], g.raw[11], g.raw[12], g.raw[13], g.raw[14],
-                g.raw[15]);
+  std::snprintf(buf, sizeof buf,
+                "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", g.raw[0],
+                g.raw[1], g.raw[2], g.raw[3], g.raw[4], g.raw[5], g.raw[6], g.raw[7], g.raw[8],
+                g.raw[9], g.raw[10], g.raw[11], g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
   return buf;
 }
 
@@ -75,13 +75,11 @@ void VerbsDevice::release() {
 
 std::string VerbsDevice::where() const { return strCat(port_.device, " port ", port_.port); }
 
-RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rail)
-    : bytes_(bytes) {
+RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rail) : bytes_(bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw RailError(rail, sysError("mmap(staging)", errno));
   data_ = static_cast<char*>(p);
-  mr_ = ibv_reg_mr(dev.pd(), data_, bytes,
-                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  mr_ = ibv_reg_mr(dev.pd(), data_, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (mr_ == nullptr) {
     const int err = errno;
     munmap(data_, bytes_);
@@ -121,9 +119,9 @@ QpAddress QpAddress::decode(const std::string& wire, int rail, const std::string
   if (lid > 0xffff || a.qpn > 0xffffff || a.psn > 0xffffff || a.slots == 0 || a.slots > 4096 ||
       a.slotBytes == 0 || a.slotBytes > (64u << 20) || a.mtu < IBV_MTU_256 ||
       a.mtu > IBV_MTU_4096) {
-    throw RailError(rail, strCat("queue pair address from ", from, " is out of range (qpn ",
-                                 a.qpn, ", slots ", a.slots, " x ", a.slotBytes, " bytes, mtu ",
-                                 a.mtu, ")"));
+    throw RailError(
+        rail, strCat("queue pair address from ", from, " is out of range (qpn ", a.qpn, ", slots ",
+                     a.slots, " x ", a.slotBytes, " bytes, mtu ", a.mtu, ")"));
   }
   a.lid = static_cast<uint16_t>(lid);
   return a;
@@ -153,8 +151,8 @@ void QueuePair::toInit() {
   a.pkey_index = 0;
   a.port_num = static_cast<uint8_t>(dev_.port().port);
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  const int rc = ibv_modify_qp(qp_, &a,
-                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  const int rc =
+      ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) throw RailError(rail_, strCat(dev_.where(), ": QP to INIT: ", std::strerror(rc)));
 }
 

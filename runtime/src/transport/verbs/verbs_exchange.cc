@@ -99,9 +99,9 @@ int VerbsChannel::drainCompletions() {
       }
       if (wrKind(wc[i].wr_id) == kWrRecv) {
         --peer.recvPosted;
-        NEZHA_ENFORCE(wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
-                          (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0,
-                      "unexpected receive completion opcode ", wc[i].opcode);
+        NEZHA_ENFORCE(
+            wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0,
+            "unexpected receive completion opcode ", wc[i].opcode);
         const uint32_t imm = ntohl(wc[i].imm_data);
         if ((imm & kCreditFlag) != 0) {
           peer.creditLimit += imm & ~kCreditFlag;

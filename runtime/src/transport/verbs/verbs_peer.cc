@@ -55,8 +55,8 @@ void VerbsPeer::postData(uint32_t len) {
   sge.addr = reinterpret_cast<uintptr_t>(sendSlot());
   sge.length = len;
   sge.lkey = sendRing->lkey();
-  postWriteImm(qp->get(), 0, &sge, remote.ringAddr + slot * remote.slotBytes, remote.ringKey,
-               len, rail);
+  postWriteImm(qp->get(), 0, &sge, remote.ringAddr + slot * remote.slotBytes, remote.ringKey, len,
+               rail);
   ++sent;
   ++outstanding;
 }

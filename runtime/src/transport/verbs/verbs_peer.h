@@ -57,14 +57,14 @@ struct VerbsPeer {
   QpAddress remote;
   Fd boot;  // the authenticated TCP connection the addresses came over; EOF = peer gone
 
-  uint64_t sent = 0;         // data chunks posted
-  uint64_t sendDone = 0;     // data chunks whose write completed
-  uint64_t creditLimit = 0;  // chunks the peer has room for, ever (slots + credits received)
-  int outstanding = 0;       // send work requests not yet completed (data and credits)
-  int recvPosted = 0;        // receive work requests outstanding
-  uint64_t arrived = 0;      // data chunks landed in our ring
-  uint64_t consumed = 0;     // ... copied out to an IoOp
-  uint64_t credited = 0;     // ... and handed back to the peer
+  uint64_t sent = 0;             // data chunks posted
+  uint64_t sendDone = 0;         // data chunks whose write completed
+  uint64_t creditLimit = 0;      // chunks the peer has room for, ever (slots + credits received)
+  int outstanding = 0;           // send work requests not yet completed (data and credits)
+  int recvPosted = 0;            // receive work requests outstanding
+  uint64_t arrived = 0;          // data chunks landed in our ring
+  uint64_t consumed = 0;         // ... copied out to an IoOp
+  uint64_t credited = 0;         // ... and handed back to the peer
   std::deque<uint32_t> lengths;  // lengths of arrived, unconsumed chunks (oldest first)
 };
 
