@@ -6,11 +6,15 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <numeric>
 
 #include "core/error.h"
@@ -276,6 +280,128 @@ void allreduceExact(const std::vector<std::string>& transports) {
 
 TEST_F(VerbsTest, CollectivesExactOnOneRdmaAndOneTcpRail) { allreduceExact({"rdma", "tcp"}); }
 TEST_F(VerbsTest, CollectivesExactOnTwoRdmaRails) { allreduceExact({"rdma", "rdma"}); }
+
+// Two threads meeting; false if the other did not come within a minute (it failed).
+class Meeting {
+ public:
+  bool arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int gen = gen_;
+    if (++count_ == 2) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+      return true;
+    }
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return gen_ != gen; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0, gen_ = 0;
+};
+
+// A rail's link going down: the double's HCA raises IBV_EVENT_PORT_ERR, the channel's async
+// thread hands it to the health listener, and the next exchange fails. Each rank is a thread
+// in a network namespace of its own (a thread's namespace is inherited by the threads and
+// processes it starts), joined by a veth pair, so the host's links are never touched. Root only.
+TEST_F(VerbsTest, PortErrorReachesTheHealthListener) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for network namespaces";
+  char tmpl[] = "/tmp/nezha-verbs-veth.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  for (int i = 0; i < 2; ++i) {  // one fake HCA per interface
+    const std::string ifc = "nzv" + std::to_string(i), dev = "nzdbl_" + ifc;
+    const std::string port = root + "/class/infiniband/" + dev + "/ports/1";
+    writeFile(root + "/class/net/" + ifc + "/device/infiniband/" + dev + "/ibdev", dev);
+    writeFile(port + "/link_layer", "Ethernet");
+    writeFile(port + "/gids/0", ipv4MappedGid("10.77.0." + std::to_string(i + 1)));
+    writeFile(port + "/gid_attrs/ndevs/0", ifc);
+    writeFile(port + "/gid_attrs/types/0", "RoCE v2");
+  }
+  setenv("NEZHA_RDMA_SYSFS_ROOT", root.c_str(), 1);
+  std::promise<pid_t> tids[2];
+  std::promise<void> vethReady;
+  std::shared_future<void> veth = vethReady.get_future().share();
+  Meeting meet;
+  RailEndpoint endpoints[2];
+  std::promise<std::string> event;
+  std::string eventText;
+  bool threw = false;
+  auto rank = [&](int r) {
+    if (unshare(CLONE_NEWNET) != 0) {
+      tids[r].set_value(-1);
+      return;
+    }
+    tids[r].set_value(static_cast<pid_t>(gettid()));
+    veth.wait();
+    const std::string ifc = "nzv" + std::to_string(r), ip = "10.77.0." + std::to_string(r + 1);
+    if (std::system(("ip addr add " + ip + "/24 dev " + ifc + " && ip link set " + ifc +
+                     " up && ip link set lo up")
+                        .c_str()) != 0) {
+      ADD_FAILURE() << "cannot configure " << ifc;
+      meet.arrive();
+      return;
+    }
+    Options o = options(r, 2);
+    o.rails[0].iface = ifc;
+    std::unique_ptr<Transport> t;
+    try {
+      t = makeTransport(o, 0, ip);
+      endpoints[r] = t->endpoint();
+      if (r == 0) {
+        t->setHealthListener([&, reported = false](const std::string& why) mutable {
+          if (!reported) event.set_value(why);
+          reported = true;
+        });
+      }
+      if (!meet.arrive()) return;
+      JobTable job;
+      job.session = "verbs-port";
+      for (int k = 0; k < 2; ++k) job.ranks.push_back(RankInfo{k, 2, "", {endpoints[k]}});
+      t->connect(job, Clock::now() + std::chrono::seconds(20));
+      std::vector<uint8_t> a(1 << 20, static_cast<uint8_t>(r + 1)), b(1 << 20, 0);
+      std::vector<IoOp> ops = {IoOp::send(1 - r, a.data(), a.size()),
+                               IoOp::recv(1 - r, b.data(), b.size())};
+      t->exchange(ops);
+      EXPECT_EQ(b, std::vector<uint8_t>(1 << 20, static_cast<uint8_t>(2 - r)));
+      if (r == 0) {
+        EXPECT_EQ(std::system("ip link set nzv0 down"), 0);
+        auto got = event.get_future();
+        // A bound on a hang, not a timing assertion: the event follows the link change.
+        if (got.wait_for(std::chrono::seconds(30)) == std::future_status::ready) {
+          eventText = got.get();
+        }
+        std::vector<IoOp> more = {IoOp::recv(1, b.data(), b.size())};
+        try {
+          t->exchange(more);
+        } catch (const RailError&) {
+          threw = true;
+        }
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << ": " << e.what();
+    }
+    meet.arrive();  // rank 1 stays until rank 0 is done
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  const pid_t tid0 = tids[0].get_future().get(), tid1 = tids[1].get_future().get();
+  EXPECT_GT(tid0, 0);
+  EXPECT_GT(tid1, 0);
+  EXPECT_EQ(
+      std::system(("ip link add nzv0 type veth peer name nzv1 && ip link set nzv0 netns " +
+                   std::to_string(tid0) + " && ip link set nzv1 netns " + std::to_string(tid1))
+                      .c_str()),
+      0);
+  vethReady.set_value();
+  t0.join();
+  t1.join();
+  EXPECT_EQ(eventText, "nzdbl_nzv0 port 1: IBV_EVENT_PORT_ERR");
+  EXPECT_TRUE(threw) << "the exchange after the port error should throw RailError";
+  setenv("NEZHA_RDMA_SYSFS_ROOT", root_.c_str(), 1);
+  EXPECT_EQ(std::system(("rm -rf '" + root + "'").c_str()), 0);
+}
 
 TEST_F(VerbsTest, NoDeviceBehindTheInterfaceIsAConfigError) {
   Options o = options(0, 1);
