@@ -41,8 +41,8 @@ VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail) : port_(po
   if (ctx_ == nullptr) failWith("no such verbs device, or it cannot be opened");
   if (ibv_query_port(ctx_, static_cast<uint8_t>(port_.port), &attr_) != 0)
     failWith(sysError("ibv_query_port", errno));
-  if (attr_.state != IBV_PORT_ACTIVE)
-    failWith(strCat("port is ", ibv_port_state_str(attr_.state), ", not active"));
+  // A port that is down now is not refused here: the rail then registers without carrier, is
+  // left out at start and rebuilt (a new device context) by re-admission once the link is back.
   if (ibv_query_gid(ctx_, static_cast<uint8_t>(port_.port), port_.gidIndex, &gid_) != 0)
     failWith(sysError("ibv_query_gid", errno));
   // sysfs and the device must agree on the GID, or the peer would address the wrong one.
