@@ -42,7 +42,7 @@ VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& a
   const RdmaPort port = resolveRdmaPort(paramString("NEZHA_RDMA_SYSFS_ROOT"), q);
   // Every peer's sends and receives (and their credits) can complete at once.
   const int cqDepth = std::max(1, size_ - 1) * (5 * kSlots + 16);
-  device_ = std::make_unique<VerbsDevice>(port, cqDepth, rail_);
+  device_ = std::make_unique<VerbsDevice>(port, cqDepth, rail_, spec_.name);
   wake_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_.valid()) throw RailError(rail_, sysError("eventfd", errno));
   listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
@@ -222,10 +222,10 @@ void VerbsChannel::asyncLoop() {
     if (n < 0 || (fds[1].revents & POLLIN) != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
     ibv_async_event ev{};
-    if (ibv_get_async_event(device_->context(), &ev) != 0) continue;
+    if (device_->lib().getAsyncEvent(device_->context(), &ev) != 0) continue;
     const ibv_event_type type = ev.event_type;
     const int port = type == IBV_EVENT_PORT_ERR ? ev.element.port_num : 0;
-    ibv_ack_async_event(&ev);
+    device_->lib().ackAsyncEvent(&ev);
     if (type == IBV_EVENT_PORT_ERR && port == device_->port().port) {
       reportUnhealthy(strCat(device_->where(), ": IBV_EVENT_PORT_ERR"));
     } else if (type == IBV_EVENT_DEVICE_FATAL) {

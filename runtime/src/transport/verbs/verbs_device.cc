@@ -24,14 +24,15 @@ std::string gidText(const ibv_gid& g) {
 
 }  // namespace
 
-VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail) : port_(port), rail_(rail) {
+VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail, const std::string& railName)
+    : lib_(railName), port_(port), rail_(rail) {
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = lib_.getDeviceList(&n);
   if (list == nullptr) throw RailError(rail, sysError("ibv_get_device_list", errno));
   for (int i = 0; i < n && ctx_ == nullptr; ++i) {
-    if (port_.device == ibv_get_device_name(list[i])) ctx_ = ibv_open_device(list[i]);
+    if (port_.device == lib_.getDeviceName(list[i])) ctx_ = lib_.openDevice(list[i]);
   }
-  ibv_free_device_list(list);
+  lib_.freeDeviceList(list);
   // From here on the destructor does not run if we throw: release by hand on failure.
   auto failWith = [&](const std::string& what) {
     const std::string msg = strCat(where(), ": ", what);
@@ -39,34 +40,34 @@ VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail) : port_(po
     throw RailError(rail_, msg);
   };
   if (ctx_ == nullptr) failWith("no such verbs device, or it cannot be opened");
-  if (ibv_query_port(ctx_, static_cast<uint8_t>(port_.port), &attr_) != 0)
+  if (lib_.queryPort(ctx_, static_cast<uint8_t>(port_.port), &attr_) != 0)
     failWith(sysError("ibv_query_port", errno));
   // A port that is down now is not refused here: the rail then registers without carrier, is
   // left out at start and rebuilt (a new device context) by re-admission once the link is back.
-  if (ibv_query_gid(ctx_, static_cast<uint8_t>(port_.port), port_.gidIndex, &gid_) != 0)
+  if (lib_.queryGid(ctx_, static_cast<uint8_t>(port_.port), port_.gidIndex, &gid_) != 0)
     failWith(sysError("ibv_query_gid", errno));
   // sysfs and the device must agree on the GID, or the peer would address the wrong one.
   if (gidText(gid_) != port_.gid)
     failWith(strCat("GID ", port_.gidIndex, " is ", gidText(gid_), ", sysfs says ", port_.gid));
-  pd_ = ibv_alloc_pd(ctx_);
+  pd_ = lib_.allocPd(ctx_);
   if (pd_ == nullptr) failWith(sysError("ibv_alloc_pd", errno));
-  channel_ = ibv_create_comp_channel(ctx_);
+  channel_ = lib_.createCompChannel(ctx_);
   if (channel_ == nullptr) failWith(sysError("ibv_create_comp_channel", errno));
   // exchange() poll()s the channel's fd with its own timeout, so reads must never block.
   const int fl = fcntl(channel_->fd, F_GETFL);
   if (fl < 0 || fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0)
     failWith(sysError("fcntl(comp channel)", errno));
-  cq_ = ibv_create_cq(ctx_, cqDepth, nullptr, channel_, 0);
+  cq_ = lib_.createCq(ctx_, cqDepth, nullptr, channel_, 0);
   if (cq_ == nullptr) failWith(sysError("ibv_create_cq", errno));
 }
 
 VerbsDevice::~VerbsDevice() { release(); }
 
 void VerbsDevice::release() {
-  if (cq_ != nullptr) ibv_destroy_cq(cq_);
-  if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
-  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
-  if (ctx_ != nullptr) ibv_close_device(ctx_);
+  if (cq_ != nullptr) lib_.destroyCq(cq_);
+  if (channel_ != nullptr) lib_.destroyCompChannel(channel_);
+  if (pd_ != nullptr) lib_.deallocPd(pd_);
+  if (ctx_ != nullptr) lib_.closeDevice(ctx_);
   cq_ = nullptr;
   channel_ = nullptr;
   pd_ = nullptr;
@@ -75,11 +76,12 @@ void VerbsDevice::release() {
 
 std::string VerbsDevice::where() const { return strCat(port_.device, " port ", port_.port); }
 
-RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rail) : bytes_(bytes) {
+RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rail)
+    : lib_(dev.lib()), bytes_(bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw RailError(rail, sysError("mmap(staging)", errno));
   data_ = static_cast<char*>(p);
-  mr_ = ibv_reg_mr(dev.pd(), data_, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  mr_ = lib_.regMr(dev.pd(), data_, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (mr_ == nullptr) {
     const int err = errno;
     munmap(data_, bytes_);
@@ -88,7 +90,7 @@ RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rai
 }
 
 RegisteredBuffer::~RegisteredBuffer() {
-  ibv_dereg_mr(mr_);
+  lib_.deregMr(mr_);
   munmap(data_, bytes_);
 }
 
@@ -138,12 +140,12 @@ QueuePair::QueuePair(const VerbsDevice& dev, int sendDepth, int recvDepth, int r
   init.cap.max_recv_wr = static_cast<uint32_t>(recvDepth);
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  qp_ = ibv_create_qp(dev.pd(), &init);
+  qp_ = dev.lib().createQp(dev.pd(), &init);
   if (qp_ == nullptr)
     throw RailError(rail, strCat(dev.where(), ": ", sysError("ibv_create_qp", errno)));
 }
 
-QueuePair::~QueuePair() { ibv_destroy_qp(qp_); }
+QueuePair::~QueuePair() { dev_.lib().destroyQp(qp_); }
 
 void QueuePair::toInit() {
   ibv_qp_attr a{};
@@ -151,8 +153,8 @@ void QueuePair::toInit() {
   a.pkey_index = 0;
   a.port_num = static_cast<uint8_t>(dev_.port().port);
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  const int rc =
-      ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  const int rc = dev_.lib().modifyQp(
+      qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) throw RailError(rail_, strCat(dev_.where(), ": QP to INIT: ", std::strerror(rc)));
 }
 
@@ -174,9 +176,10 @@ void QueuePair::connect(const QpAddress& local, const QpAddress& remote) {
   } else {
     a.ah_attr.dlid = remote.lid;
   }
-  int rc = ibv_modify_qp(qp_, &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  int rc =
+      dev_.lib().modifyQp(qp_, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc != 0) throw RailError(rail_, strCat(dev_.where(), ": QP to RTR: ", std::strerror(rc)));
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
@@ -188,16 +191,16 @@ void QueuePair::connect(const QpAddress& local, const QpAddress& remote) {
   s.retry_cnt = 7;
   s.rnr_retry = 7;  // receiver not ready: retry forever (credits make it rare)
   s.max_rd_atomic = 1;
-  rc = ibv_modify_qp(qp_, &s,
-                     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+  rc = dev_.lib().modifyQp(qp_, &s,
+                           IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                               IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc != 0) throw RailError(rail_, strCat(dev_.where(), ": QP to RTS: ", std::strerror(rc)));
 }
 
 void QueuePair::toError() {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(qp_, &a, IBV_QP_STATE);  // best effort: abort() must not throw
+  dev_.lib().modifyQp(qp_, &a, IBV_QP_STATE);  // best effort: abort() must not throw
 }
 
 }  // namespace nezha

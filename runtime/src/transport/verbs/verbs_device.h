@@ -13,6 +13,7 @@
 #include <string>
 
 #include "transport/verbs/discovery.h"
+#include "transport/verbs/verbs_library.h"
 
 namespace nezha {
 
@@ -21,11 +22,12 @@ class VerbsDevice {
  public:
   // Opens `port.device` and checks that the port is active and that its GID at port.gidIndex
   // is the one discovery read from sysfs. Throws RailError(rail) naming the device.
-  VerbsDevice(const RdmaPort& port, int cqDepth, int rail);
+  VerbsDevice(const RdmaPort& port, int cqDepth, int rail, const std::string& railName);
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;
   VerbsDevice& operator=(const VerbsDevice&) = delete;
 
+  const VerbsLibrary& lib() const { return lib_; }
   ibv_context* context() const { return ctx_; }
   ibv_pd* pd() const { return pd_; }
   ibv_cq* cq() const { return cq_; }
@@ -39,6 +41,7 @@ class VerbsDevice {
 
  private:
   void release();
+  VerbsLibrary lib_;
   RdmaPort port_;
   int rail_;
   ibv_context* ctx_ = nullptr;
@@ -62,6 +65,7 @@ class RegisteredBuffer {
   uint32_t rkey() const { return mr_->rkey; }
 
  private:
+  const VerbsLibrary& lib_;
   size_t bytes_;
   char* data_ = nullptr;
   ibv_mr* mr_ = nullptr;

@@ -94,7 +94,7 @@ int VerbsChannel::drainCompletions() {
       if (p < 0) continue;  // not ours (cannot happen with one CQ per channel)
       VerbsPeer& peer = *peers_[p];
       if (wc[i].status != IBV_WC_SUCCESS) {
-        fail(strCat("work completion from rank ", p, ": ", ibv_wc_status_str(wc[i].status),
+        fail(strCat("work completion from rank ", p, ": ", device_->lib().wcStatusStr(wc[i].status),
                     aborted_ ? " (aborted)" : ""));
       }
       if (wrKind(wc[i].wr_id) == kWrRecv) {
@@ -195,7 +195,8 @@ void VerbsChannel::waitForProgress(Progress& progress, bool receiving) {
     if (n > 0 && (pfds[0].revents & POLLIN) != 0) {
       ibv_cq* cq = nullptr;
       void* ctx = nullptr;
-      if (ibv_get_cq_event(device_->channel(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+      if (device_->lib().getCqEvent(device_->channel(), &cq, &ctx) == 0)
+        device_->lib().ackCqEvents(cq, 1);
     }
     for (size_t i = 1; n > 0 && i < pfds.size(); ++i) {
       if (pfds[i].revents == 0) continue;
