@@ -5,7 +5,8 @@
 # sysfs tree with one fake HCA per rail interface (RoCE v2 GID = the rail's address), which the
 # runtime's discovery and the double both read (NEZHA_RDMA_SYSFS_ROOT); the double carries
 # every queue pair's bytes over the rail itself. Checks exact collectives on rdma rails and on
-# one rdma + one tcp rail, a cut, a black hole and re-admission with rebuilt queue pairs.
+# one rdma + one tcp rail, a cut, a black hole, a gray rail and re-admission with rebuilt
+# queue pairs.
 #
 #   run_rdma.sh NEZHA_BENCH TESTBED_SH IBVERBS_DOUBLE_DIR
 #
@@ -126,6 +127,31 @@ else
   fail "rdma black hole: want r1 out (watchdog), no re-admission during the hole, back after it"
   show_events "$T" "$healed_at"
   show hole 2
+fi
+
+# Gray rail: host 1's rdma r1 suddenly at 5 Mbit/s (~1000x slower). Completions keep coming,
+# slowly; r1 leaves as slow (or watchdog), its probe keeps it out while shaped, it comes back
+# after. Results exact throughout.
+loop_job gray 2 2 14 NEZHA_READMIT_HOLDDOWN_MS=500 &
+job=$!
+sleep 2
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc replace dev r1 root tbf rate 5mbit burst 128kb latency 50ms
+sleep 5
+healed_at=$(date +%s.%N)
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc del dev r1 root
+wait $job || true
+T=$WORK/gray.trace.json
+if all_rc gray 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']][:1]")" = "['r1']" ] &&
+  [ "$(trace_get "$T" "t['failovers'][0]['reason'] in ('slow', 'watchdog')")" = True ] &&
+  [ "$(trace_get "$T" "[r['rail'] for r in t['readmissions'] if r['t_unix'] < $healed_at]")" = "[]" ] &&
+  [ "$(trace_get "$T" "t['rail_states']['r1']")" = up ]; then
+  pass "rdma gray rail: r1 out as $(trace_get "$T" "t['failovers'][0]['reason']"), kept out while" \
+    "shaped, back after; longest op $(trace_get "$T" "round(max(d for (e, d) in t['ops']) / 1e6, 2)") s"
+else
+  fail "rdma gray rail: want r1 out as slow, kept out while slow, back afterwards"
+  show_events "$T" "$healed_at"
+  show gray 2
 fi
 
 # Both rails rdma, three ranks, one rank's r0 cut for good: exact on r1 alone.
