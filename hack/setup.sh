@@ -14,6 +14,7 @@ log() { echo "setup: $*" >&2; }
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config googletest libgtest-dev  # runtime (C++)
   nlohmann-json3-dev                                                    # runtime JSON (header-only)
+  libibverbs-dev                                                        # runtime RDMA rails (rdma-core)
   clang-format shellcheck                                               # make lint
   clang libclang-rt-14-dev                                              # make fuzz (libFuzzer)
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines

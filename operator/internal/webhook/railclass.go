@@ -31,8 +31,9 @@ type RailClassValidator struct {
 
 var _ admission.CustomValidator = RailClassValidator{}
 
-// DefaultRuntimeTransports is what the runtime image built from this tree supports.
-var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP}
+// DefaultRuntimeTransports is what the runtime image built from this tree supports: tcp, and
+// rdma (libibverbs, loaded at run time from the worker image's rdma-core; docs/rdma.md).
+var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportRDMA}
 
 // SetupRailClassWebhook registers the validator with the manager's webhook server.
 func SetupRailClassWebhook(mgr ctrl.Manager, transports []nezhav1.Transport) error {

@@ -14,7 +14,7 @@ import (
 // spec.transport and what the runtime has (the envtest suite runs the same validator behind a
 // real apiserver with every transport allowed, for the controllers' rdma cases).
 func TestTransportTheRuntimeLacksIsRefused(t *testing.T) {
-	v := RailClassValidator{Transports: DefaultRuntimeTransports}
+	v := RailClassValidator{Transports: []nezhav1.Transport{nezhav1.TransportTCP}}
 	for _, tr := range []nezhav1.Transport{nezhav1.TransportRDMA, nezhav1.TransportSHARP} {
 		rc := &nezhav1.RailClass{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
 		rc.Spec.Transport = tr
@@ -29,6 +29,16 @@ func TestTransportTheRuntimeLacksIsRefused(t *testing.T) {
 	rc.Spec.Transport = nezhav1.TransportTCP
 	if _, err := v.ValidateCreate(context.Background(), rc); err != nil {
 		t.Errorf("tcp refused: %v", err)
+	}
+	// The runtime built from this tree has tcp and rdma; sharp is still refused by default.
+	def := RailClassValidator{Transports: DefaultRuntimeTransports}
+	for tr, ok := range map[nezhav1.Transport]bool{nezhav1.TransportTCP: true, nezhav1.TransportRDMA: true, nezhav1.TransportSHARP: false} {
+		rc := &nezhav1.RailClass{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+		rc.Spec.Transport = tr
+		rc.Spec.Network.NADRef = &nezhav1.NADReference{Name: "n", Namespace: "ns"}
+		if _, err := def.ValidateCreate(context.Background(), rc); (err == nil) != ok {
+			t.Errorf("default transports, %s: accepted=%v, want %v (%v)", tr, err == nil, ok, err)
+		}
 	}
 	if _, err := ParseTransports("tcp,rdma,tcp"); err != nil {
 		t.Error(err)

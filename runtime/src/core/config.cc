@@ -21,11 +21,20 @@ static bool validRailName(const std::string& s) {
 
 static void checkTransport(const std::string& transport, const std::string& where) {
   if (transport == "tcp") return;
-  if (transport == "rdma" || transport == "sharp") {
-    throw ConfigError(
-        strCat(where, ": transport \"", transport, "\" is not available in this build (only tcp)"));
+#ifdef NEZHA_WITH_VERBS
+  if (transport == "rdma") return;
+#else
+  if (transport == "rdma") {
+    throw ConfigError(strCat(where,
+                             ": transport \"rdma\" is not available in this build (libnezha was "
+                             "built without libibverbs: NEZHA_WITH_VERBS=OFF or no rdma-core)"));
   }
-  throw ConfigError(strCat(where, ": unknown transport \"", transport, "\" (want tcp)"));
+#endif
+  if (transport == "sharp") {
+    throw ConfigError(strCat(where, ": transport \"", transport,
+                             "\" is not available in this build"));
+  }
+  throw ConfigError(strCat(where, ": unknown transport \"", transport, "\" (want tcp or rdma)"));
 }
 
 std::vector<RailSpec> parseRails(const std::string& text, const std::string& what) {

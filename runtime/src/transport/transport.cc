@@ -2,6 +2,9 @@
 
 #include "core/error.h"
 #include "transport/tcp/tcp_channel.h"
+#ifdef NEZHA_WITH_VERBS
+#include "transport/verbs/verbs_channel.h"
+#endif
 
 namespace nezha {
 
@@ -9,6 +12,9 @@ std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
                                          const std::string& address) {
   const RailSpec& spec = o.rails.at(railIndex);
   if (spec.transport == "tcp") return std::make_unique<TcpChannel>(o, railIndex, address);
+#ifdef NEZHA_WITH_VERBS
+  if (spec.transport == "rdma") return std::make_unique<VerbsChannel>(o, railIndex, address);
+#endif
   // Config parsing refuses unknown transports first; this is the last line for callers that
   // built Options by hand.
   throw ConfigError(strCat("rail ", spec.name, ": transport \"", spec.transport,

@@ -18,16 +18,20 @@ run_job() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local spec="" k i
-  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
+  # TRANSPORTS="rdma tcp": rail k's transport (default tcp). RDMA_SYSFS: rank i gets the
+  # libibverbs test double ($IBV_DOUBLE) and the fixture tree $RDMA_SYSFS.i (run_rdma.sh).
+  local spec="" k i transports=() hostenv=()
+  read -r -a transports <<<"${TRANSPORTS:-}"
+  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:${transports[$k]:-tcp}"; done
   PORT=$((PORT + 1))
   local rdv
   rdv="$(addr 0 0):$PORT"
   local pids=()
   for ((i = 0; i < hosts; i++)); do
+    [ -z "${RDMA_SYSFS:-}" ] || hostenv=(NEZHA_RDMA_SYSFS_ROOT="$RDMA_SYSFS.$i" LD_LIBRARY_PATH="$IBV_DOUBLE")
     "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" NEZHA_RANK="$i" \
       NEZHA_WORLD_SIZE="$hosts" NEZHA_RENDEZVOUS="$rdv" NEZHA_JOB_TOKEN="$TOKEN" \
-      NEZHA_RENDEZVOUS_TIMEOUT_MS=20000 "${envs[@]}" "$BENCH" "$@" \
+      NEZHA_RENDEZVOUS_TIMEOUT_MS=20000 "${hostenv[@]}" "${envs[@]}" "$BENCH" "$@" \
       >"$WORK/$name.log.$i" 2>&1 &
     pids+=($!)
   done

@@ -1,0 +1,242 @@
+// VerbsChannel::exchange: the data path (protocol in verbs_peer.h, progress model in
+// verbs_channel.h).
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+#include "transport/verbs/verbs_channel.h"
+
+namespace nezha {
+
+void VerbsChannel::exchange(std::vector<IoOp>& ops) {
+  if (broken_) fail("used after an earlier failure");
+  if (aborted_) fail("aborted");
+  std::vector<PeerQueues> queues = queueOps(ops);
+  Progress progress;
+  progress.last = Clock::now();
+  while (true) {
+    bool moved = drainCompletions() > 0;
+    bool done = true;
+    bool receiving = false;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      PeerQueues& q = queues[p];
+      VerbsPeer& peer = *peers_[p];
+      moved |= deliver(p, q);
+      moved |= postSends(p, q);
+      receiving |= q.recvCursor < q.recvs.size();
+      // Done with a peer once every receive is copied out and every write completed.
+      done &= q.recvCursor == q.recvs.size() && q.sendCursor == q.sends.size() &&
+              peer.sendDone == peer.sent;
+    }
+    if (done) break;
+    if (moved) {
+      progress.last = Clock::now();
+      continue;
+    }
+    waitForProgress(progress, receiving);
+  }
+  // Slots consumed in this exchange go back now, so the peer's next exchange starts with a
+  // full ring even if ours has nothing to receive from it.
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) peers_[p]->returnCredits(true);
+  }
+}
+
+std::vector<VerbsChannel::PeerQueues> VerbsChannel::queueOps(std::vector<IoOp>& ops) const {
+  std::vector<PeerQueues> queues(size_);
+  std::vector<std::pair<int, size_t>> where(ops.size(), {-1, 0});  // recv op -> (peer, index)
+  for (size_t i = 0; i < ops.size(); ++i) {
+    IoOp& op = ops[i];
+    if (op.len == 0) continue;
+    NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
+    NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0 && op.align <= kSlotBytes, "length ",
+                  op.len, " not aligned to ", op.align);
+    PeerQueues& q = queues[op.peer];
+    if (op.kind == IoOp::kRecv) {
+      where[i] = {op.peer, q.recvs.size()};
+      q.recvs.push_back(Part{&op});
+    } else {
+      q.sends.push_back(Part{&op});
+    }
+  }
+  // Gates once the receive vectors no longer move.
+  for (auto& q : queues) {
+    for (Part& s : q.sends) {
+      if (s.op->after == nullptr) continue;
+      const size_t gi = static_cast<size_t>(s.op->after - ops.data());
+      NEZHA_ENFORCE(gi < ops.size() && s.op->after->kind == IoOp::kRecv &&
+                        s.op->after->len == s.op->len && s.op->after->align == s.op->align,
+                    "forward gate must be a receive of the same shape in this exchange");
+      s.gate = &queues[where[gi].first].recvs[where[gi].second];
+    }
+  }
+  return queues;
+}
+
+int VerbsChannel::drainCompletions() {
+  ibv_wc wc[32];
+  int total = 0;
+  while (true) {
+    const int n = ibv_poll_cq(device_->cq(), 32, wc);
+    if (n < 0) fail("ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) {
+      int p = -1;
+      for (int k = 0; k < size_ && p < 0; ++k) {
+        if (k != rank_ && peers_[k]->qp->qpn() == wc[i].qp_num) p = k;
+      }
+      if (p < 0) continue;  // not ours (cannot happen with one CQ per channel)
+      VerbsPeer& peer = *peers_[p];
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        fail(strCat("work completion from rank ", p, ": ", device_->lib().wcStatusStr(wc[i].status),
+                    aborted_ ? " (aborted)" : ""));
+      }
+      if (wrKind(wc[i].wr_id) == kWrRecv) {
+        --peer.recvPosted;
+        NEZHA_ENFORCE(
+            wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0,
+            "unexpected receive completion opcode ", wc[i].opcode);
+        const uint32_t imm = ntohl(wc[i].imm_data);
+        if ((imm & kCreditFlag) != 0) {
+          peer.creditLimit += imm & ~kCreditFlag;
+        } else {
+          NEZHA_ENFORCE(imm > 0 && imm <= kSlotBytes && peer.arrived - peer.consumed < kSlots,
+                        "rank ", p, " wrote a chunk of ", imm, " bytes beyond its credits");
+          peer.lengths.push_back(imm);
+          ++peer.arrived;
+          lastArrival_ = Clock::now();
+        }
+      } else {
+        --peer.outstanding;
+        if (wrKind(wc[i].wr_id) == kWrData) ++peer.sendDone;
+      }
+    }
+    total += n;
+    if (n < 32) break;
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && total > 0) peers_[p]->refillReceives();
+  }
+  return total;
+}
+
+// Copies chunks that landed in the ring into the pending receives, in order.
+bool VerbsChannel::deliver(int p, PeerQueues& q) {
+  VerbsPeer& peer = *peers_[p];
+  bool moved = false;
+  while (!peer.lengths.empty() && q.recvCursor < q.recvs.size()) {
+    Part& part = q.recvs[q.recvCursor];
+    const uint32_t len = peer.lengths.front();
+    NEZHA_ENFORCE(part.done + len <= part.op->len && len % part.op->align == 0, "rank ", p,
+                  " sent a chunk of ", len, " bytes that does not fit the receive (",
+                  part.op->len - part.done, " left, element ", part.op->align, ")");
+    std::memcpy(static_cast<char*>(part.op->buf) + part.done, peer.recvSlot(peer.consumed), len);
+    const size_t offset = part.done;
+    part.done += len;
+    peer.lengths.pop_front();
+    ++peer.consumed;
+    moved = true;
+    if (part.op->onRecv) part.op->onRecv(offset, len);
+    if (part.done == part.op->len) ++q.recvCursor;
+    peer.returnCredits(q.recvCursor == q.recvs.size());
+  }
+  return moved;
+}
+
+bool VerbsChannel::postSends(int p, PeerQueues& q) {
+  VerbsPeer& peer = *peers_[p];
+  bool moved = false;
+  peer.returnCredits(false);  // credits deferred while the send queue was full
+  while (q.sendCursor < q.sends.size() && peer.canSend()) {
+    Part& part = q.sends[q.sendCursor];
+    const size_t limit = part.gate != nullptr ? part.gate->done : part.op->len;
+    if (part.done >= limit) break;  // waiting for the data it forwards
+    size_t len = std::min(limit - part.done, kSlotBytes);
+    len -= len % part.op->align;
+    if (len == 0) break;
+    std::memcpy(peer.sendSlot(), static_cast<const char*>(part.op->buf) + part.done, len);
+    try {
+      peer.postData(static_cast<uint32_t>(len));
+    } catch (const RailError& e) {
+      fail(e.what());
+    }
+    part.done += len;
+    moved = true;
+    if (part.done == part.op->len) ++q.sendCursor;
+  }
+  return moved;
+}
+
+// Sleeps until a completion or a peer's EOF, judging silence like the TCP rail: no progress
+// within the progress timeout fails the rail unless a peer has not reached this operation yet.
+void VerbsChannel::waitForProgress(Progress& progress, bool receiving) {
+  const std::chrono::milliseconds timeout =
+      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
+  // Arm first, then look once more: a completion that raced the arming is seen here.
+  if (ibv_req_notify_cq(device_->cq(), 0) != 0) fail("ibv_req_notify_cq failed");
+  int n = drainCompletions();
+  if (n == 0) {
+    std::vector<pollfd> pfds;
+    pfds.push_back({device_->channel()->fd, POLLIN, 0});
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) pfds.push_back({peers_[p]->boot.get(), POLLIN, 0});
+    }
+    const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (progressWatch_) wait = std::min(wait, std::chrono::milliseconds(kProgressWatchTick));
+    n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
+    if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
+    if (n > 0 && (pfds[0].revents & POLLIN) != 0) {
+      ibv_cq* cq = nullptr;
+      void* ctx = nullptr;
+      if (device_->lib().getCqEvent(device_->channel(), &cq, &ctx) == 0)
+        device_->lib().ackCqEvents(cq, 1);
+    }
+    for (size_t i = 1; n > 0 && i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      // Nothing is ever sent on a bootstrap connection after setup: readable = EOF or error.
+      const int p = static_cast<int>(i - 1) + (static_cast<int>(i - 1) >= rank_ ? 1 : 0);
+      char byte;
+      const ssize_t r = ::recv(pfds[i].fd, &byte, 1, MSG_DONTWAIT);
+      if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+        fail(strCat("rank ", p, " closed the rail", aborted_ ? " (aborted here)" : ""));
+    }
+    if (aborted_) fail("aborted");
+  }
+  if (n > 0) progress.last = Clock::now();
+  if (progressWatch_) {
+    // Arrivals prove a receiving rail alive; posted writes only queue locally.
+    const std::string why = progressWatch_(receiving ? lastArrival_ : progress.last);
+    if (!why.empty()) fail(why);
+  }
+  const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
+  if (n != 0 || Clock::now() < deadline) return;
+  if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
+    if (peersStillComing_()) {
+      progress.waitedForPeer = true;
+      progress.graceUntil = Clock::now() + timeout;
+      return;
+    }
+    if (progress.waitedForPeer) {
+      progress.waitedForPeer = false;
+      progress.graceUntil = Clock::now() + timeout;
+      return;
+    }
+  }
+  std::ostringstream waiting;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const VerbsPeer& peer = *peers_[p];
+    if (peer.sendDone < peer.sent) waiting << " write->" << p;
+  }
+  fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(),
+              receiving ? " receives" : "", ")"));
+}
+
+}  // namespace nezha
