@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include "core/error.h"
+#include "transport/sharp/sharp_channel.h"
 #include "transport/tcp/tcp_channel.h"
 
 namespace nezha {
@@ -9,6 +10,7 @@ std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
                                          const std::string& address) {
   const RailSpec& spec = o.rails.at(railIndex);
   if (spec.transport == "tcp") return std::make_unique<TcpChannel>(o, railIndex, address);
+  if (spec.transport == "sharp") return std::make_unique<SharpChannel>(o, railIndex, address);
   // Config parsing refuses unknown transports first; this is the last line for callers that
   // built Options by hand.
   throw ConfigError(strCat("rail ", spec.name, ": transport \"", spec.transport,
