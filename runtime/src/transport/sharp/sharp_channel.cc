@@ -321,8 +321,8 @@ void SharpChannel::allreduce(const void* in, void* out, size_t count, DataType d
   if (st != sharp::SHARP_COLL_SUCCESS || req == nullptr) {
     fail(strCat("sharp_coll_do_allreduce_nb: ", lib_->errorText(st)));
   }
-  // Poll with back-off: a few spins for the microsecond completions SHARP is for, then short
-  // sleeps so a waiting rail does not take a core from the rails moving data.
+  // Poll with back-off: yield-spin for the microsecond completions SHARP is for, then short
+  // sleeps so a rail left waiting does not take a core from the rails moving data.
   const auto start = Clock::now();
   const auto timeout = progressTimeout_.count() > 0 ? progressTimeout_ : ioTimeout_;
   auto nextWatch = start + kProgressWatchTick;
@@ -352,10 +352,10 @@ void SharpChannel::allreduce(const void* in, void* out, size_t count, DataType d
     }
     if (nap.count() == 0) {
       std::this_thread::yield();
-      if (now - start > std::chrono::microseconds(200)) nap = std::chrono::microseconds(20);
+      if (now - start > std::chrono::microseconds(100)) nap = std::chrono::microseconds(20);
     } else {
       std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      nap = std::min(nap * 2, std::chrono::microseconds(200));
     }
   }
   st = lib_->reqWait(req);  // complete: returns its status at once and frees it

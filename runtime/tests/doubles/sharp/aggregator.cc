@@ -73,8 +73,8 @@ struct Group {
 };
 
 struct Stats {
-  uint64_t groupsFormed = 0, groupsFailed = 0, allreduces = 0, bytesReduced = 0, rejected = 0,
-           opErrors = 0;
+  uint64_t groupsFormed = 0, groupsClosed = 0, groupsFailed = 0, allreduces = 0, bytesReduced = 0,
+           rejected = 0, opErrors = 0;
 };
 
 bool toNezha(int32_t dt, nezha::DataType& out) {
@@ -326,19 +326,26 @@ class Aggregator {
       writeStats();
       return;
     }
-    failGroup(it->second.group, "a member left");
+    // Leaving between operations is a member's comm_destroy (the group is done); leaving with
+    // an operation open or before the group formed strands the others.
+    auto g = groups_.find(it->second.group);
+    const bool clean = g != groups_.end() && g->second.ready && !g->second.opOpen;
+    failGroup(it->second.group, clean ? nullptr : "a member left");
   }
 
+  // Closes every member's connection; `why` null = an orderly end (not counted as a failure).
   void failGroup(std::pair<uint64_t, uint64_t> key, const char* why) {
     auto it = groups_.find(key);
     if (it == groups_.end()) return;
-    std::fprintf(stderr, "nezha-sharp-aggregator: group %016llx closed: %s\n",
-                 static_cast<unsigned long long>(key.first), why);
+    if (why != nullptr) {
+      std::fprintf(stderr, "nezha-sharp-aggregator: group %016llx failed: %s\n",
+                   static_cast<unsigned long long>(key.first), why);
+    }
     for (int m : it->second.members) {
       if (m >= 0) drop(m);
     }
     groups_.erase(it);
-    ++stats_.groupsFailed;
+    ++(why != nullptr ? stats_.groupsFailed : stats_.groupsClosed);
     writeStats();
   }
 
@@ -366,6 +373,7 @@ class Aggregator {
     {
       std::ofstream out(tmp);
       out << "{\"groups_formed\": " << stats_.groupsFormed
+          << ", \"groups_closed\": " << stats_.groupsClosed
           << ", \"groups_failed\": " << stats_.groupsFailed
           << ", \"allreduces\": " << stats_.allreduces
           << ", \"bytes_reduced\": " << stats_.bytesReduced
