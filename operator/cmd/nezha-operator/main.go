@@ -61,7 +61,7 @@ func run() error {
 		opLabels    = flag.String("operator-pod-labels", "app.kubernetes.io/component=operator", "labels of the operator's pods (k=v,...), for the jobs' NetworkPolicies")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server (RailClass validation); 0 disables the webhooks")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
-		transports  = flag.String("runtime-transports", "tcp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
+		transports  = flag.String("runtime-transports", "tcp,sharp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

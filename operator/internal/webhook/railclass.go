@@ -31,8 +31,10 @@ type RailClassValidator struct {
 
 var _ admission.CustomValidator = RailClassValidator{}
 
-// DefaultRuntimeTransports is what the runtime image built from this tree supports.
-var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP}
+// DefaultRuntimeTransports is what the runtime image built from this tree supports. sharp loads
+// NVIDIA's libsharp_coll.so at run time (HPC-X / DOCA-OFED, not in the image): a node without
+// it fails the job at start with an error naming the rail and the library (docs/sharp.md).
+var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportSHARP}
 
 // SetupRailClassWebhook registers the validator with the manager's webhook server.
 func SetupRailClassWebhook(mgr ctrl.Manager, transports []nezhav1.Transport) error {

@@ -1,13 +1,11 @@
 #include "transport/sharp/sharp_channel.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "core/error.h"
+#include "transport/verbs/discovery.h"
 
 namespace nezha {
 
@@ -68,13 +66,6 @@ Options tcpOptions(const Options& o) {
   return t;
 }
 
-std::string readLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
-
 }  // namespace
 
 bool SharpChannel::supported(DataType dt, ReduceOp op) {
@@ -83,25 +74,16 @@ bool SharpChannel::supported(DataType dt, ReduceOp op) {
   return toSharp(dt, d) && toSharp(op, r);
 }
 
-std::string SharpChannel::deviceFor(const std::string& iface, const std::string& sysfsRoot) {
-  const std::string dir = strCat(sysfsRoot, "/class/net/", iface, "/device/infiniband");
-  std::string hca;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::string name = e->d_name;
-      if (hca.empty() || name < hca) hca = name;  // one HCA per function; lowest if several
-    }
-    closedir(d);
+std::string SharpChannel::deviceFor(const std::string& rail, const std::string& iface,
+                                    const std::string& ipv4, const std::string& sysfsRoot,
+                                    std::string* why) {
+  try {
+    const RdmaPort p = resolveRdmaPort(sysfsRoot, RdmaRailQuery{rail, iface, ipv4, ""});
+    return strCat(p.device, ":", p.port);
+  } catch (const ConfigError& e) {
+    if (why != nullptr) *why = e.what();
+    return iface;
   }
-  if (hca.empty()) return iface;
-  const std::string devPort = readLine(strCat(sysfsRoot, "/class/net/", iface, "/dev_port"));
-  int port = 1;
-  if (!devPort.empty() && std::all_of(devPort.begin(), devPort.end(), ::isdigit) &&
-      devPort.size() < 4) {
-    port = std::stoi(devPort) + 1;
-  }
-  return strCat(hca, ":", port);
 }
 
 SharpChannel::SharpChannel(const Options& o, int railIndex, const std::string& address)
@@ -112,7 +94,7 @@ SharpChannel::SharpChannel(const Options& o, int railIndex, const std::string& a
   // The library first: a node without it refuses the rail before anything listens.
   lib_ = sharp::SharpLibrary::load(railName_, o.sharpLibrary);
   tcp_ = std::make_unique<TcpChannel>(tcpOptions(o), railIndex, address);
-  device_ = deviceFor(iface_);
+  device_ = deviceFor(railName_, iface_, address, "/sys", &discovery_);
 }
 
 SharpChannel::~SharpChannel() {
@@ -143,8 +125,10 @@ void SharpChannel::connect(const JobTable& job, Deadline deadline) {
   int st = lib_->init(&spec, &ctx_);
   if (st != sharp::SHARP_COLL_SUCCESS || ctx_ == nullptr) {
     ctx_ = nullptr;
-    fail(strCat("sharp_coll_init on ", device_, ": ", lib_->errorText(st),
-                oobError_.empty() ? "" : strCat("; out-of-band: ", oobError_)));
+    fail(strCat(
+        "sharp_coll_init on ", device_, ": ", lib_->errorText(st),
+        oobError_.empty() ? "" : strCat("; out-of-band: ", oobError_),
+        discovery_.empty() ? "" : strCat("; no HCA found behind ", iface_, ": ", discovery_)));
   }
   std::vector<uint32_t> ranks(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = static_cast<uint32_t>(i);

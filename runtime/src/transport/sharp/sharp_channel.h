@@ -62,10 +62,14 @@ class SharpChannel : public Transport, public CollectiveOffload {
   // What SHARP reduces (sum, min, max of 16/32/64-bit floats and 32/64-bit integers; PROD is in
   // the API's enum but no SHARP generation aggregates it).
   static bool supported(DataType dt, ReduceOp op);
-  // The library's device string for the rail's interface: "<hca>:<port>" from sysfs
-  // (/sys/class/net/<iface>/device/infiniband/<hca>, port = dev_port + 1), else the interface
-  // name itself (the test double's fake HCAs are named after the rail interfaces).
-  static std::string deviceFor(const std::string& iface, const std::string& sysfsRoot = "/sys");
+  // The library's device string (ib_dev_list) for the rail: "<hca>:<port>" of the HCA port
+  // behind the rail's interface, found in sysfs like the verbs transport does
+  // (transport/verbs/discovery.h); without one (no HCA behind the interface), the interface
+  // name itself, and `why` says what discovery found. The test double's fake HCAs are named
+  // after the rail interfaces.
+  static std::string deviceFor(const std::string& rail, const std::string& iface,
+                               const std::string& ipv4, const std::string& sysfsRoot,
+                               std::string* why = nullptr);
 
  private:
   struct Staging {
@@ -90,7 +94,7 @@ class SharpChannel : public Transport, public CollectiveOffload {
   ProgressWatch progressWatch_;
   std::unique_ptr<TcpChannel> tcp_;
   std::shared_ptr<sharp::SharpLibrary> lib_;
-  std::string device_;
+  std::string device_, discovery_;  // ib_dev_list; what discovery said when it found no HCA
   sharp::sharp_coll_context* ctx_ = nullptr;
   sharp::sharp_coll_comm* comm_ = nullptr;
   Staging send_, recv_;
