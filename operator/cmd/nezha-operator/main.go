@@ -64,7 +64,7 @@ func run() error {
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 		podBatch    = flag.Duration("pod-event-batch", controller.DefaultPodEventBatch, "gather a job's pod events this long before reconciling it (fewer reconciles and status writes while thousands of workers start); 0 reconciles on every event")
 		createPar   = flag.Int("create-parallelism", controller.DefaultCreateParallelism, "concurrent worker pod creations per job (1..256)")
-		transports  = flag.String("runtime-transports", "tcp,rdma", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
+		transports  = flag.String("runtime-transports", "tcp,rdma,sharp", "transports the injected runtime supports (comma list of tcp, rdma, sharp); a RailClass asking for another is refused at admission")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -31,9 +31,11 @@ type RailClassValidator struct {
 
 var _ admission.CustomValidator = RailClassValidator{}
 
-// DefaultRuntimeTransports is what the runtime image built from this tree supports: tcp, and
-// rdma (libibverbs, loaded at run time from the worker image's rdma-core; docs/rdma.md).
-var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportRDMA}
+// DefaultRuntimeTransports is what the runtime image built from this tree supports: tcp, rdma
+// (libibverbs, loaded at run time from the worker image's rdma-core; docs/rdma.md) and sharp
+// (NVIDIA's libsharp_coll.so, loaded at run time from HPC-X / DOCA-OFED, not in the image: a node
+// without it fails the job at start with an error naming the rail and the library; docs/sharp.md).
+var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportRDMA, nezhav1.TransportSHARP}
 
 // SetupRailClassWebhook registers the validator with the manager's webhook server.
 func SetupRailClassWebhook(mgr ctrl.Manager, transports []nezhav1.Transport) error {

@@ -81,7 +81,7 @@ PreflightPolicy parsePreflightPolicy(const std::string& s);
 struct RailSpec {
   std::string name;       // unique in the job, e.g. "r0"
   std::string iface;      // network interface the rail's sockets are bound to
-  std::string transport;  // "tcp" (rdma/sharp later)
+  std::string transport;  // "tcp" or "sharp" (allreduce offload; rdma later)
   // Address to bind; empty = the interface's primary (first) IPv4 address. Lets tests put
   // several rails on `lo` (127.0.0.1, 127.0.0.2, ...).
   std::string address;
@@ -145,6 +145,9 @@ struct Options {
   size_t minSliceBytes = 32 << 10;    // a hot split never gives a rail less than this
   double tuneGain = 0.6;              // step of the online ratio update (0..1]
   bool verbose = false;
+  // SHARP collective library to dlopen for sharp rails; empty = libsharp_coll.so on the loader's
+  // search path (NEZHA_SHARP_LIBRARY).
+  std::string sharpLibrary;
   // Rank 0 only: a server made by startRendezvousServer() to use instead of starting one.
   std::shared_ptr<class RendezvousServer> server;
 

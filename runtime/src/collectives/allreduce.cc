@@ -32,6 +32,10 @@ void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, S
 
 void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
                Scratch& scratch, const AlgoOptions& o) {
+  // A rail that reduces in the network (SHARP) does the whole operation itself.
+  if (CollectiveOffload* off = ch.offload(); off != nullptr && off->supports(dt, op) && count > 0) {
+    return off->allreduce(in, out, count, dt, op);
+  }
   const size_t es = dataTypeSize(dt);
   const bool ring = ch.size() > 1 && count > 0 &&
                     chooseAllreduce(count, es, ch.size(), o) == AllreduceAlgorithm::kRing;

@@ -152,7 +152,11 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
     preserved.assign(in, in + count * es);
     in = preserved.data();
   }
-  Plan plan = m.sched->plan(OpKind::kAllreduce, count, es);
+  // The offload rail (SHARP) takes the cold allreduces its library can reduce.
+  const int off = m.sched->offloadRail();
+  CollectiveOffload* offload = off >= 0 ? m.channels[off]->offload() : nullptr;
+  const bool offloadable = offload != nullptr && offload->supports(dtype, op);
+  Plan plan = m.sched->plan(OpKind::kAllreduce, count, es, offloadable);
   Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
     nezha::allreduce(ch, in + sl.offset * es, out + sl.offset * es, sl.count, dtype, op, s, m.algo);
   });

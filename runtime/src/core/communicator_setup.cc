@@ -91,8 +91,11 @@ std::vector<std::unique_ptr<Transport>> Impl::joinJob(StartState& start) {
     start.leaveOut(i, "carrier", ranks,
                    strCat(rails[i].name, " (", rails[i].iface, ") has no link on rank ", list));
   }
-  const bool noneUsable =
-      std::none_of(start.usable.begin(), start.usable.end(), [](bool u) { return u; });
+  // A SHARP rail alone cannot carry a job (it only reduces): count the byte-moving rails.
+  bool noneUsable = true;
+  for (size_t i = 0; i < rails.size(); ++i) {
+    if (start.usable[i] && rails[i].transport != "sharp") noneUsable = false;
+  }
   if (!start.downAtStart.empty() && (!o.failover || noneUsable)) {
     throw RailError(-1, strCat("cannot start: ", start.downAtStart,
                                o.failover ? "; no rail is up on every rank"

@@ -20,7 +20,8 @@ static bool validRailName(const std::string& s) {
 }
 
 static void checkTransport(const std::string& transport, const std::string& where) {
-  if (transport == "tcp") return;
+  // sharp: the library is loaded when the rail is built (transport/sharp/sharp_library.h).
+  if (transport == "tcp" || transport == "sharp") return;
 #ifdef NEZHA_WITH_VERBS
   if (transport == "rdma") return;
 #else
@@ -30,11 +31,8 @@ static void checkTransport(const std::string& transport, const std::string& wher
                              "built without libibverbs: NEZHA_WITH_VERBS=OFF or no rdma-core)"));
   }
 #endif
-  if (transport == "sharp") {
-    throw ConfigError(strCat(where, ": transport \"", transport,
-                             "\" is not available in this build"));
-  }
-  throw ConfigError(strCat(where, ": unknown transport \"", transport, "\" (want tcp or rdma)"));
+  throw ConfigError(
+      strCat(where, ": unknown transport \"", transport, "\" (want tcp, rdma or sharp)"));
 }
 
 std::vector<RailSpec> parseRails(const std::string& text, const std::string& what) {
@@ -134,6 +132,14 @@ void validateOptions(const Options& o) {
     }
     checkTransport(r.transport, strCat("rail ", r.name));
   }
+  // A SHARP rail only reduces (allreduce offload): broadcasts, gathers, barriers, large and
+  // unsupported allreduces and every failover need a rail that moves bytes.
+  if (std::all_of(o.rails.begin(), o.rails.end(),
+                  [](const RailSpec& r) { return r.transport == "sharp"; })) {
+    throw ConfigError(
+        "NEZHA_RAILS has only sharp rails; a SHARP rail only offloads allreduce, so the job "
+        "needs at least one tcp rail too (e.g. r0=eth1:tcp,ib0=ib0:sharp)");
+  }
   if (o.worldSize > 1 && o.jobToken.empty()) {
     throw ConfigError(
         "NEZHA_JOB_TOKEN is empty; a job with more than one rank needs a shared secret");
@@ -202,6 +208,7 @@ Options Options::fromEnv() {
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
+  o.sharpLibrary = paramString("NEZHA_SHARP_LIBRARY");
   o.preflight = parsePreflightPolicy(paramString("NEZHA_PREFLIGHT"));
   o.preflightTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_PREFLIGHT_TIMEOUT_MS", 100, 3600000));

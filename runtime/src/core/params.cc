@@ -10,7 +10,7 @@ namespace nezha {
 
 const std::vector<Param>& allParams() {
   static const std::vector<Param> params = {
-      {"NEZHA_RAILS", "", "rails as name=iface:transport,... (transport: tcp or rdma)"},
+      {"NEZHA_RAILS", "", "rails as name=iface:transport,... (transport: tcp, rdma or sharp)"},
       {"NEZHA_RANK", "", "this process's rank (falls back to RANK)"},
       {"NEZHA_WORLD_SIZE", "", "number of ranks (falls back to WORLD_SIZE)"},
       {"NEZHA_RENDEZVOUS", "", "host:port rank 0 listens on and others dial (needed if >1 rank)"},
@@ -59,6 +59,9 @@ const std::vector<Param>& allParams() {
       {"NEZHA_RDMA_SYSFS_ROOT", "/sys",
        "test-only: where RDMA discovery reads sysfs (the libibverbs test double's fixture tree)"},
       {"NEZHA_VERBOSE", "0", "1 = log setup and tuning decisions to stderr"},
+      {"NEZHA_SHARP_LIBRARY", "",
+       "sharp rails: the SHARP collective library to dlopen (default libsharp_coll.so on the "
+       "loader path; it ships with HPC-X / DOCA-OFED)"},
       // The NCCL net plugin (libnccl-net-nezha.so) reads NEZHA_RAILS and these.
       {"NEZHA_NCCL_CHUNK", "128K", "NCCL plugin: bytes per striped chunk (4K..64M)"},
       {"NEZHA_NCCL_STALL_MS", "750",

@@ -433,9 +433,8 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
     }
     if (!leaving.empty()) retireRails(leaving, at);
     if (leaving.empty() && redo.empty()) break;
-    if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) {
-      allRailsDown(at.errors);
-    }
+    // An offload rail (SHARP) alone cannot finish a replay or run anything but allreduce.
+    if (!sched->anyByteRail(alive)) allRailsDown(at.errors);
     sched->setAlive(alive);
     if (redo.empty()) break;
     out.replayed = true;

@@ -19,6 +19,9 @@ namespace nezha::ncclnet {
 PluginConfig PluginConfig::fromEnv() {
   PluginConfig c;
   for (const auto& r : parseRails(paramString("NEZHA_RAILS"))) {
+    // A SHARP rail reduces in the switches (NCCL reaches that through CollNet, not through a
+    // net plugin's point-to-point stripes); libnezha uses it, this plugin leaves it out.
+    if (r.transport == "sharp") continue;
     PluginRail pr;
     pr.name = r.name;
     pr.iface = r.iface;
@@ -28,6 +31,11 @@ PluginConfig PluginConfig::fromEnv() {
     pr.ipv4 = a.s_addr;
     pr.expectedMbps = r.expectedMbps;
     c.rails.push_back(pr);
+  }
+  if (c.rails.empty()) {
+    throw ConfigError(
+        "NEZHA_RAILS has no rail the NCCL plugin can stripe over (sharp rails are "
+        "an allreduce offload, not point-to-point rails)");
   }
   if (c.rails.size() > kMaxRails) {
     throw ConfigError(strCat("NEZHA_RAILS lists ", c.rails.size(),

@@ -19,18 +19,41 @@ Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
       alive_(o.rails.size(), true) {
   NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
                 "probe covers ", probe.latency.size(), " of ", nrails_, " rails");
+  for (const RailSpec& r : o.rails) offload_.push_back(r.transport == "sharp");
+  NEZHA_ENFORCE(anyByteRail(alive_), "no rail that moves bytes");
+  setAlive(alive_);             // cold and best rail among the byte-moving rails
+  std::vector<double> lat, bw;  // the threshold weighs splitting, which offload rails never do
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (offload_[i]) continue;
+    lat.push_back(probe.latency[i]);
+    bw.push_back(probe.bandwidth[i]);
+  }
   // An explicit threshold wins, then a loaded table's, then the probe's estimate.
   if (o.coldThreshold) {
     coldThreshold_ = *o.coldThreshold;
   } else if (table_.coldThreshold) {
     coldThreshold_ = *table_.coldThreshold;
   } else {
-    coldThreshold_ = autoColdThreshold(probe.latency, probe.bandwidth);
+    coldThreshold_ = autoColdThreshold(lat, bw);
   }
   table_.coldThreshold = coldThreshold_;
 }
 
-Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
+int Scheduler::offloadRail() const {
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (offload_[i] && alive_[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool Scheduler::anyByteRail(const std::vector<bool>& alive) const {
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (alive[i] && !offload_[i]) return true;
+  }
+  return false;
+}
+
+Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes, bool offloadable) {
   Plan p;
   p.op = op;
   p.units = units;
@@ -47,7 +70,7 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
     int best = 0;
     double bestTime = 1e300;
     for (size_t i = 0; i < nrails_; ++i) {
-      if (!alive_[i]) continue;
+      if (!alive_[i] || offload_[i]) continue;
       double t = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
       if (t < bestTime) {
         bestTime = t;
@@ -66,8 +89,16 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
       p.hot = p.slices.size() > 1;
       return p;
     case Policy::kAdaptive: {
+      // Cold path, SHARP first (Nezha v2 §3.3): a small allreduce the switches can reduce goes
+      // there whole; everything else cold takes the quickest byte-moving rail.
+      const int off = offloadRail();
+      if (bytes < coldThreshold_ && offloadable && op == OpKind::kAllreduce && off >= 0) {
+        return whole(off);
+      }
       if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldFor());
-      if (std::count(alive_.begin(), alive_.end(), true) == 1) return whole(coldFor());
+      size_t byteRails = 0;
+      for (size_t i = 0; i < nrails_; ++i) byteRails += alive_[i] && !offload_[i];
+      if (byteRails == 1) return whole(coldFor());
       // Entries are created by record(), so sizes that never really split leave no trace.
       const TableEntry* e = table_.find(p.key);
       p.slices = splitCount(units, toWeights(masked(e ? e->ratios : baseRatios_)), minUnits);
@@ -81,11 +112,11 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes) {
 std::vector<double> Scheduler::masked(const std::vector<double>& ratios) const {
   std::vector<double> m = ratios;
   for (size_t i = 0; i < nrails_; ++i) {
-    if (!alive_[i]) m[i] = 0;
+    if (!alive_[i] || offload_[i]) m[i] = 0;
   }
   // Ratios are positive by construction; guard against a tuned-to-zero survivor anyway.
   if (std::all_of(m.begin(), m.end(), [](double x) { return x <= 0; })) {
-    for (size_t i = 0; i < nrails_; ++i) m[i] = alive_[i] ? 1.0 : 0.0;
+    for (size_t i = 0; i < nrails_; ++i) m[i] = alive_[i] && !offload_[i] ? 1.0 : 0.0;
   }
   return m;
 }
@@ -96,7 +127,7 @@ void Scheduler::setAlive(const std::vector<bool>& alive) {
   alive_ = alive;
   std::vector<double> lat = probe_.latency, bw = probe_.bandwidth;
   for (size_t i = 0; i < nrails_; ++i) {
-    if (!alive_[i]) {
+    if (!alive_[i] || offload_[i]) {
       lat[i] = 1e300;
       bw[i] = 0;
     }
@@ -126,7 +157,8 @@ void Scheduler::remeasure(int rail, double latencySeconds, double bandwidthBytes
   probe_.bandwidth[rail] = std::max(bandwidthBytesPerSecond, 1.0);
   setAlive(alive_);  // cold and best rail from the new numbers
   // The static policy's split is fixed at start by design (MRIB style); only adaptive re-seeds.
-  if (o_.policy != Policy::kAdaptive) return;
+  // An offload rail has no share in any split.
+  if (o_.policy != Policy::kAdaptive || offload_[rail]) return;
   baseRatios_ = ratiosFromBandwidth(probe_.bandwidth);
   const double share = baseRatios_[rail];
   for (auto& [key, e] : table_.entries()) {

@@ -1,8 +1,13 @@
 // The multi-rail scheduler (load balancer): decides, identically on every rank, which rails
 // carry which part of each operation.
 //
-//   cold start  bytes < cold threshold: the whole operation on the lowest-latency rail
+//   cold start  bytes < cold threshold: the whole operation on the lowest-latency rail; an
+//               allreduce the offload rail (SHARP) can reduce goes whole to that rail instead
 //   hot start   split by the data-length table entry of (collective, world size, size bucket)
+//
+// Offload rails (transport "sharp", transport/offload.h) reduce in the network and carry only
+// such cold allreduces: splits, cold/best rail, barriers and replays use the other rails, which
+// the configuration guarantees exist (core/config.cc).
 //
 // Agreement: every rank records per-rail slice times locally. Every `tuneInterval` operations
 // (operation numbers are the same on all ranks because collectives are called in the same
@@ -37,7 +42,8 @@ class Scheduler {
  public:
   Scheduler(const Options& o, const ProbeResult& probe, Table table);
 
-  Plan plan(OpKind op, size_t units, size_t unitBytes);
+  // `offloadable`: an allreduce whose type and operator the offload rail reduces.
+  Plan plan(OpKind op, size_t units, size_t unitBytes, bool offloadable = false);
   // Local timings of a finished operation (seconds per rail, 0 for unused rails).
   void record(const Plan& plan, const std::vector<double>& railSeconds);
 
@@ -65,8 +71,14 @@ class Scheduler {
   // policy keeps its split (fixed at start by design).
   void remeasure(int rail, double latencySeconds, double bandwidthBytesPerSecond);
 
-  int coldRail() const { return coldRail_; }  // lowest-latency live rail
-  int bestRail() const { return bestRail_; }  // highest-bandwidth live rail
+  int coldRail() const { return coldRail_; }  // lowest-latency live rail that moves bytes
+  int bestRail() const { return bestRail_; }  // highest-bandwidth live rail that moves bytes
+  // The live offload rail (the lowest-index one if several), or -1.
+  int offloadRail() const;
+  bool isOffload(int rail) const { return offload_[static_cast<size_t>(rail)]; }
+  // Whether `alive` keeps a rail that moves bytes (without one, nothing but small allreduces
+  // could run: failover treats that as no rail left).
+  bool anyByteRail(const std::vector<bool>& alive) const;
   size_t coldThreshold() const { return coldThreshold_; }
   void setColdThreshold(size_t bytes) {
     coldThreshold_ = bytes;
@@ -85,7 +97,9 @@ class Scheduler {
   std::vector<double> baseRatios_;
   Table table_;
   std::vector<bool> alive_;
-  std::vector<double> masked(const std::vector<double>& ratios) const;  // dead rails -> 0
+  std::vector<bool> offload_;  // per rail: reduces in the network, carries no byte slices
+  // Dead and offload rails -> 0.
+  std::vector<double> masked(const std::vector<double>& ratios) const;
 };
 
 }  // namespace nezha

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/offload.h"
+
 namespace nezha {
 
 struct IoOp {
@@ -103,6 +105,8 @@ class Channel {
   using ProgressWatch = std::function<std::string(std::chrono::steady_clock::time_point)>;
   virtual void setProgressWatch(ProgressWatch fn) = 0;
   static constexpr std::chrono::milliseconds kProgressWatchTick{50};
+  // A rail that reduces in the network (transport/offload.h), or null (only moves bytes).
+  virtual CollectiveOffload* offload() { return nullptr; }
 };
 
 }  // namespace nezha

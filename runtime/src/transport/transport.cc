@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include "core/error.h"
+#include "transport/sharp/sharp_channel.h"
 #include "transport/tcp/tcp_channel.h"
 #ifdef NEZHA_WITH_VERBS
 #include "transport/verbs/verbs_channel.h"
@@ -15,6 +16,7 @@ std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
 #ifdef NEZHA_WITH_VERBS
   if (spec.transport == "rdma") return std::make_unique<VerbsChannel>(o, railIndex, address);
 #endif
+  if (spec.transport == "sharp") return std::make_unique<SharpChannel>(o, railIndex, address);
   // Config parsing refuses unknown transports first; this is the last line for callers that
   // built Options by hand.
   throw ConfigError(strCat("rail ", spec.name, ": transport \"", spec.transport,
