@@ -76,7 +76,7 @@ def test_closed_communicator(solo):
 
 @pytest.mark.parametrize("var, value, field", [
     ("NEZHA_RAILS", "r0=lo", "r0=lo"),
-    ("NEZHA_RAILS", "r0=lo:rdma", "rdma"),
+    ("NEZHA_RAILS", "r0=lo:ib", "unknown transport"),
     ("NEZHA_POLICY", "fastest", "NEZHA_POLICY"),
     ("NEZHA_WORLD_SIZE", "two", "NEZHA_WORLD_SIZE"),
 ])
