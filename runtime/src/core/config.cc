@@ -31,8 +31,8 @@ static void checkTransport(const std::string& transport, const std::string& wher
   }
 #endif
   if (transport == "sharp") {
-    throw ConfigError(strCat(where, ": transport \"", transport,
-                             "\" is not available in this build"));
+    throw ConfigError(
+        strCat(where, ": transport \"", transport, "\" is not available in this build"));
   }
   throw ConfigError(strCat(where, ": unknown transport \"", transport, "\" (want tcp or rdma)"));
 }
