@@ -138,7 +138,7 @@ void validateOptions(const Options& o) {
                   [](const RailSpec& r) { return r.transport == "sharp"; })) {
     throw ConfigError(
         "NEZHA_RAILS has only sharp rails; a SHARP rail only offloads allreduce, so the job "
-        "needs at least one tcp rail too (e.g. r0=eth1:tcp,ib0=ib0:sharp)");
+        "needs at least one tcp or rdma rail too (e.g. r0=eth1:tcp,ib0=ib0:sharp)");
   }
   if (o.worldSize > 1 && o.jobToken.empty()) {
     throw ConfigError(
