@@ -254,6 +254,11 @@ func TestSamplesAreAccepted(t *testing.T) {
 			if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
 				t.Fatal(err)
 			}
+			// Kubeflow Trainer samples need Trainer's CRDs, which this suite does not install:
+			// operator/internal/webhook's envtest applies them with the real Trainer and JobSet CRDs.
+			if obj.GroupVersionKind().Group == "trainer.kubeflow.org" {
+				t.Skip("Trainer sample: applied by the pod webhook's envtest (operator/internal/webhook)")
+			}
 			if obj.GetKind() == "MultiRailJob" {
 				obj.SetNamespace(ns.Name)
 			}
