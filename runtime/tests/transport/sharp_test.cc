@@ -43,7 +43,8 @@ TEST(SharpConfig, AcceptedInRailsNeverAlone) {
     validateOptions(o);
     FAIL() << "only sharp rails accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("at least one tcp or rdma rail"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at least one tcp or rdma rail"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(parseRails("r0=eth1:sharpx"), ConfigError);
 }
