@@ -21,7 +21,8 @@ class EnvTest : public ::testing::Test {
   void TearDown() override { clear(); }
   static void clear() {
     for (const auto& p : allParams()) unsetenv(p.env);
-    for (const char* v : {"RANK", "WORLD_SIZE"}) unsetenv(v);
+    // The launcher fallbacks too: a case that sets LOCAL_RANK=x must not leak into the next.
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(v);
   }
   static void set(const std::map<std::string, std::string>& vars) {
     for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
