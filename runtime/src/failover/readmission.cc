@@ -171,7 +171,11 @@ void Impl::advanceRebuilds(const std::vector<double>& failed, const std::vector<
       if (alive[q] && static_cast<int>(q) != r) others += rails[q].bandwidthBytesPerSecond;
     }
     const double share = bandwidth / (bandwidth + others);
-    if (share < o.slowFloor) {
+    // An offload rail (SHARP) never carries byte slices, so its share of the job's bandwidth says
+    // nothing about its worth, and a probe timed while the other rails are busy made it look
+    // "slow" (testbed_sharp's cut scenario flaked on exactly that). Its test is the exact probe
+    // result within kProbeBudget, which a gray rail fails as "slow" anyway.
+    if (share < o.slowFloor && !sched->isOffload(r)) {
       rejectRebuild(r, rb, "slow",
                     strCat("measured ", bandwidth / 1e6, " MB/s, ", share * 100,
                            "% of the job's bandwidth (floor ", o.slowFloor * 100, "%)"),

@@ -141,7 +141,11 @@ formed=$(stat groups_formed)
 run_job cut 3 3 "${SHARP_ENV[@]}" NEZHA_IO_TIMEOUT_MS=10000 NEZHA_READMIT_HOLDDOWN_MS=300 -- \
   --quiet --max-bytes 4K --loop-seconds 6 --trace "$WORK/cut.trace.json" &
 job=$!
-sleep 2.5
+# Cut only once the job's allreduces reach the aggregator (start-up time varies with load), and
+# after a moment of steady state so the first operations ran on r2.
+before=$(stat allreduces)
+for _ in $(seq 600); do [ "$(stat allreduces)" -gt $((before + 100)) ] && break; sleep 0.1; done
+[ "$(stat allreduces)" -gt $((before + 100)) ] || log "r2 cut: the job's allreduces never reached the aggregator"
 cut 1 2
 sleep 1.5
 restore 1 2
@@ -176,10 +180,15 @@ if [ "${NEZHA_TESTBED_SHARP_HOLE:-0}" != 1 ]; then
   [ "$failures" = 0 ]
   exit
 fi
+before=$(stat allreduces)
 run_job hole 3 3 "${SHARP_ENV[@]}" NEZHA_IO_TIMEOUT_MS=10000 NEZHA_READMIT_HOLDDOWN_MS=300 -- \
   --quiet --max-bytes 4K --loop-seconds 8 --trace "$WORK/hole.trace.json" &
 job=$!
-sleep 2
+# Open the hole only once the job's allreduces reach the aggregator. A fixed pause here was the
+# likely flake: on a loaded machine start-up (rendezvous, preflight, SHARP group) outlasted it, the
+# hole fell into start-up where connection retries hide it, and no operation ever met it.
+for _ in $(seq 600); do [ "$(stat allreduces)" -gt "$before" ] && break; sleep 0.1; done
+[ "$(stat allreduces)" -gt "$before" ] || log "r2 black hole: the job's allreduces never reached the aggregator"
 hole 2 2 add
 sleep 3
 # Packets the hole's rules dropped (proof the hole was there while the job ran).
