@@ -62,7 +62,28 @@ def trend_checks(res):
     return checks
 
 
-def report(fit, summary, res, checks, files, suite_rel, simval_rel, took):
+def point_table(rows, source):
+    """Measured vs simulated per size, one column pair per (ranks, series) of one source."""
+    pts = [r for r in rows if r["source"] == source]
+    if not pts:
+        return []
+    cols = sorted({(r["ranks"], r["series"]) for r in pts})
+    by = {(r["ranks"], r["series"], r["bytes"]): r for r in pts}
+    L = ["", f"Measured / simulated ms and error per point ({source}; rails "
+         f"{'/'.join(map(str, pts[0]['rates_mbit']))} Mbit/s):", "",
+         "| size | " + " | ".join(f"N={n} {name.replace('nezha-', '')}" for n, name in cols) + " |",
+         "|---|" + "---|" * len(cols)]
+    for size in sorted({r["bytes"] for r in pts}):
+        cells = []
+        for n, name in cols:
+            r = by.get((n, name, size))
+            cells.append(f"{r['measured_s'] * 1e3:.2f} / {r['sim_s'] * 1e3:.2f} ({(r['sim_over_measured'] - 1) * 100:+.0f} %)"
+                         if r else "-")
+        L.append(f"| {fmt_size(size)} | " + " | ".join(cells) + " |")
+    return L
+
+
+def report(fit, summary, res, checks, files, suite_rel, simval_rel, took, rows=()):
     L = ["## Discrete-event simulator (bench/sim/des, `make bench-sim`)", ""]
     L.append("Events: every message of every algorithm step on every rail, per-rank NIC queues (send and "
              "receive) per rail, the TBF token bucket of the test bed's rails, the runtime's scheduling rules "
@@ -88,6 +109,7 @@ def report(fit, summary, res, checks, files, suite_rel, simval_rel, took):
     for s in summary:
         L.append(f"| {s['source']} | {s['ranks']} | {s['series']} | {s['band']} | {s['median_abs_error'] * 100:.0f} % | "
                  f"{s['max_abs_error'] * 100:.0f} % | {s['accepted'] * 100:.0f} % | {'PASS' if s['pass'] else 'MISS'} |")
+    L += point_table(rows, "test-bed sweep") or point_table(rows, "suite")
     L += ["", "Trends (Nezha v2 Fig. 9/11):", ""]
     for name, ok, detail in checks:
         L.append(f"- {'PASS' if ok else 'MISS'} {name}: {detail}")
@@ -160,7 +182,7 @@ def main(argv=None):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     os.makedirs(a.out, exist_ok=True)
     files = plot_all(res, rows, a.out, stamp)
-    md = report(fit, summary, res, checks, files, suite_rel, simval_rel, time.time() - t0)
+    md = report(fit, summary, res, checks, files, suite_rel, simval_rel, time.time() - t0, rows)
     base = os.path.join(a.out, f"des-{stamp}")
     with open(base + ".md", "w") as f:
         f.write(md)

@@ -51,9 +51,6 @@ class RailRun:
             self.engine.at(self.started, self._next, c)
         return self
 
-    def _part_of(self, c, idx):
-        return self._state[c]["prog"][idx][0][1]
-
     def _next(self, c):
         st = self._state[c]
         st["idx"] += 1
