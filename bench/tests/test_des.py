@@ -211,6 +211,26 @@ def test_fit_recovers_known_rail_parameters():
     sizes = [1 << k for k in range(10, 26)]
     pol = Policy((link_for(rate, alpha, eff, line),), 4)
     pts = [(s, run_op(pol, s).seconds) for s in sizes]
-    a, e, _ = fit_rail(rate, 4, pts)
-    assert a == pytest.approx(alpha, rel=0.05)
+    a, e, line_fit = fit_rail(rate, 4, pts)
     assert e == pytest.approx(eff, rel=0.02)
+    # alpha and the bucket's line rate trade off on small sizes: the fitted pair must reproduce
+    # the series, and alpha be of the right size
+    refit = Policy((link_for(rate, a, e, line_fit),), 4)
+    assert max(abs(run_op(refit, s).seconds / t - 1) for s, t in pts) < 0.1
+    assert a == pytest.approx(alpha, rel=0.3)
+
+
+def test_fit_recovers_step_latency_per_rank_count():
+    fit = {"rails": [], "alpha": 1e-4, "efficiency": 0.9, "line_Bps": 300e6, "gap": 10e-6, "split_cost": 0.0}
+    from sim.des.fit import fit_alpha_by_ranks, policy_for
+
+    true = {2: 60e-6, 8: 300e-6}
+    doc = {"ranks": 2, "scenarios": []}
+    for n, a in true.items():
+        pol = policy_for((200, 100), n, fit, alpha=a)
+        res = [{"bytes": s, "time_us": run_op(pol, s, force="cold").seconds * 1e6} for s in (1024, 4096, 16384)]
+        doc["scenarios"].append({"name": f"n{n}", "ranks": n, "rates_mbit": [200, 100],
+                                 "series": {"nezha-single": {"results": res}}})
+    got = fit_alpha_by_ranks(doc, fit)
+    assert got[2] == pytest.approx(true[2], rel=0.05)
+    assert got[8] == pytest.approx(true[8], rel=0.05)

@@ -98,12 +98,13 @@ class RailRun:
         ends = [d[-1] for d in self.done]
         return None if any(e is None for e in ends) else max(ends)
 
-    def leading_done(self):
-        """Parts every rank finished, counted from the first (the runtime's -max(-done) round)."""
+    def leading_done(self, at=None):
+        """Parts every rank finished (by time `at`, if given), counted from the first (the
+        runtime's -max(-done) round)."""
         counts = []
         for d in self.done:
             k = 0
-            while k < len(d) and d[k] is not None:
+            while k < len(d) and d[k] is not None and (at is None or d[k] <= at):
                 k += 1
             counts.append(k)
         return min(counts) if counts else 0

@@ -7,7 +7,7 @@ rail alone plus the per-operation agreement round). For each scenario's best rai
   alpha       one message step's latency: golden-section search minimising the relative error
               of the small operations (<= 64 KiB), where latency dominates
   line        bytes/s while the TBF bucket has tokens (burst = max(2 ms of the rate, 128 KiB),
-              hack/testbed.sh): golden-section search on the mid sizes (32 KiB - 1 MiB)
+              hack/testbed.sh): golden-section search on the sizes up to 1 MiB
   gap         sender CPU per message (a syscall and framing): not separable from alpha with
               these series; assumed (GAP), the same for every rail
 The veth rails of the test bed differ only in their TBF rate, so rails of other rates get the
@@ -47,6 +47,12 @@ def single_rail_times(rate, alpha, eff, line, n, sizes):
 
 
 def _golden(f, lo, hi, iters=30):
+    """Minimum of f on [lo, hi]: a log-spaced grid first (the steady-state token bucket makes f
+    step-wise, with local minima), then golden-section search around the best grid point."""
+    k = 24
+    grid = [lo * (hi / lo) ** (i / k) for i in range(k + 1)]
+    best = min(range(len(grid)), key=lambda i: f(grid[i]))
+    lo, hi = grid[max(0, best - 1)], grid[min(k, best + 1)]
     g = (5 ** 0.5 - 1) / 2
     a, b = lo, hi
     c, d = b - g * (b - a), a + g * (b - a)
@@ -75,13 +81,14 @@ def fit_rail(rate, n, points):
     if not small or not mid or not large:
         raise ValueError(f"rail {rate} Mbit/s: need sizes <= 16 KiB, 32 KiB - 1 MiB and >= 8 MiB to fit")
     alpha, eff, line = 50e-6, 1.0, 4 * rate * 1e6 / 8
-    for _ in range(3):
+    for _ in range(4):
         sim = single_rail_times(rate, alpha, eff, line, n, [s for s, _ in large])
         eff *= statistics.mean(p / m for p, (_, m) in zip(sim, large))
         alpha = _golden(lambda a: _rel_err(small, single_rail_times(rate, a, eff, line, n, [s for s, _ in small])),
                         1e-6, 1e-3)
         lo = rate * 1e6 / 8 * eff
-        line = _golden(lambda x: _rel_err(mid, single_rail_times(rate, alpha, eff, x, n, [s for s, _ in mid])),
+        band = small + mid  # the bucket's line rate shows wherever the bucket is not drained
+        line = _golden(lambda x: _rel_err(band, single_rail_times(rate, alpha, eff, x, n, [s for s, _ in band])),
                        lo, 20 * lo)
     return alpha, eff, line
 
@@ -108,18 +115,41 @@ def fit_suite(result):
     return fit
 
 
-def links_for(rates, fit):
+def links_for(rates, fit, alpha=None):
+    """Links of these TBF rates; `alpha` (seconds) overrides the fitted per-rail latency."""
     out = []
     for i, rate in enumerate(rates):
         own = [r for r in fit["rails"] if r["rate_mbit"] == rate]
         r = own[0] if own else fit
-        out.append(link_for(rate, r["alpha"], r["efficiency"], r["line_Bps"], fit["gap"], name=f"r{i}:{rate}M"))
+        a = r["alpha"] if alpha is None else alpha
+        out.append(link_for(rate, a, r["efficiency"], r["line_Bps"], fit["gap"], name=f"r{i}:{rate}M"))
     return tuple(out)
 
 
-def policy_for(rates, n, fit, algo="runtime", split_cost=None):
+def policy_for(rates, n, fit, algo="runtime", split_cost=None, alpha=None):
     sc = fit.get("split_cost", 0.0) if split_cost is None else split_cost
-    return Policy(links_for(rates, fit), n, algo=algo, split_cost=sc)
+    return Policy(links_for(rates, fit, alpha), n, algo=algo, split_cost=sc)
+
+
+def fit_alpha_by_ranks(result, fit):
+    """The latency of one message step at each rank count of a test-bed sweep (measure.py), from
+    its nezha-single operations <= 16 KiB, bandwidth terms kept from the suite fit. On the test
+    bed every rank is a process on the same 2 cores, so a hop's latency grows with the ranks per
+    core (a wake-up per message); a real cluster has a host per rank, so the scale runs use the
+    fewest-ranks value."""
+    out = {}
+    for sc in result["scenarios"]:
+        n = sc.get("ranks") or result["ranks"]
+        small = [(s, t) for s, t in series(sc, "nezha-single") if s <= 16 << 10]
+        if not small:
+            continue
+
+        def err(a, sc=sc, small=small, n=n):
+            pol = policy_for(sc["rates_mbit"], n, fit, alpha=a)
+            return _rel_err(small, [run_op(pol, s, force="cold").seconds for s, _ in small])
+
+        out[n] = _golden(err, 1e-6, 2e-3)
+    return out
 
 
 def fit_split_cost(result, fit):

@@ -15,6 +15,7 @@ a pause pass at veth speed, which is what the test bed's small operations show.
 Ranks are "classes" here: collective.py may fold N ranks onto P classes when every rank behaves
 alike; the network only sees class indices.
 
+A gray rail (slow) multiplies the wire time of every message starting after it turned gray.
 A failed rail drops every message whose transmission starts at or after the failure (a black hole
 or a cut link: nothing more arrives); what was in flight before still lands.
 """
@@ -44,7 +45,7 @@ class Link:
 
 
 class Network:
-    def __init__(self, engine, links, classes):
+    def __init__(self, engine, links, classes, empty_buckets=()):
         if classes < 1:
             raise ValueError(f"classes must be >= 1, got {classes}")
         self.engine = engine
@@ -54,13 +55,27 @@ class Network:
         self.tx_free = [[0.0] * classes for _ in range(nr)]
         self.rx_free = [[0.0] * classes for _ in range(nr)]
         self.failed_at = [None] * nr
+        self.slow_from = [(float("inf"), 1.0)] * nr
         self.sent_bytes = [0] * nr
         self.delivered_bytes = [0] * nr
         self.dropped_bytes = [0] * nr
         self.messages = [0] * nr
         self.last_delivery = [0.0] * nr  # when rail r last delivered anything (progress)
-        self.tokens = [[float(l.burst)] * classes for l in self.links]
+        # Buckets start full, or empty on the rails named in empty_buckets: the steady state of a
+        # loop of operations that send more than the rate refills between them.
+        self.tokens = [[0.0 if i in empty_buckets else float(l.burst)] * classes for i, l in enumerate(self.links)]
         self.tokens_at = [[0.0] * classes for _ in range(nr)]
+
+    def slow(self, rail, t, factor):
+        """Rail `rail` turns gray at time t: every message starting then or later takes `factor`
+        times as long on the wire (a rail suddenly many times slower, still moving bytes)."""
+        if factor < 1:
+            raise ValueError(f"slow-down factor must be >= 1, got {factor}")
+        self.slow_from[rail] = (t, factor)
+
+    def _factor(self, rail, start):
+        t, f = self.slow_from[rail]
+        return f if start >= t else 1.0
 
     def fail(self, rail, t):
         """Rail `rail` carries nothing that starts at or after time t."""
@@ -76,7 +91,8 @@ class Network:
         link = self.links[rail]
         now = self.engine.now
         start = max(now, self.tx_free[rail][src])
-        tx_end = start + link.gap + self._tx_seconds(rail, src, start, nbytes)
+        factor = self._factor(rail, start)
+        tx_end = start + link.gap + self._tx_seconds(rail, src, start, nbytes) * factor
         self.tx_free[rail][src] = tx_end
         self.sent_bytes[rail] += nbytes
         self.messages[rail] += 1
@@ -105,7 +121,8 @@ class Network:
 
     def _reach(self, rail, dst, nbytes, last_byte, on_arrival):
         # the last byte cannot be received before it was sent (a shaped sender is slower)
-        rx_end = max(max(self.engine.now, self.rx_free[rail][dst]) + nbytes * self.links[rail].rx_beta(), last_byte)
+        rx = nbytes * self.links[rail].rx_beta() * self._factor(rail, self.engine.now)
+        rx_end = max(max(self.engine.now, self.rx_free[rail][dst]) + rx, last_byte)
         self.rx_free[rail][dst] = rx_end
         self.engine.at(rx_end, self._deliver, rail, nbytes, on_arrival)
 

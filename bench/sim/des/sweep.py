@@ -33,7 +33,7 @@ def threshold(fit, rates, n, algo):
     """Scans down from the largest size while the split keeps winning; the threshold is the
     last size that won (the split wins at it and at every larger size of the grid)."""
     _fold_for(n)
-    pol = policy_for(rates, n, fit, algo)
+    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"))
     sim = None
     for s in reversed(THRESHOLD_SIZES):
         ratios, _ = learn_ratios(pol, s, UPDATES)
@@ -47,7 +47,7 @@ def threshold(fit, rates, n, algo):
 
 def gain(fit, rates, n, algo):
     _fold_for(n)
-    pol = policy_for(rates, n, fit, algo)
+    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"))
     out = []
     for s in GAIN_SIZES:
         single = run_op(pol, s, force="cold").seconds
@@ -58,7 +58,7 @@ def gain(fit, rates, n, algo):
 
 def agreement(fit, n):
     _fold_for(n)
-    pol = policy_for((500, 500), n, fit)
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"))
     per_op = {scheme: control.round_seconds(pol.links, 0, n, ROUND_FIELDS * 2, scheme, changed=False)
               for scheme in control.SCHEMES}
     small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / run_op(pol, 1024, scheme="epoch").seconds
@@ -68,7 +68,7 @@ def agreement(fit, n):
 
 def failover(fit, n, kind, scheme):
     _fold_for(n)
-    pol = policy_for((500, 500), n, fit)
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"))
     s = 64 << 20
     ratios = [0.5, 0.5]
     healthy = run_op(pol, s, ratios, scheme=scheme).seconds
@@ -78,7 +78,7 @@ def failover(fit, n, kind, scheme):
 
 def split_share(fit, n, size):
     _fold_for(n)
-    pol = policy_for((800, 300), n, fit)
+    pol = policy_for((800, 300), n, fit, alpha=fit.get("alpha_scale"))
     return learn_ratios(pol, size, 6)[0][1]
 
 

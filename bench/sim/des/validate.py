@@ -14,11 +14,13 @@ BANDS = (("small (<= 64 KiB)", 0, 64 << 10), ("medium (128 KiB - 1 MiB)", 128 <<
 ACCEPTED = {"small (<= 64 KiB)": 0.35, "medium (128 KiB - 1 MiB)": 0.20, "large (>= 2 MiB)": 0.15}
 
 
-def predict(result, fit, source):
+def predict(result, fit, source, alpha_by_ranks=None):
+    """Simulated vs measured points; alpha_by_ranks ({ranks: seconds}) overrides the per-step
+    latency at the rank counts it names."""
     rows = []
     for sc in result["scenarios"]:
         n = sc.get("ranks") or result["ranks"]
-        pol = policy_for(sc["rates_mbit"], n, fit)
+        pol = policy_for(sc["rates_mbit"], n, fit, alpha=(alpha_by_ranks or {}).get(n))
         learned = {}
         for name in ("nezha-adaptive", "nezha-single"):
             for s, t in series(sc, name):
