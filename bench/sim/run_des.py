@@ -144,6 +144,8 @@ def report(fit, summary, res, checks, files, suite_rel, simval_rel, took, rows=(
         L.append(f"| {key} | {(r['detected_at_s'] - f0) * 1e3:.0f} ms | {(r['attempt_end_s'] - f0) * 1e3:.0f} ms | "
                  f"{r['agree_round_s'] * 1e3:.2f} ms | {r['retire_round_s'] * 1e3:.2f} ms | {r['replay_s'] * 1e3:.0f} ms | "
                  f"{r['replay_round_s'] * 1e3:.2f} ms | {r['stall_s'] * 1e3:.0f} ms | {r['control_bytes_per_rank'] / 1e6:.2f} MB |")
+    L += ["", "A gray rail is judged slow only max(800 ms, 4 x the chunk's prediction) after the other rails "
+          "finished, so its stall is the longest; a rail that was not the mesh's primary needs no re-sent round."]
     L += ["", "Replayed bytes equal the failed rail's bytes not done on every rank in every case (also a unit test).", ""]
     L += [f"![threshold]({files['threshold']}) ![gain]({files['gain']})",
           f"![agreement]({files['agreement']}) ![failover]({files['failover']})", f"![validation]({files['validation']})", ""]

@@ -5,7 +5,8 @@
              computed from its probe at that N
   gain       per N and size: best single rail / Nezha adaptive (threshold rule, learned split)
   agreement  the per-operation round at each N (all-to-all today, tree, epoch)
-  failover   a 64 MiB hot operation losing a rail half way, at 16, 128 and 1,024 ranks
+  failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
+             slower), at 16, 128 and 1,024 ranks
   split      the learned share of the slower rail per N (Nezha v2 Fig. 11's quantity)
 """
 
@@ -99,7 +100,7 @@ def run_all(fit, log=print):
         res["small_op_over_no_round"][n] = small
     log("agreement done")
     for n in FAILOVER_RANKS:
-        for kind in ("link event", "black hole"):
+        for kind in ("link event", "black hole", "gray"):
             for scheme in ("all-to-all", "tree"):
                 r = run_failover_dict(failover(fit, n, kind, scheme))
                 res["failover"][f"N={n}, {kind}, {scheme}"] = r
