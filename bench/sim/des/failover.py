@@ -39,7 +39,7 @@ class FailoverResult:
     healthy_seconds: float  # the same operation without the failure
     seconds: float  # with it
     fail_at: float
-    detected_at: float
+    detected_at: float  # nan: never judged failed (a gray rail that finished under its deadlines)
     attempt_end: float
     agree_round: float
     retire_round: float
@@ -93,7 +93,7 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
         if verdict_at is None:  # it finished slowly before any verdict: no failover
             eng.now = gray_end
             final = _round(eng, net, min(policy.live()), n, ROUND_FIELDS * nr, "all-to-all" if scheme == "all-to-all" else "tree")
-            return FailoverResult(healthy_seconds or 0.0, eng.now, fail_at, gray_end, gray_end, final, 0.0, 0.0, 0.0, 0,
+            return FailoverResult(healthy_seconds or 0.0, eng.now, fail_at, float("nan"), gray_end, final, 0.0, 0.0, 0.0, 0,
                                   0, [c for _, cs in per.values() for c in cs], [], [], 0.0)
         detected = verdict_at
     elif kind == "link event":

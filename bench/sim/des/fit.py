@@ -115,20 +115,22 @@ def fit_suite(result):
     return fit
 
 
-def links_for(rates, fit, alpha=None):
-    """Links of these TBF rates; `alpha` (seconds) overrides the fitted per-rail latency."""
+def links_for(rates, fit, alpha=None, bucket=True):
+    """Links of these TBF rates; `alpha` (seconds) overrides the fitted per-rail latency;
+    bucket=False drops the TBF token bucket (plain alpha-beta links: NICs at scale have none)."""
     out = []
     for i, rate in enumerate(rates):
         own = [r for r in fit["rails"] if r["rate_mbit"] == rate]
         r = own[0] if own else fit
         a = r["alpha"] if alpha is None else alpha
-        out.append(link_for(rate, a, r["efficiency"], r["line_Bps"], fit["gap"], name=f"r{i}:{rate}M"))
+        link = link_for(rate, a, r["efficiency"], r["line_Bps"], fit["gap"], name=f"r{i}:{rate}M")
+        out.append(link if bucket else Link(link.name, link.alpha, link.beta, link.gap))
     return tuple(out)
 
 
-def policy_for(rates, n, fit, algo="runtime", split_cost=None, alpha=None):
+def policy_for(rates, n, fit, algo="runtime", split_cost=None, alpha=None, bucket=True):
     sc = fit.get("split_cost", 0.0) if split_cost is None else split_cost
-    return Policy(links_for(rates, fit, alpha), n, algo=algo, split_cost=sc)
+    return Policy(links_for(rates, fit, alpha, bucket), n, algo=algo, split_cost=sc)
 
 
 def fit_alpha_by_ranks(result, fit):

@@ -1,4 +1,6 @@
-"""The scale runs of the simulator: 2 to 1,024 ranks on the fitted rails.
+"""The scale runs of the simulator: 2 to 1,024 ranks on the fitted rails, as plain alpha-beta
+links (the test bed's TBF token bucket is a property of its shaper, not of a NIC at scale) with
+the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
 
   threshold  per N: the smallest size from which the split beats the best single rail at every
              larger size (simulated, learned ratios), next to the runtime's own autoColdThreshold
@@ -30,11 +32,15 @@ def _fold_for(n):
     collective.DEFAULT_FOLD = 8 if n <= 64 else 2
 
 
-def threshold(fit, rates, n, algo):
+WHAT_IF_SPLIT_COST = 1.0e-3  # seconds: an assumed per-operation cost of splitting (Nezha v2's
+#                               "synchronization penalties and slice metadata"), not measured here
+
+
+def threshold(fit, rates, n, algo, split_cost=None):
     """Scans down from the largest size while the split keeps winning; the threshold is the
     last size that won (the split wins at it and at every larger size of the grid)."""
     _fold_for(n)
-    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"))
+    pol = policy_for(rates, n, fit, algo, split_cost, alpha=fit.get("alpha_scale"), bucket=False)
     sim = None
     for s in reversed(THRESHOLD_SIZES):
         ratios, _ = learn_ratios(pol, s, UPDATES)
@@ -48,7 +54,7 @@ def threshold(fit, rates, n, algo):
 
 def gain(fit, rates, n, algo):
     _fold_for(n)
-    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"))
+    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"), bucket=False)
     out = []
     for s in GAIN_SIZES:
         single = run_op(pol, s, force="cold").seconds
@@ -59,7 +65,7 @@ def gain(fit, rates, n, algo):
 
 def agreement(fit, n):
     _fold_for(n)
-    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"))
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
     per_op = {scheme: control.round_seconds(pol.links, 0, n, ROUND_FIELDS * 2, scheme, changed=False)
               for scheme in control.SCHEMES}
     small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / run_op(pol, 1024, scheme="epoch").seconds
@@ -69,7 +75,7 @@ def agreement(fit, n):
 
 def failover(fit, n, kind, scheme):
     _fold_for(n)
-    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"))
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
     s = 64 << 20
     ratios = [0.5, 0.5]
     healthy = run_op(pol, s, ratios, scheme=scheme).seconds
@@ -79,7 +85,7 @@ def failover(fit, n, kind, scheme):
 
 def split_share(fit, n, size):
     _fold_for(n)
-    pol = policy_for((800, 300), n, fit, alpha=fit.get("alpha_scale"))
+    pol = policy_for((800, 300), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
     return learn_ratios(pol, size, 6)[0][1]
 
 
@@ -94,6 +100,9 @@ def run_all(fit, log=print):
             for n in GAIN_RANKS:
                 res["gain"][f"{key}, N={n}"] = gain(fit, rates, n, algo)
             log(f"gain {key} done")
+    key = f"homogeneous 500/500, runtime algorithms, what-if split cost {WHAT_IF_SPLIT_COST * 1e3:.1f} ms"
+    res["threshold"][key] = {n: threshold(fit, (500, 500), n, "runtime", WHAT_IF_SPLIT_COST) for n in RANKS}
+    log(f"threshold {key}: " + ", ".join(f"N={n} {v['simulated']}" for n, v in res["threshold"][key].items()))
     for n in RANKS:
         per_op, small = agreement(fit, n)
         res["agreement_per_op"][n] = per_op
