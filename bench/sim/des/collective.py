@@ -15,10 +15,8 @@ from . import algorithms
 DEFAULT_FOLD = 8
 
 
-def classes_for(n, parts, fold=None):
-    """How many rank classes to simulate for these parts on n ranks (fold: DEFAULT_FOLD, which a
-    sweep may lower; 0 = never fold)."""
-    fold = DEFAULT_FOLD if fold is None else fold
+def classes_for(n, parts, fold=DEFAULT_FOLD):
+    """How many rank classes to simulate for these parts on n ranks (fold 0: never fold)."""
     if fold and n > fold and n % fold == 0 and all(algorithms.symmetric(a, n) for a, _ in parts):
         return fold
     return n
@@ -110,7 +108,7 @@ class RailRun:
         return min(counts) if counts else 0
 
 
-def run_alone(links, rail, n, parts, fold=None):
+def run_alone(links, rail, n, parts, fold=DEFAULT_FOLD):
     """Seconds of these parts on one rail of an idle network (a helper for probes and sweeps)."""
     from .engine import Engine
     from .network import Network

@@ -12,7 +12,7 @@ Variants the simulator can price (issue 18): "tree", the same max as recursive d
 holds, one tree round when it changes.
 """
 
-from .collective import RailRun
+from .collective import RailRun, classes_for
 
 HEADER_BYTES = 4 + 2 + 2 + 8 + 4  # mesh_frame.h kMeshHeaderBytes
 RESEND_AFTER = 0.003  # control_mesh.cc kResendAfter
@@ -23,8 +23,9 @@ def frame_bytes(doubles):
     return HEADER_BYTES + 8 * doubles
 
 
-def start_round(engine, net, rail, n, doubles, scheme="all-to-all", changed=True, tag="agree"):
-    """Starts one round at engine.now on `rail`; returns its RailRun (None when nothing is sent)."""
+def start_round(engine, net, rail, n, doubles, scheme="all-to-all", changed=True, tag="agree", classes=None):
+    """Starts one round at engine.now on `rail`; returns its RailRun (None when nothing is sent).
+    classes: rank classes to simulate (default: the network's, when the pattern folds)."""
     if n <= 1 or (scheme == "epoch" and not changed):
         return None
     if scheme == "all-to-all":
@@ -33,19 +34,21 @@ def start_round(engine, net, rail, n, doubles, scheme="all-to-all", changed=True
         algo = "rd"
     else:
         raise ValueError(f"unknown agreement scheme {scheme!r} (want one of {', '.join(SCHEMES)})")
-    return RailRun(engine, net, rail, n, [(algo, frame_bytes(doubles))], tag=tag).start()
+    parts = [(algo, frame_bytes(doubles))]
+    if classes is None:
+        classes = net.classes if classes_for(n, parts, net.classes) == net.classes else n
+    return RailRun(engine, net, rail, n, parts, classes, tag=tag).start()
 
 
-def round_seconds(links, rail, n, doubles, scheme="all-to-all", changed=True):
+def round_seconds(links, rail, n, doubles, scheme="all-to-all", changed=True, fold=None):
     """One round alone on an idle network."""
-    from .collective import classes_for
     from .engine import Engine
     from .network import Network
 
     eng = Engine()
     algo = "a2a" if scheme == "all-to-all" else "rd"
-    net = Network(eng, links, classes_for(n, [(algo, 0)]))
-    run = start_round(eng, net, rail, n, doubles, scheme, changed)
+    net = Network(eng, links, classes_for(n, [(algo, 0)]) if fold is None else classes_for(n, [(algo, 0)], fold))
+    run = start_round(eng, net, rail, n, doubles, scheme, changed, classes=net.classes)
     if run is None:
         return 0.0
     eng.run()

@@ -72,8 +72,8 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
     if fail_rail not in per:
         raise ValueError(f"rail {fail_rail} carries nothing of this operation")
     eng = Engine()
-    parts_all = [p for parts, _ in per.values() for p in parts] + [("a2a", 0)]
-    net = Network(eng, policy.links, classes_for(n, parts_all))
+    parts_all = [p for parts, _ in per.values() for p in parts] + [("a2a" if scheme == "all-to-all" else "rd", 0)]
+    net = Network(eng, policy.links, classes_for(n, parts_all, policy.fold))
     runs = {r: RailRun(eng, net, r, n, parts, net.classes, tag=("data", r)).start(0.0) for r, (parts, _) in per.items()}
     # When would the failed rail have finished? (a twin run without the failure)
     twin = run_alone_time(policy, fail_rail, per[fail_rail][0])
@@ -159,7 +159,7 @@ def slow_verdict(policy, run, chunks, rail, others_done):
 def run_alone_time(policy, rail, parts):
     """Seconds of `parts` alone on `rail` (the failed rail's healthy twin)."""
     eng = Engine()
-    net = Network(eng, policy.links, classes_for(policy.n, parts))
+    net = Network(eng, policy.links, classes_for(policy.n, parts, policy.fold))
     run = RailRun(eng, net, rail, policy.n, parts, net.classes).start(0.0)
     eng.run()
     return run.end_time()

@@ -19,6 +19,7 @@ simulated ones.
 
 import statistics
 
+from .collective import DEFAULT_FOLD
 from .network import Link
 from .op import learn_ratios, run_op
 from .scheduler import Policy
@@ -128,9 +129,9 @@ def links_for(rates, fit, alpha=None, bucket=True):
     return tuple(out)
 
 
-def policy_for(rates, n, fit, algo="runtime", split_cost=None, alpha=None, bucket=True):
+def policy_for(rates, n, fit, algo="runtime", split_cost=None, alpha=None, bucket=True, fold=DEFAULT_FOLD):
     sc = fit.get("split_cost", 0.0) if split_cost is None else split_cost
-    return Policy(links_for(rates, fit, alpha, bucket), n, algo=algo, split_cost=sc)
+    return Policy(links_for(rates, fit, alpha, bucket), n, algo=algo, split_cost=sc, fold=fold)
 
 
 def fit_alpha_by_ranks(result, fit):

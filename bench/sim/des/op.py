@@ -56,7 +56,7 @@ def _run_op(policy, nbytes, ratios, scheme, force, changed, empty_buckets):
     per = rail_parts(policy, chunks)
     eng = Engine()
     parts_all = [p for parts, _ in per.values() for p in parts] + [("a2a" if scheme == "all-to-all" else "rd", 0)]
-    net = Network(eng, policy.links, classes_for(policy.n, parts_all), empty_buckets)
+    net = Network(eng, policy.links, classes_for(policy.n, parts_all, policy.fold), empty_buckets)
     runs = {r: RailRun(eng, net, r, policy.n, parts, net.classes, tag=("data", r)).start(0.0) for r, (parts, _) in per.items()}
     eng.run()
     nr = len(policy.links)

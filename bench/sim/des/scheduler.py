@@ -15,7 +15,7 @@
 from functools import lru_cache
 
 from . import algorithms
-from .collective import run_alone
+from .collective import DEFAULT_FOLD, run_alone
 
 WEIGHT_SCALE = 1 << 16  # split.h kWeightScale
 CHUNK_BYTES = 4 << 20  # failover.cc kChunkBytes
@@ -104,12 +104,13 @@ class Policy:
     """Per-job scheduling state: probe, threshold, algorithm choice (identical on every rank)."""
 
     def __init__(self, links, n, algo="runtime", elem=4, min_slice=32 << 10, ring_threshold=64 << 10,
-                 cold_threshold=None, gain=0.6, split_cost=0.0):
+                 cold_threshold=None, gain=0.6, split_cost=0.0, fold=DEFAULT_FOLD):
         if algo not in ("runtime", "best"):
             raise ValueError(f"algo: want runtime or best, got {algo!r}")
         self.links, self.n, self.algo, self.elem = tuple(links), n, algo, elem
         self.min_slice, self.ring_threshold, self.gain = min_slice, ring_threshold, gain
         self.split_cost = split_cost  # seconds a hot operation pays for its extra rail threads
+        self.fold = fold  # rank classes simulated for symmetric algorithms (collective.py)
         self.alive = [True] * len(self.links)
         self.lat, self.bw = self.probe()
         self.threshold = cold_threshold if cold_threshold is not None else auto_cold_threshold(self.lat, self.bw)
@@ -119,11 +120,11 @@ class Policy:
     def algorithm(self, rail, nbytes):
         if self.algo == "runtime":
             return algorithms.runtime_choice(self.n, nbytes, self.elem, self.ring_threshold)
-        return _best(self.links, rail, self.n, nbytes)
+        return _best(self.links, rail, self.n, nbytes, self.fold)
 
     def rail_seconds(self, rail, nbytes):
         """One slice of nbytes alone on `rail`, chunked as the runtime runs it."""
-        return run_alone(self.links, rail, self.n, self.parts(rail, nbytes))
+        return run_alone(self.links, rail, self.n, self.parts(rail, nbytes), self.fold)
 
     def parts(self, rail, nbytes):
         units = nbytes // self.elem
@@ -132,8 +133,8 @@ class Policy:
     def probe(self):
         lat, bw = [], []
         for r in range(len(self.links)):
-            t_lat = run_alone(self.links, r, self.n, [("rd", 8)])
-            t_bulk = run_alone(self.links, r, self.n, [(self.algorithm(r, 1 << 20), 1 << 20)])
+            t_lat = run_alone(self.links, r, self.n, [("rd", 8)], self.fold)
+            t_bulk = run_alone(self.links, r, self.n, [(self.algorithm(r, 1 << 20), 1 << 20)], self.fold)
             lat.append(t_lat)
             bw.append((1 << 20) / max(t_bulk - t_lat, 1e-7))
         return lat, bw
@@ -157,5 +158,5 @@ class Policy:
 
 
 @lru_cache(maxsize=4096)
-def _best(links, rail, n, nbytes):
-    return min(algorithms.ALGORITHMS, key=lambda a: run_alone(links, rail, n, [(a, nbytes)]))
+def _best(links, rail, n, nbytes, fold):
+    return min(algorithms.ALGORITHMS, key=lambda a: run_alone(links, rail, n, [(a, nbytes)], fold))

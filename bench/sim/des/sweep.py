@@ -12,7 +12,7 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
   split      the learned share of the slower rail per N (Nezha v2 Fig. 11's quantity)
 """
 
-from . import collective, control
+from . import control
 from .failover import run_failover
 from .fit import policy_for
 from .op import ROUND_FIELDS, learn_ratios, run_op
@@ -29,7 +29,7 @@ UPDATES = 4  # tuner updates per size (gain 0.6: within 3 % of the fixed point)
 
 def _fold_for(n):
     # Ring and power-of-two rd/rhd fold exactly (tests check it); fewer classes, faster runs.
-    collective.DEFAULT_FOLD = 8 if n <= 64 else 2
+    return 8 if n <= 64 else 2
 
 
 WHAT_IF_SPLIT_COST = 1.0e-3  # seconds: an assumed per-operation cost of splitting (Nezha v2's
@@ -39,8 +39,7 @@ WHAT_IF_SPLIT_COST = 1.0e-3  # seconds: an assumed per-operation cost of splitti
 def threshold(fit, rates, n, algo, split_cost=None):
     """Scans down from the largest size while the split keeps winning; the threshold is the
     last size that won (the split wins at it and at every larger size of the grid)."""
-    _fold_for(n)
-    pol = policy_for(rates, n, fit, algo, split_cost, alpha=fit.get("alpha_scale"), bucket=False)
+    pol = policy_for(rates, n, fit, algo, split_cost, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
     sim = None
     for s in reversed(THRESHOLD_SIZES):
         ratios, _ = learn_ratios(pol, s, UPDATES)
@@ -53,8 +52,7 @@ def threshold(fit, rates, n, algo, split_cost=None):
 
 
 def gain(fit, rates, n, algo):
-    _fold_for(n)
-    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"), bucket=False)
+    pol = policy_for(rates, n, fit, algo, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
     out = []
     for s in GAIN_SIZES:
         single = run_op(pol, s, force="cold").seconds
@@ -64,9 +62,8 @@ def gain(fit, rates, n, algo):
 
 
 def agreement(fit, n):
-    _fold_for(n)
-    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
-    per_op = {scheme: control.round_seconds(pol.links, 0, n, ROUND_FIELDS * 2, scheme, changed=False)
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
+    per_op = {scheme: control.round_seconds(pol.links, 0, n, ROUND_FIELDS * 2, scheme, changed=False, fold=pol.fold)
               for scheme in control.SCHEMES}
     small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / run_op(pol, 1024, scheme="epoch").seconds
              for scheme in control.SCHEMES}
@@ -74,8 +71,7 @@ def agreement(fit, n):
 
 
 def failover(fit, n, kind, scheme):
-    _fold_for(n)
-    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
     s = 64 << 20
     ratios = [0.5, 0.5]
     healthy = run_op(pol, s, ratios, scheme=scheme).seconds
@@ -84,8 +80,7 @@ def failover(fit, n, kind, scheme):
 
 
 def split_share(fit, n, size):
-    _fold_for(n)
-    pol = policy_for((800, 300), n, fit, alpha=fit.get("alpha_scale"), bucket=False)
+    pol = policy_for((800, 300), n, fit, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
     return learn_ratios(pol, size, 6)[0][1]
 
 
