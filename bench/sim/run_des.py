@@ -139,10 +139,9 @@ def report(fit, summary, res, checks, files, suite_rel, simval_rel, took, rows=(
                  f"{r['agree_round_s'] * 1e3:.2f} ms | {r['retire_round_s'] * 1e3:.2f} ms | {r['replay_s'] * 1e3:.0f} ms | "
                  f"{r['replay_round_s'] * 1e3:.2f} ms | {r['stall_s'] * 1e3:.0f} ms | {r['control_bytes_per_rank'] / 1e6:.2f} MB |")
     L += ["", "A gray rail is judged slow only max(800 ms, 4 x the chunk's prediction) after the other rails "
-          "finished, so its stall is the longest. \"never\": every chunk of the gray rail finished within its "
-          "own deadline, so the operation waited for it (at 1,024 ranks the probe's 1 MiB allreduce is "
-          "latency-bound, its bandwidth estimate low, and the per-chunk predictions too loose to catch a 40x "
-          "slower rail). The failed rail is not the mesh's primary (rail 0), so no round is re-sent."]
+          "finished, so its stall is the longest (\"never\", where shown: every chunk of the gray rail finished "
+          "within its own deadline, so the operation waited for it). The failed rail is not the mesh's primary "
+          "(rail 0), so no round is re-sent."]
     L += ["", "Replayed bytes equal the failed rail's bytes not done on every rank in every case (also a unit test).", ""]
     L += [f"![threshold]({files['threshold']}) ![gain]({files['gain']})",
           f"![agreement]({files['agreement']}) ![failover]({files['failover']})", f"![validation]({files['validation']})", ""]
