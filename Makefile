@@ -143,8 +143,9 @@ bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce throu
 	$(PYTHON) bench/run_nccl_bench.py
 
 .PHONY: bench-sim
-bench-sim: ## Scheduler simulator: alpha-beta model fitted to bench/results, checked at 2-4 ranks, run to 1,024; plots + report (seconds).
+bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; plots + report (~1.5 min).
 	$(PYTHON) bench/sim/run_sim.py
+	$(PYTHON) bench/sim/run_des.py
 
 .PHONY: bench-scale
 bench-scale: ## Operator at scale: SCALE_WORKERS (1000; issue 18: 10000) workers on SCALE_NODES (500) kwok nodes, real kube-apiserver; PASS/MISS.
