@@ -140,8 +140,10 @@ YAML
       ;;
     training-operator)
       # = manifests/overlays/standalone. Workers of a PyTorchJob with a Master get an init
-      # container that waits for the master's DNS name (default image alpine:3.10, which no
-      # registry serves here): it runs in Nezha's runtime image (busybox sh, seq, nslookup).
+      # container that waits for the master's DNS name. Its default image (alpine:3.10) no
+      # registry serves here, so it runs in Nezha's runtime image (busybox sh, seq, nslookup,
+      # grep); and busybox 1.35's nslookup exits 1 when any search domain fails even though the
+      # name resolved, so the template (otherwise the upstream one) looks for the answer instead.
       cat >"$dir/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -151,6 +153,12 @@ images:
   - name: ghcr.io/kubeflow/training-v1/training-operator
     newName: ${image%:*}
     newTag: ${image##*:}
+configMapGenerator:
+  - name: training-operator-pytorch-init
+    namespace: kubeflow
+    files: [init-container.yaml]
+    options:
+      disableNameSuffixHash: true
 patches:
   - target: {kind: Deployment, name: training-operator}
     patch: |-
@@ -159,7 +167,28 @@ patches:
         value: Never
       - op: add
         path: /spec/template/spec/containers/0/args
-        value: ["--pytorch-init-container-image=$TRAINING_OPERATOR_INIT_IMAGE"]
+        value:
+          - --pytorch-init-container-image=$TRAINING_OPERATOR_INIT_IMAGE
+          - --pytorch-init-container-template-file=/etc/pytorch-init/init-container.yaml
+      - op: add
+        path: /spec/template/spec/containers/0/volumeMounts/-
+        value: {name: pytorch-init, mountPath: /etc/pytorch-init, readOnly: true}
+      - op: add
+        path: /spec/template/spec/volumes/-
+        value: {name: pytorch-init, configMap: {name: training-operator-pytorch-init}}
+YAML
+      cat >"$dir/init-container.yaml" <<'YAML'
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  command: ['sh', '-c', 'err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}} | grep -q "^Name:"; then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err']
 YAML
       ;;
   esac
@@ -169,8 +198,12 @@ render_manifests() {
   local name=$1 dir="$KF_DIR/kustomize/$1"
   write_kustomization "$name" "$dir"
   mkdir -p "$KF_MANIFESTS"
-  "$NEZHA_KUBE_BIN/kubectl" kustomize "$dir" >"$KF_MANIFESTS/$name.yaml.tmp" ||
+  # kustomize warns about JobSet's deprecated commonLabels on every run: show its stderr only
+  # when it fails.
+  "$NEZHA_KUBE_BIN/kubectl" kustomize "$dir" >"$KF_MANIFESTS/$name.yaml.tmp" 2>"$KF_MANIFESTS/$name.err" || {
+    cat "$KF_MANIFESTS/$name.err" >&2
     fail "rendering the $name manifests ($dir) failed"
+  }
   mv "$KF_MANIFESTS/$name.yaml.tmp" "$KF_MANIFESTS/$name.yaml"
 }
 

@@ -134,11 +134,13 @@ def trainer(kube, rails, kubeflow_built):
         install(kube, paths, "trainer")
         wait_installed(kube, "jobset")
         wait_installed(kube, "trainer")
-        runtime = kube.helm("template", "nezha", REPO / "charts" / "nezha", "-n", RELEASE_NAMESPACE,
+        server = json.loads(kube.kubectl("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
+        runtime = kube.helm("template", "nezha", REPO / "charts" / "nezha", "-n", RELEASE_NAMESPACE, "--kube-version", server,
                             "--show-only", "templates/trainer-runtime.yaml", "--set", "trainer.enabled=true",
                             "--set", "trainer.railClasses={" + ",".join(rails) + "}").stdout
         kube.kubectl("apply", "--server-side", "-f", "-", input_text=runtime)
-        yield json.loads(kube.kubectl("get", "-f", "-", "-o", "json", input_text=runtime).stdout)
+        got = json.loads(kube.kubectl("get", "-f", "-", "-o", "json", input_text=runtime).stdout)
+        yield got["items"][0] if got["kind"] == "List" else got
     finally:
         kube.kubectl("delete", "trainjobs", "-n", JOB_NAMESPACE, "-l", "nezha-e2e=kubeflow",
                      "--ignore-not-found", "--wait=true", check=False)
