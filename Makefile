@@ -132,6 +132,11 @@ e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack
 	hack/setup.sh cluster
 	$(PYTHON) -m pytest -q e2e
 
+.PHONY: e2e-kubeflow
+e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 + JobSet and training-operator controllers (hack/kubeflow.sh) on the local cluster.
+	hack/setup.sh cluster
+	$(PYTHON) -m pytest -q e2e/nezha/test_kubeflow.py
+
 .PHONY: bench
 bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split, then the rail-failure chaos run (~25 min; quiet machine).
 	$(PYTHON) bench/run_bench.py

@@ -43,7 +43,8 @@ NEZHA_IMAGES_OUT=${NEZHA_IMAGES_OUT:-$REPO/build/images}
 # Busybox applets linked into the runtime image: the operator's init container needs sh and cp;
 # the rest make a worker pod debuggable (addresses, links, connectivity); awk, wget and timeout
 # serve the chart's `helm test` pod (Debian's busybox 1.35 wget crashes on -T: use timeout).
-RUNTIME_APPLETS=(sh cp ls cat mkdir env sleep echo ip ping hostname nslookup wc grep awk wget timeout)
+# seq, nslookup and grep run training-operator's PyTorchJob wait-for-master init container (hack/kubeflow.sh).
+RUNTIME_APPLETS=(sh cp ls cat mkdir env sleep echo ip ping hostname nslookup wc grep awk wget timeout seq)
 BUSYBOX=/bin/busybox
 
 validate() {

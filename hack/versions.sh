@@ -26,3 +26,8 @@ KIND_VERSION=v0.33.0
 NEZHA_CACHE=${NEZHA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nezha}
 NEZHA_TOOLS_BIN="$NEZHA_CACHE/tools/bin"
 NEZHA_KUBE_BIN="$NEZHA_CACHE/kube-$KUBE_VERSION/bin"
+# Kubeflow controllers the Trainer v2 / PyTorchJob e2e runs (hack/kubeflow.sh builds them from the
+# Go module proxy). Trainer v2.3.0 requires JobSet v0.12.0 in its go.mod; the legacy PyTorchJob
+# controller is training-operator $TRAINING_OPERATOR_VERSION (the same module as the API types).
+TRAINER_VERSION=v2.3.0
+JOBSET_VERSION=v0.12.0
