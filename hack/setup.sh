@@ -61,6 +61,7 @@ go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROL
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
+"$here/setup-torch.sh"  # the PyTorch 2 venv of the nezha c10d backend
 if [ "${1:-}" = cluster ]; then
   "$here/build-kube.sh" node >/dev/null
   # Multus, CoreDNS and the pause image, so the first e2e test doesn't pay for them.

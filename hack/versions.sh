@@ -26,3 +26,8 @@ KIND_VERSION=v0.33.0
 NEZHA_CACHE=${NEZHA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nezha}
 NEZHA_TOOLS_BIN="$NEZHA_CACHE/tools/bin"
 NEZHA_KUBE_BIN="$NEZHA_CACHE/kube-$KUBE_VERSION/bin"
+
+# PyTorch the `nezha` c10d backend is built and tested against (a venv under $NEZHA_CACHE,
+# made by hack/setup-torch.sh).
+TORCH_VERSION=2.15.0
+NEZHA_TORCH_VENV="$NEZHA_CACHE/venv-torch-$TORCH_VERSION"
