@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <cstring>
 #include <numeric>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -129,15 +130,22 @@ void checkList(const TensorList& list, size_t n, const at::Tensor& like, const c
 
 }  // namespace
 
-NezhaBackend::NezhaBackend(int rank, int size) : c10d::Backend(rank, size) {
+NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size) : c10d::Backend(rank, size) {
   nezha::Options o = nezha::Options::fromEnv();
   o.rank = rank;
   o.worldSize = size;
   comm_ = std::make_unique<nezha::Communicator>(o);
+  const std::vector<nezha::RailInfo> rails = comm_->rails();
+  p2p_ = std::make_unique<PeerLinks>(store, rank, size, rails.empty() ? "" : rails[0].address,
+                                     o.jobToken, o.rendezvousTimeout);
+  sendQueue_ = std::make_unique<WorkQueue>();
   queue_ = std::make_unique<WorkQueue>();
 }
 
-NezhaBackend::~NezhaBackend() { queue_.reset(); }
+NezhaBackend::~NezhaBackend() {
+  queue_.reset();
+  sendQueue_.reset();
+}
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,
                                                      TensorList outputs,
@@ -521,19 +529,55 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::barrier(const c10d::BarrierOptions&
   return enqueue(c10d::OpType::BARRIER, "nezha:barrier", {}, [this] { comm_->barrier(); });
 }
 
-c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList&, int, int) {
-  TORCH_CHECK(false,
-              "nezha backend: send/recv are not implemented yet (libnezha has no point-to-point "
-              "operation); create a gloo group for pipeline stages: "
-              "dist.new_group(backend=\"gloo\")");
+c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList& tensors, int dstRank, int tag) {
+  const at::Tensor t = single(tensors, "send");
+  checkCpu(t, "send");
+  TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "nezha backend: send to rank ",
+              dstRank, " (world size ", size_, ", this is rank ", rank_, ")");
+  // Bytes as they are: any dtype travels, the receiver checks the size.
+  const at::Tensor c = t.contiguous();
+  auto work = c10::make_intrusive<NezhaWork>(rank_, c10d::OpType::SEND, "nezha:send", tensors);
+  sendQueue_->push(work, [this, c, dstRank, tag] {
+    p2p_->send(dstRank, tag, c.data_ptr(), c.numel() * c.element_size());
+  });
+  return work;
 }
 
-c10::intrusive_ptr<c10d::Work> NezhaBackend::recv(TensorList& t, int src, int tag) {
-  return send(t, src, tag);
+c10::intrusive_ptr<c10d::Work> NezhaBackend::receive(TensorList& tensors, int srcRank, int tag) {
+  const at::Tensor t = single(tensors, "recv");
+  checkCpu(t, "recv");
+  auto work = c10::make_intrusive<NezhaWork>(
+      rank_, srcRank < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, "nezha:recv", tensors);
+  const size_t want = t.numel() * t.element_size();
+  p2p_->post(srcRank, tag,
+             [work, t, want, tag](int src, const std::vector<char>* msg, std::exception_ptr err) {
+               if (!err) {
+                 try {
+                   TORCH_CHECK(msg->size() == want, "nezha backend: recv from rank ", src,
+                               " with tag ", tag, " got ", msg->size(), " bytes, the tensor holds ",
+                               want);
+                   at::Tensor c = t.is_contiguous() ? t : at::empty_like(t).contiguous();
+                   if (want) std::memcpy(c.data_ptr(), msg->data(), want);
+                   if (!c.is_same(t)) t.copy_(c);
+                 } catch (...) {
+                   err = std::current_exception();
+                 }
+               }
+               work->setSource(src);
+               work->finish(err);
+             });
+  return work;
 }
 
-c10::intrusive_ptr<c10d::Work> NezhaBackend::recvAnysource(TensorList& t, int tag) {
-  return send(t, -1, tag);
+c10::intrusive_ptr<c10d::Work> NezhaBackend::recv(TensorList& tensors, int srcRank, int tag) {
+  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_,
+              "nezha backend: recv from rank ", srcRank, " (world size ", size_,
+              ", this is rank ", rank_, ")");
+  return receive(tensors, srcRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> NezhaBackend::recvAnysource(TensorList& tensors, int tag) {
+  return receive(tensors, -1, tag);
 }
 
 }  // namespace nezha_torch

@@ -8,15 +8,17 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "nezha/nezha.hpp"
+#include "p2p.h"
 #include "work_queue.h"
 
 namespace nezha_torch {
 
 class NezhaBackend : public c10d::Backend {
  public:
-  // Builds the communicator from NEZHA_* (rank and world size as given); blocks until every
-  // rank joined (rendezvous, rails, probe) or NEZHA_RENDEZVOUS_TIMEOUT_MS passed.
-  NezhaBackend(int rank, int size);
+  // Builds the communicator from NEZHA_* (rank and world size as given) and the p2p links
+  // (addresses through `store`); blocks until every rank joined (rendezvous, rails, probe) or
+  // NEZHA_RENDEZVOUS_TIMEOUT_MS passed.
+  NezhaBackend(c10d::Store& store, int rank, int size);
   ~NezhaBackend() override;
 
   const std::string getBackendName() const override { return "nezha"; }
@@ -75,8 +77,14 @@ class NezhaBackend : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          std::function<void()> run);
 
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
+
   std::unique_ptr<nezha::Communicator> comm_;
-  // Declared last: destroyed first, so queued operations finish while the communicator lives.
+  std::unique_ptr<PeerLinks> p2p_;
+  // Declared last: destroyed first, so queued operations finish while the communicator and
+  // the p2p links live. Sends have their own thread: a send waiting behind a collective
+  // (or the reverse) must not block pipeline stages that order them differently.
+  std::unique_ptr<WorkQueue> sendQueue_;
   std::unique_ptr<WorkQueue> queue_;
 };
 

@@ -13,7 +13,10 @@ PYBIND11_MODULE(_C, m) {
   py::class_<nezha_torch::NezhaBackend, c10d::Backend,
              c10::intrusive_ptr<nezha_torch::NezhaBackend>>(m, "NezhaBackend")
       // Joining the job blocks (rendezvous, rails, probe): release the GIL meanwhile.
-      .def(py::init<int, int>(), py::arg("rank"), py::arg("size"),
+      .def(py::init([](c10d::Store& store, int rank, int size) {
+             return c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"),
            py::call_guard<py::gil_scoped_release>())
       .def(
           "abort_rail",

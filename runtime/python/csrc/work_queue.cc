@@ -42,6 +42,12 @@ bool NezhaWork::wait(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<c10::ivalue::Future> NezhaWork::getFuture() { return future_; }
 
+int NezhaWork::sourceRank() const {
+  const int src = source_.load();
+  TORCH_CHECK(src >= 0, "nezha backend: sourceRank() of an operation that is not a completed recv");
+  return src;
+}
+
 void NezhaWork::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);

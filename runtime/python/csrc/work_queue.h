@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,6 +33,9 @@ class NezhaWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // recv from any source: the rank the message came from (valid once completed).
+  int sourceRank() const override;
+  void setSource(int rank) { source_.store(rank); }
 
   // Worker side.
   void finish(std::exception_ptr error);
@@ -43,6 +47,7 @@ class NezhaWork : public c10d::Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::atomic<int> source_{-1};
 };
 
 class WorkQueue {

@@ -57,11 +57,12 @@ def base_env(world, rails=2):
     return env
 
 
-def run(scenario, world, env, args=()):
+def run(scenario, world, env, args=(), prefix=None):
+    """prefix(rank) -> argv prefix (hack/testbed.sh exec ...) for ranks in other namespaces."""
     procs = []
     for rank in range(world):
         e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-        argv = [sys.executable, os.path.join(HERE, "workers.py"), scenario, *args]
+        argv = (prefix(rank) if prefix else []) + [sys.executable, os.path.join(HERE, "workers.py"), scenario, *args]
         procs.append(subprocess.Popen(argv, env=e, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     results = []

@@ -34,7 +34,7 @@ def _create_backend(store, rank, size, timeout):
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:
-            return NezhaBackend(rank, size)
+            return NezhaBackend(store, rank, size)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -47,6 +47,9 @@ def register():
     """Registers backend "nezha" for CPU tensors (idempotent)."""
     if hasattr(dist.Backend, BACKEND_NAME.upper()):
         return
+    # CPU only: torch builds one backend per device it maps, and a second communicator would
+    # need its own rendezvous. A CUDA tensor in a nezha-only group gets torch's "no backend for
+    # device cuda"; GPU jobs use "cpu:nezha,cuda:nccl" with the NCCL net plugin (docs/nccl.md).
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["cpu"])
 
 
