@@ -570,9 +570,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::receive(TensorList& tensors, int sr
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::recv(TensorList& tensors, int srcRank, int tag) {
-  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_,
-              "nezha backend: recv from rank ", srcRank, " (world size ", size_,
-              ", this is rank ", rank_, ")");
+  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "nezha backend: recv from rank ",
+              srcRank, " (world size ", size_, ", this is rank ", rank_, ")");
   return receive(tensors, srcRank, tag);
 }
 

@@ -1,8 +1,8 @@
 #include "p2p.h"
 
+#include <c10/util/Exception.h>
 #include <sys/socket.h>
 
-#include <c10/util/Exception.h>
 #include <cstring>
 
 #include "nezha/nezha.hpp"
@@ -108,13 +108,13 @@ PeerLinks::~PeerLinks() {
 
 void PeerLinks::connectTo(int peer, const std::string& where, std::chrono::milliseconds timeout) {
   const size_t colon = where.rfind(':');
-  TORCH_CHECK(colon != std::string::npos, "nezha backend: bad p2p address '", where,
-              "' for rank ", peer, " in the store");
+  TORCH_CHECK(colon != std::string::npos, "nezha backend: bad p2p address '", where, "' for rank ",
+              peer, " in the store");
   const Clock::time_point deadline = Clock::now() + timeout;
   const std::string what = "p2p link to rank " + std::to_string(peer);
   try {
-    nezha::Fd fd = nezha::connectTo(where.substr(0, colon), std::stoi(where.substr(colon + 1)),
-                                    "", "", deadline, -1, what);
+    nezha::Fd fd = nezha::connectTo(where.substr(0, colon), std::stoi(where.substr(colon + 1)), "",
+                                    "", deadline, -1, what);
     char hello[4 + 4 + kNonce];
     std::memcpy(hello, kMagic, 4);
     putU32(hello + 4, static_cast<uint32_t>(rank_));
@@ -124,8 +124,7 @@ void PeerLinks::connectTo(int peer, const std::string& where, std::chrono::milli
     nezha::recvAll(fd.get(), reply, sizeof(reply), deadline, -1);
     nezha::Digest theirs;
     std::memcpy(theirs.data(), reply + kNonce, 32);
-    TORCH_CHECK(nezha::constantTimeEqual(
-                    theirs, proof(token_, 's', rank_, peer, hello + 8, reply)),
+    TORCH_CHECK(nezha::constantTimeEqual(theirs, proof(token_, 's', rank_, peer, hello + 8, reply)),
                 "nezha backend: rank ", peer,
                 " failed the job-token proof on its p2p link (different NEZHA_JOB_TOKEN?)");
     const nezha::Digest mine = proof(token_, 'c', rank_, peer, hello + 8, reply);
@@ -288,8 +287,8 @@ void PeerLinks::post(int src, int64_t tag, Deliver deliver) {
   if (!why.empty()) {
     lock.unlock();
     deliver(src, nullptr,
-            std::make_exception_ptr(std::runtime_error(
-                "nezha backend: p2p link to rank " + std::to_string(src) + " failed: " + why)));
+            std::make_exception_ptr(std::runtime_error("nezha backend: p2p link to rank " +
+                                                       std::to_string(src) + " failed: " + why)));
     return;
   }
   posted_.push_back(Posted{src, tag, std::move(deliver)});
