@@ -1,7 +1,10 @@
 #include "backend.h"
 
+#include <torch/csrc/utils/pybind.h>
+
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 namespace nezha_torch {
@@ -143,8 +146,15 @@ NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size) : c10d::Backe
 }
 
 NezhaBackend::~NezhaBackend() {
+  // Python may drop the last reference while holding the GIL, and a worker or p2p reader
+  // thread releasing a finished op's tensors takes the GIL (torch decrefs their Python
+  // objects): joining those threads with the GIL held deadlocks. Join without it.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
   queue_.reset();
   sendQueue_.reset();
+  p2p_.reset();
+  comm_.reset();
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,

@@ -57,6 +57,17 @@ def base_env(world, rails=2):
     return env
 
 
+def native_stacks(proc):
+    """Every thread's native stack of a hung rank (gdb), so a hang shows where it waits."""
+    if proc.poll() is not None:
+        return ""
+    try:
+        return subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex", "thread apply all bt 25"],
+                              capture_output=True, text=True, timeout=60).stdout[-12000:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(no stacks: {e})"
+
+
 def run(scenario, world, env, args=(), prefix=None):
     """prefix(rank) -> argv prefix (hack/testbed.sh exec ...) for ranks in other namespaces."""
     procs = []
@@ -70,10 +81,11 @@ def run(scenario, world, env, args=(), prefix=None):
         try:
             out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            stacks = [native_stacks(q) for q in procs]
             for q in procs:
                 q.kill()
             out, _ = p.communicate()
-            out = f"TIMEOUT after {RUN_TIMEOUT_S}s\n{out}"
+            out = f"TIMEOUT after {RUN_TIMEOUT_S}s\n{out}\n" + "\n".join(stacks)
         report = None
         for line in out.splitlines():
             if line.startswith("REPORT "):
@@ -83,7 +95,7 @@ def run(scenario, world, env, args=(), prefix=None):
 
 
 def describe(results):
-    return "\n".join(f"--- rank {i} rc={rc}\n{out[-4000:]}" for i, (rc, _, out) in enumerate(results))
+    return "\n".join(f"--- rank {i} rc={rc}\n{out[-16000:]}" for i, (rc, _, out) in enumerate(results))
 
 
 def reports(results):
