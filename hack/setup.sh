@@ -20,6 +20,7 @@ APT_PACKAGES=(
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
   libgloo-dev                                                           # Gloo baseline in benches
   python3-pytest python3-numpy python3-matplotlib                       # python tests, plots
+  python3-venv python3-dev                                              # the torch 2 venv (hack/setup-torch.sh), nezha._C build
   containerd runc containernetworking-plugins busybox-static           # local cluster + CNI tests
   jq curl openssl iptables procps                                     # local cluster, e2e host snapshots
 )
