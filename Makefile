@@ -75,7 +75,7 @@ manifests: ## Regenerate deepcopy code, CRDs (config/crd/bases), RBAC (config/rb
 ##@ Test
 
 .PHONY: test
-test: setup lint test-go test-runtime test-python test-asan test-tsan fuzz-ci ## Lint, every test suite, the sanitizer runs and a short fuzz run (needs root).
+test: setup lint test-go test-runtime test-python test-torch test-asan test-tsan fuzz-ci ## Lint, every test suite, the sanitizer runs and a short fuzz run (needs root).
 	@echo "make test: all suites passed"
 
 .PHONY: test-go
@@ -126,6 +126,20 @@ fuzz-go: ## Every Go fuzz target (func FuzzX) for GO_FUZZ_TIME each, from its se
 .PHONY: test-python
 test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
 	$(PYTHON) -m pytest -q hack/tests bench/tests $(wildcard runtime/python/tests)
+
+# The PyTorch 2 backend: built with scikit-build-core against the pinned torch venv
+# (hack/setup-torch.sh) into build/python-torch, tested with that interpreter.
+TORCH_VENV      := $(shell source hack/versions.sh && echo $$NEZHA_TORCH_VENV)
+TORCH_PY        := $(TORCH_VENV)/bin/python
+
+.PHONY: build-torch
+build-torch: ## The nezha Python package with its c10d backend nezha._C, against the pinned torch, into build/python-torch.
+	hack/setup-torch.sh
+	CMAKE_ARGS="$(CMAKE_FLAGS)" $(TORCH_PY) -m pip install -q --no-build-isolation --no-deps --upgrade --target build/python-torch ./runtime/python
+
+.PHONY: test-torch
+test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and FSDP2 training vs gloo, a rail cut mid-DDP.
+	PYTHONPATH=$(CURDIR)/build/python-torch $(TORCH_PY) -m pytest -q runtime/python/tests_torch2
 
 .PHONY: e2e
 e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.

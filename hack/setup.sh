@@ -20,6 +20,7 @@ APT_PACKAGES=(
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
   libgloo-dev                                                           # Gloo baseline in benches
   python3-pytest python3-numpy python3-matplotlib                       # python tests, plots
+  python3-venv python3-dev                                              # the torch 2 venv (hack/setup-torch.sh), nezha._C build
   containerd runc containernetworking-plugins busybox-static           # local cluster + CNI tests
   jq curl openssl iptables procps                                     # local cluster, e2e host snapshots
 )
@@ -61,6 +62,7 @@ go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROL
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
+"$here/setup-torch.sh"  # the PyTorch 2 venv of the nezha c10d backend
 if [ "${1:-}" = cluster ]; then
   "$here/build-kube.sh" node >/dev/null
   # Multus, CoreDNS and the pause image, so the first e2e test doesn't pay for them.

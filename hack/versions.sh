@@ -31,3 +31,8 @@ NEZHA_KUBE_BIN="$NEZHA_CACHE/kube-$KUBE_VERSION/bin"
 # controller is training-operator $TRAINING_OPERATOR_VERSION (the same module as the API types).
 TRAINER_VERSION=v2.3.0
 JOBSET_VERSION=v0.12.0
+
+# PyTorch the `nezha` c10d backend is built and tested against (a venv under $NEZHA_CACHE,
+# made by hack/setup-torch.sh).
+TORCH_VERSION=2.15.0
+NEZHA_TORCH_VENV="$NEZHA_CACHE/venv-torch-$TORCH_VERSION"

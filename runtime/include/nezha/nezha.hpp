@@ -244,6 +244,25 @@ class Communicator {
                      ReduceOp op);
   void barrier();
 
+  // Rooted and personalized collectives (core/communicator_compose.cc). Each is built from the
+  // collectives above, so it is split across rails and failover-protected like them, at a
+  // bandwidth cost: reduce = allreduce, gather = allgather, scatter = broadcast of the root's
+  // whole buffer, alltoallv = an allgather of every rank's send buffer (n x the optimal bytes;
+  // a pairwise exchange striped over rails is the planned replacement). recvbuf may be null on
+  // non-root ranks of reduce and gather, sendbuf on non-roots of scatter.
+  void reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
+              int root);
+  // recvbuf (root) holds worldSize*count elements.
+  void gather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, int root);
+  // sendbuf (root) holds worldSize*count elements.
+  void scatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, int root);
+  // Rank r sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p, which receives
+  // them at recvbuf + rdispls[r]; recvcounts[p] must equal what p sends here (checked on every
+  // rank: a mismatch is InvalidArgument on all ranks, not a hang). Counts/displacements are in
+  // elements, worldSize entries each.
+  void alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                 void* recvbuf, const size_t* recvcounts, const size_t* rdispls, DataType dtype);
+
   // Changes the cold/hot threshold from the next operation on. Like a collective, every rank
   // must make the same call at the same point (nezha-tune uses it to time cold vs hot).
   void setColdThreshold(size_t bytes);

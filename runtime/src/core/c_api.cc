@@ -95,6 +95,29 @@ nezha_status_t nezha_barrier(nezha_comm_t comm) {
   return guard([&] { get(comm).barrier(); });
 }
 
+nezha_status_t nezha_reduce(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                            nezha_dtype_t dtype, nezha_op_t op, int root) {
+  return guard([&] { get(comm).reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root); });
+}
+
+nezha_status_t nezha_gather(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                            nezha_dtype_t dtype, int root) {
+  return guard([&] { get(comm).gather(sendbuf, recvbuf, count, dt(dtype), root); });
+}
+
+nezha_status_t nezha_scatter(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                             nezha_dtype_t dtype, int root) {
+  return guard([&] { get(comm).scatter(sendbuf, recvbuf, count, dt(dtype), root); });
+}
+
+nezha_status_t nezha_alltoallv(nezha_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                               const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                               const size_t* rdispls, nezha_dtype_t dtype) {
+  return guard([&] {
+    get(comm).alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt(dtype));
+  });
+}
+
 nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path) {
   return guard([&] {
     if (path == nullptr) throw nezha::InvalidArgument("nezha_save_table: null path");

@@ -1,0 +1,91 @@
+// c10d::Backend "nezha": torch.distributed collectives on CPU tensors over libnezha's rails.
+// Every operation is checked on the caller's thread (device, dtype, shapes: a mistake raises at
+// the call), then queued to the worker (work_queue.h) and returned as an asynchronous Work.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "nezha/nezha.hpp"
+#include "p2p.h"
+#include "work_queue.h"
+
+namespace nezha_torch {
+
+class NezhaBackend : public c10d::Backend {
+ public:
+  // Builds the communicator from NEZHA_* (rank and world size as given) and the p2p links
+  // (addresses through `store`); blocks until every rank joined (rendezvous, rails, probe) or
+  // NEZHA_RENDEZVOUS_TIMEOUT_MS passed.
+  NezhaBackend(c10d::Store& store, int rank, int size);
+  ~NezhaBackend() override;
+
+  const std::string getBackendName() const override { return "nezha"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  nezha::Communicator& communicator() { return *comm_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+                                         std::vector<at::Tensor> outputs,
+                                         std::function<void()> run);
+
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
+
+  std::unique_ptr<nezha::Communicator> comm_;
+  std::unique_ptr<PeerLinks> p2p_;
+  // Declared last: destroyed first, so queued operations finish while the communicator and
+  // the p2p links live. Sends have their own thread: a send waiting behind a collective
+  // (or the reverse) must not block pipeline stages that order them differently.
+  std::unique_ptr<WorkQueue> sendQueue_;
+  std::unique_ptr<WorkQueue> queue_;
+};
+
+}  // namespace nezha_torch

@@ -1,0 +1,58 @@
+"""torch.distributed backend "nezha" for PyTorch 2: a C++ c10d.Backend over libnezha.
+
+    import nezha.torch                       # registers backend "nezha" (CPU tensors)
+    dist.init_process_group("nezha", ...)    # or "cpu:nezha,cuda:nccl" for mixed jobs
+
+Every collective returns an asynchronous Work whose Future completes on the backend's worker
+thread (so DDP overlaps gradient allreduce with backward); errors are raised by wait().
+
+Configuration: rank and world size come from init_process_group (NEZHA_RANK/NEZHA_WORLD_SIZE,
+if set, must agree). Rails and every tunable come from NEZHA_* (runtime/README.md).
+NEZHA_RENDEZVOUS defaults to MASTER_ADDR:(MASTER_PORT+1). NEZHA_JOB_TOKEN is never derived:
+torch's store is unauthenticated; every rank needs the job's secret in its environment.
+"""
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+from .._env import communicator_env
+from .. import _C
+
+BACKEND_NAME = "nezha"
+NezhaBackend = _C.NezhaBackend
+
+_ENV_LOCK = threading.Lock()
+
+
+def _create_backend(store, rank, size, timeout):
+    """register_backend creator: builds the communicator with the derived NEZHA_* in the
+    environment for the duration of the (blocking, GIL-free) join."""
+    overrides = communicator_env(rank, size)
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in overrides}
+        os.environ.update(overrides)
+        try:
+            return NezhaBackend(store, rank, size)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def register():
+    """Registers backend "nezha" for CPU tensors (idempotent)."""
+    if hasattr(dist.Backend, BACKEND_NAME.upper()):
+        return
+    # CPU only: torch builds one backend per device it maps, and a second communicator would
+    # need its own rendezvous. A CUDA tensor in a nezha-only group gets torch's "no backend for
+    # device cuda"; GPU jobs use "cpu:nezha,cuda:nccl" with the NCCL net plugin (docs/nccl.md).
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["cpu"])
+
+
+register()
+
+__all__ = ["BACKEND_NAME", "NezhaBackend", "register"]

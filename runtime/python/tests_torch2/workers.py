@@ -1,0 +1,297 @@
+"""Rank-side scenarios started by launch.py: `workers.py SCENARIO [args]`, rank in RANK, world
+in WORLD_SIZE. Each prints one `REPORT {json}` line; any exception exits non-zero."""
+import json
+import os
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import nezha.torch  # noqa: F401  registers backend "nezha"
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+          torch.int8, torch.uint8]
+# 1 element, odd, and above the cold threshold (so hot start splits it across the rails).
+SIZES = [1, 13, 70001]
+
+
+def report(**fields):
+    print("REPORT " + json.dumps(fields), flush=True)
+
+
+def init(backend):
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method="env://", rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]),
+                            timeout=timedelta(seconds=120))
+
+
+def rank_input(n, dtype, rank, salt):
+    """Small integers 1..3 per rank and element: sums/products of up to 4 ranks are exact in
+    every dtype (fp16/bf16/int8 included), so nezha and gloo must agree bit for bit."""
+    base = torch.arange(n, dtype=torch.int64) * (rank + 2) + rank * 7 + salt
+    return (base % 3 + 1).to(dtype)
+
+
+def scenario_collectives():
+    """Every collective x dtype (x op) on nezha (default group) and gloo (a second group) with
+    the same inputs; results compared exactly."""
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    checked = 0
+    skipped = []
+
+    def same(got, want, what):
+        nonlocal checked
+        if isinstance(got, (list, tuple)):
+            for i, (g, w) in enumerate(zip(got, want)):
+                same(g, w, f"{what}[{i}]")
+            return
+        if not torch.equal(got, want):
+            raise AssertionError(f"{what}: nezha {got.flatten()[:8]} != gloo {want.flatten()[:8]}")
+        checked += 1
+
+    def both(what, fn):
+        """fn(group) -> tensor(s); runs on nezha and gloo, compares. Dtypes/ops gloo lacks are
+        recorded, not compared."""
+        try:
+            want = fn(gloo)
+        except (RuntimeError, ValueError) as e:
+            skipped.append(f"{what}: gloo: {str(e).splitlines()[0][:80]}")
+            fn(None)  # nezha still runs it (same op order on every rank)
+            return
+        same(fn(None), want, what)
+
+    for dtype in DTYPES:
+        for n in SIZES:
+            tag = f"{dtype}/{n}"
+            for name, op in [("sum", dist.ReduceOp.SUM), ("product", dist.ReduceOp.PRODUCT),
+                             ("min", dist.ReduceOp.MIN), ("max", dist.ReduceOp.MAX)]:
+                def ar(g, op=op):
+                    t = rank_input(n, dtype, rank, 1)
+                    dist.all_reduce(t, op=op, group=g)
+                    return t
+                both(f"allreduce {name} {tag}", ar)
+            if dtype.is_floating_point:
+                t = rank_input(n, dtype, rank, 2)
+                dist.all_reduce(t, op=dist.ReduceOp.AVG)
+                want = rank_input(n, dtype, rank, 2)
+                dist.all_reduce(want, group=gloo)
+                same(t, want / world, f"allreduce avg {tag}")
+            for root in range(world):
+                def bc(g, root=root):
+                    t = rank_input(n, dtype, rank, 3)
+                    dist.broadcast(t, src=root, group=g)
+                    return t
+                both(f"broadcast root {root} {tag}", bc)
+
+                def red(g, root=root):
+                    t = rank_input(n, dtype, rank, 4)
+                    dist.reduce(t, dst=root, group=g)
+                    return t if rank == root else torch.zeros(0)
+                both(f"reduce root {root} {tag}", red)
+
+                def gat(g, root=root):
+                    t = rank_input(n, dtype, rank, 5)
+                    outs = [torch.empty_like(t) for _ in range(world)] if rank == root else None
+                    dist.gather(t, outs, dst=root, group=g)
+                    return outs if rank == root else []
+                both(f"gather root {root} {tag}", gat)
+
+                def sca(g, root=root):
+                    out = torch.empty(n, dtype=dtype)
+                    ins = [rank_input(n, dtype, r, 6) for r in range(world)] if rank == root else None
+                    dist.scatter(out, ins, src=root, group=g)
+                    return out
+                both(f"scatter root {root} {tag}", sca)
+
+            def ag(g):
+                t = rank_input(n, dtype, rank, 7)
+                outs = [torch.empty_like(t) for _ in range(world)]
+                dist.all_gather(outs, t, group=g)
+                return outs
+            both(f"all_gather {tag}", ag)
+
+            def agt(g):
+                t = rank_input(n, dtype, rank, 8)
+                out = torch.empty(world * n, dtype=dtype)
+                dist.all_gather_into_tensor(out, t, group=g)
+                return out
+            both(f"all_gather_into_tensor {tag}", agt)
+
+            if dtype != torch.bool:
+                def rs(g):
+                    ins = [rank_input(n, dtype, rank, 9 + r) for r in range(world)]
+                    out = torch.empty(n, dtype=dtype)
+                    dist.reduce_scatter(out, ins, group=g)
+                    return out
+                both(f"reduce_scatter {tag}", rs)
+
+                def rst(g):
+                    inp = rank_input(world * n, dtype, rank, 10)
+                    out = torch.empty(n, dtype=dtype)
+                    dist.reduce_scatter_tensor(out, inp, group=g)
+                    return out
+                both(f"reduce_scatter_tensor {tag}", rst)
+
+            # Uneven splits: rank r sends (r + p + 1) * n rows... kept small, to rank p; some 0.
+            def splits(src, dst):
+                return 0 if (src + dst) % 3 == 2 else (src + 2 * dst) % 4 + n % 5
+            ins_split = [splits(rank, p) for p in range(world)]
+            outs_split = [splits(p, rank) for p in range(world)]
+
+            def a2a(g):
+                inp = rank_input(sum(ins_split) * 2, dtype, rank, 11).view(-1, 2)
+                out = torch.empty(sum(outs_split), 2, dtype=dtype)
+                dist.all_to_all_single(out, inp, outs_split, ins_split, group=g)
+                return out
+            both(f"all_to_all_single uneven {tag}", a2a)
+
+            def a2al(g):
+                ins = [rank_input(splits(rank, p) + 1, dtype, rank, 12 + p) for p in range(world)]
+                outs = [torch.empty(splits(p, rank) + 1, dtype=dtype) for p in range(world)]
+                dist.all_to_all(outs, ins, group=g)
+                return outs
+            # gloo has no list all_to_all: against what each sender put in.
+            same(a2al(None), [rank_input(splits(p, rank) + 1, dtype, p, 12 + rank)
+                              for p in range(world)], f"all_to_all list {tag}")
+    dist.barrier()
+    # Several operations in flight at once, waited on out of order: ops run in issue order.
+    ts = [torch.full((1000 * (i + 1),), float(rank + i)) for i in range(6)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    for i in reversed(range(6)):
+        works[i].wait()
+        want = float(sum(r + i for r in range(world)))
+        assert torch.all(ts[i] == want), (i, ts[i][:4], want)
+    # Futures complete with the output tensors (what DDP's comm hooks chain on).
+    t = torch.ones(10)
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    assert torch.equal(fut.wait()[0], torch.full((10,), float(world)))
+    # Errors: a dtype error raises at the call, a mismatch found by the runtime on wait(); the
+    # group still works afterwards.
+    errors = {}
+    try:  # (not complex: torch itself turns a complex SUM into a float view)
+        dist.all_reduce(torch.zeros(3, dtype=torch.float8_e5m2))
+    except Exception as e:  # noqa: BLE001
+        errors["dtype"] = str(e)
+    bad_out = [1] * world
+    bad_out[0] = 1 + (rank == 0)  # rank 0 expects one row too many from rank 0... and itself
+    try:
+        w = dist.all_to_all_single(torch.empty(sum(bad_out)), torch.ones(world), bad_out,
+                                   [1] * world, async_op=True)
+        w.wait()
+    except Exception as e:  # noqa: BLE001
+        errors["mismatch"] = str(e)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(world)))
+    report(checked=checked, skipped=skipped, errors=errors)
+    dist.destroy_process_group()
+
+
+def scenario_train(backend, mode, steps, cut_step=-1):
+    """Trains examples/train_cnn.py's model; cut_step >= 0: rank 0 breaks rail r1 there."""
+    import train_cnn
+    init(backend)
+    on_step = None
+    failovers = 0
+    be = None
+    if backend == "nezha":
+        be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    if cut_step >= 0:
+        def on_step(step):
+            if step != cut_step or dist.get_rank() != 0:
+                return
+            if os.environ.get("CUT_REQUEST"):
+                # The test bed cuts the link (carrier lost, as a real cable pull); wait for it.
+                import time
+                open(os.environ["CUT_REQUEST"], "w").close()
+                while not os.path.exists(os.environ["CUT_DONE"]):
+                    time.sleep(0.05)
+            else:
+                be.abort_rail(1)
+    losses = train_cnn.train(steps=int(steps), mode=mode, on_step=on_step)
+    if cut_step >= 0:
+        dist.barrier()
+        failovers = be.failover_count()
+    report(losses=losses, failovers=failovers)
+    dist.destroy_process_group()
+
+
+def scenario_p2p():
+    """send/recv with tags on nezha: the pipeline example against its unsplit reference, tags
+    matched out of order, any-source receives, every dtype, a size mismatch and a non-CPU
+    tensor as clear errors."""
+    import pipeline_mlp
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    # Tags out of order: 3 messages to the next rank, received in the reverse tag order.
+    sends = [dist.isend(torch.full((100 + t,), float(rank * 10 + t)), nxt, tag=t) for t in range(3)]
+    for t in reversed(range(3)):
+        x = torch.empty(100 + t)
+        dist.recv(x, src=prev, tag=t)
+        assert torch.all(x == float(prev * 10 + t)), (t, x[:4])
+    for w in sends:
+        w.wait()
+    # Same tag twice: delivered in send order.
+    a = dist.isend(torch.ones(5), nxt, tag=7)
+    b = dist.isend(torch.full((5,), 2.0), nxt, tag=7)
+    x, y = torch.empty(5), torch.empty(5)
+    dist.recv(x, src=prev, tag=7)
+    dist.recv(y, src=prev, tag=7)
+    a.wait(), b.wait()
+    assert torch.all(x == 1) and torch.all(y == 2), (x, y)
+    # Every dtype, non-contiguous sender and receiver, large enough to take many segments.
+    for dtype in DTYPES + [torch.bool, torch.complex64]:
+        t = rank_input(3 * 70001, dtype, rank, 1).view(3, 70001).t()
+        w = dist.isend(t, nxt, tag=20)
+        r = torch.empty(3, 70001, dtype=dtype).t()
+        dist.recv(r, src=prev, tag=20)
+        w.wait()
+        assert torch.equal(r, rank_input(3 * 70001, dtype, prev, 1).view(3, 70001).t()), dtype
+    # Any source: rank 0 collects one message from every other rank.
+    if rank == 0:
+        got = set()
+        for _ in range(world - 1):
+            x = torch.empty(1, dtype=torch.int64)
+            src = dist.recv(x, tag=30)
+            assert int(x) == src * 100, (src, x)
+            got.add(src)
+        assert got == set(range(1, world)), got
+    else:
+        dist.send(torch.tensor([rank * 100]), 0, tag=30)
+    # A size mismatch fails the receive on wait(); the links still work afterwards.
+    errors = {}
+    if rank == 0:
+        dist.send(torch.ones(4), 1, tag=40)
+    elif rank == 1:
+        try:
+            dist.recv(torch.empty(3), src=0, tag=40)
+        except Exception as e:  # noqa: BLE001
+            errors["size"] = str(e)
+    be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    try:
+        be.send([torch.empty(2, device="meta")], nxt, 0)
+    except Exception as e:  # noqa: BLE001
+        errors["device"] = str(e)
+    dist.barrier()
+    losses = pipeline_mlp.train(steps=8)
+    reference = pipeline_mlp.reference(steps=8)
+    report(losses=losses, reference=reference, errors=errors)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    scenario, *args = sys.argv[1:]
+    if scenario == "collectives":
+        scenario_collectives()
+    elif scenario == "p2p":
+        scenario_p2p()
+    elif scenario == "train":
+        backend, mode, steps, *rest = args
+        scenario_train(backend, mode, steps, int(rest[0]) if rest else -1)
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
