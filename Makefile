@@ -130,7 +130,7 @@ test-python: build-runtime build-bench ## Python tests: test bed acceptance, ben
 .PHONY: e2e
 e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
 	hack/setup.sh cluster
-	$(PYTHON) -m pytest -q e2e
+	$(PYTHON) -m pytest -q e2e --ignore=e2e/demo
 
 .PHONY: bench
 bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split, then the rail-failure chaos run (~25 min; quiet machine).
@@ -156,8 +156,18 @@ SCALE_WORKERS ?= 1000
 SCALE_NODES   ?= 500
 
 .PHONY: demo
-demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
+demo: images ## The product demo: local cluster, helm install, a job on 2 rails, a rail cut mid-training, the story and a plot (root; DEMO_KEEP=1 keeps the cluster).
+	hack/setup.sh cluster
+	hack/demo.sh
+
+.PHONY: demo-runtime
+demo-runtime: build-runtime build-bench ## Runtime-only demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
 	$(PYTHON) bench/run_bench.py --quick
+
+.PHONY: test-demo
+test-demo: images ## Runs `make demo`'s script end to end and checks its story (root; ~5 min warm).
+	hack/setup.sh cluster
+	$(PYTHON) -m pytest -q e2e/demo
 
 ##@ Quality
 
