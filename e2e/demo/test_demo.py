@@ -40,7 +40,7 @@ def test_demo_runs_end_to_end(tmp_path):
 
     markers = json.loads((out / "markers.json").read_text())
     assert markers["phase"] == "Succeeded"
-    assert markers["train"] < markers["cut"] < markers["restore"] <= markers["healthy"] < markers["end"]
+    assert markers["train"] < markers["cut"] < markers["restore"] < markers["job_healthy"] < markers["end"]
     story = (out / "story.txt").read_text()
     before, during, after = (story_row(story, p) for p in ("before", "during", "after"))
     # Both rails carry data before and after; during the cut the cut rail carries nothing and the

@@ -4,7 +4,8 @@ demo (hack/demo.sh): per rail the bytes it carried and its state, and the operat
 
     demo-sample.py URL OUT.jsonl
 
-Appends one JSON line per sample ({"t", "ops", "bytes": {rail: n}, "state": {rail: s}}) until
+Appends one JSON line per sample ({"t", "ops", "bytes": {rail: n}, "state": {rail: s},
+"rejected"/"readmitted": {rail: {reason: n}}) until
 it is killed; a failed fetch (the worker finished or restarts) is skipped."""
 
 import json
@@ -20,7 +21,7 @@ LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 def parse(text):
     """The samples the demo plots, from Prometheus text."""
-    out = {"ops": None, "bytes": {}, "state": {}}
+    out = {"ops": None, "bytes": {}, "state": {}, "rejected": {}, "readmitted": {}}
     for line in text.splitlines():
         m = SAMPLE.match(line)
         if not m:
@@ -32,6 +33,11 @@ def parse(text):
             out["bytes"][labels["rail"]] = value
         elif name == "nezha_runtime_rail_state" and value == 1 and "rail" in labels:
             out["state"][labels["rail"]] = labels.get("state", "")
+        elif name in ("nezha_runtime_readmission_rejections_total", "nezha_runtime_readmissions_total") \
+                and labels.get("reason"):
+            key = "rejected" if "rejections" in name else "readmitted"
+            # rail -> {reason: count}
+            out[key].setdefault(labels.get("rail", ""), {})[labels["reason"]] = value
     return out
 
 

@@ -5,6 +5,8 @@ and after the rail cut, and write a PNG plot.
 
     demo-story.py --samples samples.jsonl --markers markers.json --png out.png
 
+Exit codes: 0 ok, 1 too few samples, 3 the cut rail was never re-admitted (story still printed).
+
 Throughput is allreduce data per second (nezha_runtime_rail_bytes_total: the operation bytes each
 rail carried), in Mbit/s; with 2 ranks each rail's link carries about that much each way."""
 
@@ -42,6 +44,14 @@ def window_rates(samples, rails, start, end):
     return rates
 
 
+def readmitted_at(samples, m):
+    """When rank 0's runtime first reported the cut rail healthy after the link came back."""
+    for s in samples:
+        if s["t"] >= m["restore"] and s.get("state", {}).get(m["cut_rail"]) == "healthy":
+            return s["t"]
+    return None
+
+
 def series(samples, rails, t0):
     """Per-interval Mbit/s per rail, at the interval's midpoint (seconds since t0)."""
     ts, per_rail = [], {r: [] for r in rails}
@@ -55,7 +65,7 @@ def series(samples, rails, t0):
     return ts, per_rail
 
 
-def plot(samples, m, path):
+def plot(samples, m, healthy, path):
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -67,8 +77,11 @@ def plot(samples, m, path):
     ax.stackplot(ts, *[per_rail[r] for r in rails], labels=rails, alpha=0.85, step="mid")
     ax.axvspan(m["cut"] - t0, m["restore"] - t0, color="red", alpha=0.10,
                label=f"{m['cut_rail']} cut ({m['cut_link']} down)")
-    ax.axvline(m["healthy"] - t0, color="green", linestyle="--", linewidth=1,
-               label=f"{m['cut_rail']} re-admitted")
+    if healthy is not None:
+        ax.axvline(healthy - t0, color="green", linestyle="--", linewidth=1,
+                   label=f"{m['cut_rail']} re-admitted by the runtime")
+    ax.axvline(m["job_healthy"] - t0, color="purple", linestyle=":", linewidth=1,
+               label="job Running/RailsHealthy again (operator)")
     if m.get("rate_mbit"):
         ax.axhline(m["rate_mbit"] * len(rails), color="grey", linestyle=":", linewidth=1,
                    label=f"sum of rail speeds ({m['rate_mbit']} Mbit/s each)")
@@ -97,10 +110,12 @@ def main(argv):
         print(f"demo-story: only {len(samples)} metrics samples in {a.samples}: no throughput story",
               file=sys.stderr)
         return 1
+    healthy = readmitted_at(samples, m)
     phases = [
         ("before (both rails)", m["train"] + SETTLE_SECONDS, m["cut"]),
         (f"during ({cut} cut)", m["cut"] + SETTLE_SECONDS, m["restore"]),
-        (f"after ({cut} back)", m["healthy"], m["end"]),
+        (f"after ({cut} back)" if healthy is not None else "after (link back)",
+         (healthy if healthy is not None else m["restore"]) + SETTLE_SECONDS, m["end"]),
     ]
     shaped = f"each rail shaped to {m['rate_mbit']} Mbit/s" if m.get("rate_mbit") else "rails unshaped"
     print(f"Throughput from rank 0's runtime metrics (allreduce data, Mbit/s; {shaped}):")
@@ -117,17 +132,24 @@ def main(argv):
               + f"{r['total']:>10.0f}{r['steps']:>9.1f}")
     t0 = m["train"]
     print()
+    readmitted = (f"re-admitted by the runtime at {healthy - t0:.1f} "
+                  f"({healthy - m['restore']:.1f}s after the link came back)" if healthy is not None
+                  else "NOT re-admitted by the runtime")
     print(f"Timeline (seconds since training started): {cut} cut at {m['cut'] - t0:.1f} "
           f"({m['cut_link']} down on {m['node']}), link back at {m['restore'] - t0:.1f}, "
-          f"re-admitted by the runtime at {m['healthy'] - t0:.1f} "
-          f"({m['healthy'] - m['restore']:.1f}s after the link came back), job ended at "
-          f"{m['end'] - t0:.1f}: {m['phase']}.")
+          f"{readmitted}, job marked healthy by the operator at {m['job_healthy'] - t0:.1f} "
+          f"({m['job_healthy'] - m['restore']:.1f}s after), job ended at {m['end'] - t0:.1f}: "
+          f"{m['phase']}.")
+    rejected = samples[-1].get("rejected", {}).get(cut, {})
+    if rejected:
+        print(f"Re-admission attempts of {cut} the runtime rejected: "
+              + ", ".join(f"{n:.0f} ({reason})" for reason, n in sorted(rejected.items())) + ".")
     if m["phase"] == "Succeeded":
         print("Succeeded means every training step's allreduce result was checked and right on "
               "both ranks, through the cut (nezha-bench exits 1 on a wrong result).")
-    plot(samples, m, a.png)
+    plot(samples, m, healthy, a.png)
     print(f"Plot: {a.png}")
-    return 0
+    return 0 if healthy is not None else 3
 
 
 if __name__ == "__main__":

@@ -48,21 +48,23 @@ def test_without_root_it_refuses_before_touching_anything():
     assert "needs root" in proc.stderr, proc.stderr
 
 
-def write_run(tmp_path, cut_rail_bytes_during):
+def write_run(tmp_path, readmit_at=42.0):
     """Samples of a run at 0.5 s: 2 rails at 100 Mbit/s each, rail 1 cut from +20 s to +40 s
-    (carrying cut_rail_bytes_during per sample meanwhile), re-admitted at +45 s."""
+    and re-admitted by the runtime at readmit_at (None: never); the operator calls the job
+    healthy at +45 s."""
     t0, b0, b1, ops = 1000.0, 0.0, 0.0, 0
     lines = []
     for i in range(200):
         t = t0 + i * 0.5
-        lines.append(json.dumps({"t": t, "ops": ops, "bytes": {"r0": b0, "r1": b1}, "state": {}}))
-        cut = t0 + 20 <= t < t0 + 42
+        cut = t0 + 20 <= t and (readmit_at is None or t < t0 + readmit_at)
+        lines.append(json.dumps({"t": t, "ops": ops, "bytes": {"r0": b0, "r1": b1},
+                                 "state": {"r0": "healthy", "r1": "failed" if cut else "healthy"}}))
         b0 += 12.5e6 * 0.5 * (2 if cut else 1)
-        b1 += cut_rail_bytes_during if cut else 12.5e6 * 0.5
+        b1 += 0 if cut else 12.5e6 * 0.5
         ops += 5
     (tmp_path / "s.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "m.json").write_text(json.dumps({
-        "train": t0, "cut": t0 + 20, "restore": t0 + 40, "healthy": t0 + 45, "end": t0 + 99.5,
+        "train": t0, "cut": t0 + 20, "restore": t0 + 40, "job_healthy": t0 + 45, "end": t0 + 99.5,
         "phase": "Succeeded", "rate_mbit": 100, "cut_link": "nzr1", "cut_rail": "r1",
         "rails": ["r0", "r1"], "node": "n"}))
     return subprocess.run([sys.executable, str(STORY), "--samples", str(tmp_path / "s.jsonl"),
@@ -76,13 +78,22 @@ def row(out, phase):
 
 
 def test_story_reports_each_phase_per_rail_and_writes_a_png(tmp_path):
-    proc = write_run(tmp_path, 0.0)
+    proc = write_run(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert row(proc.stdout, "before") == [100, 100, 200, 10.0], proc.stdout
     assert row(proc.stdout, "during") == [200, 0, 200, 10.0], proc.stdout
     assert row(proc.stdout, "after") == [100, 100, 200, 10.0], proc.stdout
-    assert "re-admitted by the runtime at 45.0 (5.0s after the link came back)" in proc.stdout
+    assert "re-admitted by the runtime at 42.0 (2.0s after the link came back)" in proc.stdout
+    assert "job marked healthy by the operator at 45.0 (5.0s after)" in proc.stdout
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_story_says_when_the_rail_never_came_back_and_exits_3(tmp_path):
+    proc = write_run(tmp_path, readmit_at=None)
+    assert proc.returncode == 3, proc.stderr
+    assert "NOT re-admitted by the runtime" in proc.stdout, proc.stdout
+    assert row(proc.stdout, "after")[:2] == [200, 0], proc.stdout
+    assert (tmp_path / "p.png").exists()
 
 
 def test_story_refuses_without_samples(tmp_path):
