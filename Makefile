@@ -144,7 +144,7 @@ test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and 
 .PHONY: e2e
 e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
 	hack/setup.sh cluster
-	$(PYTHON) -m pytest -q e2e
+	$(PYTHON) -m pytest -q e2e --ignore=e2e/demo
 
 .PHONY: e2e-kubeflow
 e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 + JobSet and training-operator controllers (hack/kubeflow.sh) on the local cluster.
@@ -176,8 +176,20 @@ SCALE_WORKERS ?= 1000
 SCALE_NODES   ?= 500
 
 .PHONY: demo
-demo: build-runtime build-bench ## Quick demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
+demo: ## The product demo: local cluster, helm install, a job on 2 rails, a rail cut mid-training, the story and a plot (root; DEMO_KEEP=1 keeps the cluster).
+	@[ "$$(id -u)" -eq 0 ] || { echo "make demo: needs root (the local cluster, rail links and qdiscs)" >&2; exit 1; }
+	$(MAKE) images
+	hack/setup.sh cluster
+	hack/demo.sh
+
+.PHONY: demo-runtime
+demo-runtime: build-runtime build-bench ## Runtime-only demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
 	$(PYTHON) bench/run_bench.py --quick
+
+.PHONY: test-demo
+test-demo: images ## Runs `make demo`'s script end to end and checks its story (root; ~5 min warm).
+	hack/setup.sh cluster
+	$(PYTHON) -m pytest -q e2e/demo
 
 ##@ Quality
 

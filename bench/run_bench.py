@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Nezha benchmark suite on the rail test bed (`make bench`, `make demo` with --quick).
+"""Nezha benchmark suite on the rail test bed (`make bench`, `make demo-runtime` with --quick).
 
 4 ranks in network namespaces, two TBF-shaped rails, two scenarios (homogeneous 500/500 and
 heterogeneous 800/300 Mbit/s), plus rail mixes drawn from a printed seed (2-3 rails of 100-800
@@ -36,7 +36,7 @@ BUSY_NOTE = ("numbers from a shared 2-core VM while other builds ran; compare ra
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 KiB..32 MiB, fewer iterations (smoke run, make demo)")
+    ap.add_argument("--quick", action="store_true", help="1 KiB..32 MiB, fewer iterations (smoke run, make demo-runtime)")
     ap.add_argument("--scenario", action="append", choices=[s.name for s in SCENARIOS],
                     help="run only this scenario (repeatable; default: all)")
     ap.add_argument("--series", action="append", metavar="NAME",

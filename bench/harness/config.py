@@ -108,7 +108,7 @@ FULL_BANDS = (
     Band(64 << 20, 256 << 20, warmup=1, iters=3),
 )
 
-# Quick run (smoke test, `make demo`): 1 KiB .. 32 MiB, still reaching the >= 16 MiB goals.
+# Quick run (smoke test, `make demo-runtime`): 1 KiB .. 32 MiB, still reaching the >= 16 MiB goals.
 QUICK_BANDS = (
     Band(1 << 10, 64 << 10, warmup=2, iters=10, repeats=2),
     Band(128 << 10, 4 << 20, warmup=1, iters=4),

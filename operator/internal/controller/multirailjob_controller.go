@@ -242,6 +242,7 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	health := assessRailHealth(obs.workers, railNames, nodes, states.failed(), prevDown,
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
 	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
+	result.RequeueAfter = earliest(result.RequeueAfter, readmissionRecheck(health, states))
 	result.RequeueAfter = earliest(result.RequeueAfter, r.steerRails(ctx, job, obs, health, states, st))
 	placed := map[string]bool{}
 	for _, w := range obs.workers {

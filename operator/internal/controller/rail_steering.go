@@ -101,6 +101,26 @@ func (s runtimeStates) failed() map[int32][]string {
 	return out
 }
 
+// runtimeRecheck is how soon a job looks at its runtimes again while one of them reports a rail
+// failed that the nodes' agents report up: the runtime is re-admitting it after its own
+// end-to-end probe (a healed cut), or the rail is black-holed. No Kubernetes object changes when
+// that ends, so only a timer brings the job's health back; each look probes every running
+// worker, hence seconds, not less.
+const runtimeRecheck = 5 * time.Second
+
+// readmissionRecheck returns runtimeRecheck while some runtime reports a rail failed that every
+// node of the job reports up, else 0.
+func readmissionRecheck(health railHealth, states runtimeStates) time.Duration {
+	for _, rails := range states.failed() {
+		for _, rail := range rails {
+			if health.agentSaysUp(rail) {
+				return runtimeRecheck
+			}
+		}
+	}
+	return 0
+}
+
 // steerRails drains and restores the job's rails as described above. It updates
 // st.status.DrainedRails, queues action Events, and returns when to look again (0: no need).
 func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.MultiRailJob, obs observation,

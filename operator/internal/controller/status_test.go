@@ -267,6 +267,24 @@ func TestRuntimeReportedRailFailure(t *testing.T) {
 		fmt.Sprintf("rail %q failed in the runtime of worker 1 on node %q", r0, n1)))
 }
 
+// TestRuntimeRecoveryIsSeenWithoutAnEvent: when the runtime re-admits a rail its nodes report up
+// (a healed cut: the agent saw the link come back before the runtime's probe passed), nothing in
+// Kubernetes changes; the operator looks again on its own and the job is healthy again.
+func TestRuntimeRecoveryIsSeenWithoutAnEvent(t *testing.T) {
+	ns := newNamespace(t)
+	n0, n1 := ns+"-n0", ns+"-n1"
+	r0, r1 := runningJob(t, ns, "readmit", [2]string{n0, n1}, tu.MakeJob("readmit", ns))
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	prober.set(ns, "readmit-1", r1)
+	setPodAnnotation(t, ns, "readmit-1", "test/nudge", "1")
+	eventually(t, "runtime failure", conditionIs(ns, "readmit", nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, "RailDown",
+		fmt.Sprintf("rail %q failed in the runtime of worker 1 on node %q", r1, n1)))
+	prober.set(ns, "readmit-1") // re-admitted; no object changes
+	eventually(t, "healthy again", conditionIs(ns, "readmit", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
+	eventually(t, "not degraded", conditionIs(ns, "readmit", nezhav1.ConditionDegraded, metav1.ConditionFalse, "AllRailsUp", ""))
+}
+
 // TestWorkerFailureFailsJob and success: terminal conditions, phase and completion time.
 func TestWorkerFailureFailsJob(t *testing.T) {
 	ns := newNamespace(t)

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The product demo (`make demo`): Nezha installed on a real Kubernetes, a job training on two
+# rails, one rail cut mid-training, the job carrying on and healing.
+#
+#   hack/demo.sh [--keep] [--seconds S] [--cut-after S] [--cut-for S] [--rate MBIT] [--out DIR]
+#   hack/demo.sh -h | --help
+#
+#   --keep          leave the cluster, the release and the job running at the end (or DEMO_KEEP=1)
+#   --seconds S     how long the job trains (default 100; must leave time for the steps below)
+#   --cut-after S   seconds of two-rail training before the cut (default 20)
+#   --cut-for S     seconds the rail stays cut (default 20)
+#   --rate MBIT     emulated speed of each rail in Mbit/s (default 200; 0 = unshaped veths)
+#   --out DIR       where the manifests, samples, rank 0's log and the plot go (default build/demo)
+#
+# Needs root, `make images` (the Makefile's demo target builds them) and `make setup`. Steps:
+#   1. the local cluster (hack/local-cluster.sh up; reused if it is already up, then left up);
+#      its two rails are host veths nzr0/nzr1 that Multus gives pods as macvlans
+#   2. the three images from `make images` loaded into it; `helm upgrade --install` of charts/nezha
+#   3. one RailClass per rail (macvlan on the rail's host interface, chained with nezha-rail)
+#   4. a MultiRailJob of two workers training on both rails: the runtime image's nezha-bench
+#      training loop (an allreduce of a 4 MiB gradient buffer per step, every result checked);
+#      each worker's rail interfaces are shaped to --rate with TBF, because the local cluster's
+#      rails are veths limited only by the CPU
+#   5. the host end of rail 1 set down mid-training (what a pulled cable does), then up again
+#   6. the story: `kubectl get mrj` before/during/after, the job's events, throughput per phase
+#      from rank 0's runtime metrics (/metrics on port 9402), and a PNG plot
+#   7. the cluster taken down if this run brought it up (not with --keep / DEMO_KEEP=1)
+#
+# The kind cluster (hack/kind.sh) is not used: it has never run on Nezha's development machines
+# (docs/install.md says what a real cluster needs instead). Exit codes: 0 ok, 1 a step failed,
+# 2 bad usage.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PROG=demo.sh
+# shellcheck source=hack/lib/common.sh
+source "$REPO/hack/lib/common.sh"
+# shellcheck source=hack/lib/demo-steps.sh
+source "$REPO/hack/lib/demo-steps.sh"
+
+usage() {
+  sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+KEEP=${DEMO_KEEP:-0}
+SECONDS_TRAIN=100
+CUT_AFTER=20
+CUT_FOR=20
+RATE_MBIT=200
+OUT="$REPO/build/demo"
+
+need_value() {
+  if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1: needs a value (see --help)"; fi
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --keep) KEEP=1 ;;
+    --seconds)
+      need_value "$@"
+      SECONDS_TRAIN=$2
+      shift
+      ;;
+    --cut-after)
+      need_value "$@"
+      CUT_AFTER=$2
+      shift
+      ;;
+    --cut-for)
+      need_value "$@"
+      CUT_FOR=$2
+      shift
+      ;;
+    --rate)
+      need_value "$@"
+      RATE_MBIT=$2
+      shift
+      ;;
+    --out)
+      need_value "$@"
+      OUT=$2
+      shift
+      ;;
+    *)
+      usage >&2
+      die "unknown argument '$1'"
+      ;;
+  esac
+  shift
+done
+
+[[ $KEEP =~ ^[01]$ ]] || die "DEMO_KEEP: want 0 or 1, got '$KEEP'"
+uint_in_range --seconds "$SECONDS_TRAIN" 30 3600
+uint_in_range --cut-after "$CUT_AFTER" 5 600
+uint_in_range --cut-for "$CUT_FOR" 5 600
+uint_in_range --rate "$RATE_MBIT" 0 100000
+# The job must still be training after the rail is back: allow ~30 s for the operator and the
+# runtime to heal it, and a few seconds of two-rail training after that.
+((10#$SECONDS_TRAIN >= 10#$CUT_AFTER + 10#$CUT_FOR + 40)) ||
+  die "--seconds $SECONDS_TRAIN: want at least --cut-after + --cut-for + 40 = $((10#$CUT_AFTER + 10#$CUT_FOR + 40))"
+
+demo_main
