@@ -135,7 +135,7 @@ TORCH_PY        := $(TORCH_VENV)/bin/python
 .PHONY: build-torch
 build-torch: ## The nezha Python package with its c10d backend nezha._C, against the pinned torch, into build/python-torch.
 	hack/setup-torch.sh
-	CMAKE_ARGS="$(CMAKE_FLAGS)" $(TORCH_PY) -m pip install -q --no-build-isolation --no-deps --upgrade --target build/python-torch ./runtime/python
+	CMAKE_ARGS="$${CMAKE_ARGS:--G Ninja}" $(TORCH_PY) -m pip install -q --no-build-isolation --no-deps --upgrade --target build/python-torch ./runtime/python
 
 .PHONY: test-torch
 test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and FSDP2 training vs gloo, a rail cut mid-DDP.
