@@ -20,7 +20,6 @@ import subprocess
 import pytest
 
 from product_helpers import (
-    HELM,
     JOB_NAMESPACE,
     MANIFESTS,
     RAIL_CLASSES,
