@@ -87,11 +87,9 @@ def remove_leftovers(kube):
         kube.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait")
 
 
-@pytest.fixture(scope="session")
-def release(kube, images):
+def install_release(kube):
     """`helm install nezha charts/nezha` as a user would, with the plugin going to the local
-    cluster's CNI bin dir; uninstalled at the end unless a test already did."""
-    remove_leftovers(kube)
+    cluster's CNI bin dir."""
     kube.helm(
         "install", RELEASE, REPO / "charts" / "nezha",
         "-n", RELEASE_NAMESPACE, "--create-namespace",
@@ -103,7 +101,24 @@ def release(kube, images):
         # against a real API server in operator/internal/controller (railnode_quarantine_test.go).
         "--set", "operator.quarantine.failures=0",
     )
+
+
+@pytest.fixture(scope="session")
+def release(kube, images):
+    """The release, installed once per session; uninstalled at the end unless a test already did."""
+    remove_leftovers(kube)
+    install_release(kube)
     state = {"installed": True}
     yield state
     if state["installed"]:
         remove_leftovers(kube)
+
+
+@pytest.fixture
+def installed_release(kube, release):
+    """The release, installed again if an earlier module (test_product's uninstall test) removed
+    it: modules must not depend on the order pytest runs them in."""
+    if not release["installed"]:
+        install_release(kube)
+        release["installed"] = True
+    return release

@@ -91,9 +91,15 @@ def test_chart_installs_operator_and_agent_and_plugin(kube, release):
 
 def test_helm_test_hook_finds_operator_and_agents_healthy(kube, release):
     # `helm test`: the chart's test pod reads the operator's /readyz and every agent's /healthz.
-    proc = kube.helm("test", RELEASE, "-n", RELEASE_NAMESPACE, "--logs", "--timeout", "2m", check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "operator: /readyz ok" in proc.stdout and "/healthz ok" in proc.stdout, proc.stdout
+    # The pod succeeds only if every check passed; on success Helm deletes it (hook-succeeded, so
+    # `helm uninstall` leaves nothing behind), on failure it stays and its log explains why.
+    # No --logs: Helm 3 deletes a succeeded hook pod before it would fetch them (helm#9098).
+    proc = kube.helm("test", RELEASE, "-n", RELEASE_NAMESPACE, "--timeout", "2m", check=False)
+    logs = "" if proc.returncode == 0 else kube.kubectl(
+        "logs", "-n", RELEASE_NAMESPACE, f"{RELEASE}-test-health", check=False).stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr + logs
+    assert "Phase:          Succeeded" in proc.stdout, proc.stdout
+    assert not kube.exists("pod", f"{RELEASE}-test-health", RELEASE_NAMESPACE)
 
 
 def test_railnode_shows_both_rails_up(kube, rails):

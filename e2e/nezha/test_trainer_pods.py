@@ -15,7 +15,7 @@ POD = f"{GROUP}-node-0-0"
 
 
 @pytest.fixture(scope="module")
-def rails(kube, release):
+def rails(kube, installed_release):
     # RailClasses pass the operator's validating webhook: wait for the operator first.
     def available():
         d = kube.get("deployment", "nezha-operator", RELEASE_NAMESPACE, check=False)
