@@ -247,7 +247,7 @@ void Impl::installRail(int r, const std::shared_ptr<Rebuild>& rb, double latency
 
 FailoverEvent Impl::railEvent(int r, const std::string& reason) const {
   FailoverEvent ev;
-  ev.op = opCounter ? opCounter - 1 : 0;
+  ev.op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter ? opCounter - 1 : 0;
   ev.rail = rails[r].name;
   ev.reason = reason;
   ev.unixSeconds =
