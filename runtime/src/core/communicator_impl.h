@@ -216,6 +216,9 @@ struct Communicator::Impl {
   bool readyLocally(int rail) const;
   bool rebuilding(int rail) const;
   void startRebuilds(const std::vector<int>& railsReady);
+  // Right after startRebuilds: waits briefly for the rebuilds and decides them in one round, so
+  // a healthy rail carries its share from the next operation on.
+  void settleQuickRebuilds();
   void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
   void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;
   void advanceRebuilds(const std::vector<double>& failed, const std::vector<double>& notDone);

@@ -490,7 +490,10 @@ bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, 
   for (int r : agreed.ready) {
     if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
   }
-  if (!start.empty()) startRebuilds(start);
+  if (!start.empty()) {
+    startRebuilds(start);
+    settleQuickRebuilds();
+  }
   return true;
 }
 
