@@ -107,6 +107,10 @@ struct Options {
   // Replay: after every operation all ranks agree over a surviving rail which slices failed and
   // redo them on the survivors; false: fail-stop (the first rail failure ends the communicator).
   bool failover = true;
+  // With failover: a cold allreduce, allgather or reduce_scatter up to this many bytes, with
+  // every rail alive, skips its per-operation agreement round; a later round (a failure, a
+  // different rail or kind, every 16th operation) confirms it (failover/failover.cc). 0 = off.
+  size_t roundFreeBytes = 64 << 10;
   // Least no-progress deadline of an operation slice; the deadline is max(floor, 4 x the
   // slice's predicted time), capped by ioTimeout, so a slow rail is not taken for a dead one.
   std::chrono::milliseconds progressFloor{1000};
@@ -209,6 +213,9 @@ struct Metrics {
   std::vector<FailoverEvent> drains, restores;
   uint64_t hotOps = 0;      // split across several rails
   uint64_t agreements = 0;  // timing agreement rounds
+  // Operations that skipped the per-operation agreement round (Options::roundFreeBytes), and
+  // those this rank redid with its peers after a peer failed one it had finished.
+  uint64_t roundFreeOps = 0, keptRedos = 0;
   // Stray, idle or garbage connections the rails' listeners turned away (connect, rebuilds).
   uint64_t railRejectedConnections = 0;
   std::map<std::string, RailMetrics> rails;

@@ -33,6 +33,7 @@ void Impl::beginOp(OpKind op, size_t count, DataType dt, int root) {
   if (o.worldSize > 1 && sched->agreementDue(n)) {
     std::vector<double> stats = sched->pendingStats();
     if (!stats.empty()) {
+      confirmKept();  // a peer that failed the last round-free operation is in that round
       // At the start of an operation ranks may be far apart (one was computing or writing a
       // checkpoint): wait as long as for any I/O; a peer that is gone is caught by the mesh.
       auto agree = [this](std::vector<double>& v) { this->agree(v, o.ioTimeout); };
@@ -146,20 +147,22 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
              std::vector<double>{});
     return;
   }
-  // In place, a failed slice's original data would be gone before its replay: keep a copy.
-  std::vector<char> preserved;
-  if (m.o.failover && in == out && count > 0) {
-    preserved.assign(in, in + count * es);
-    in = preserved.data();
-  }
   // The offload rail (SHARP) takes the cold allreduces its library can reduce.
-  const int off = m.sched->offloadRail();
-  CollectiveOffload* offload = off >= 0 ? m.channels[off]->offload() : nullptr;
-  const bool offloadable = offload != nullptr && offload->supports(dtype, op);
-  Plan plan = m.sched->plan(OpKind::kAllreduce, count, es, offloadable);
-  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
-    nezha::allreduce(ch, in + sl.offset * es, out + sl.offset * es, sl.count, dtype, op, s, m.algo);
-  });
+  auto makePlan = [&] {
+    const int off = m.sched->offloadRail();
+    CollectiveOffload* offload = off >= 0 ? m.channels[off]->offload() : nullptr;
+    const bool offloadable = offload != nullptr && offload->supports(dtype, op);
+    return m.sched->plan(OpKind::kAllreduce, count, es, offloadable);
+  };
+  Impl::MakeSliceFn make = [&m, es, dtype, op](const char* src, char* dst) -> Impl::SliceFn {
+    return [&m, src, dst, es, dtype, op](Channel& ch, Scratch& s, const Slice& sl) {
+      nezha::allreduce(ch, src + sl.offset * es, dst + sl.offset * es, sl.count, dtype, op, s,
+                       m.algo);
+    };
+  };
+  Plan plan;
+  Impl::Outcome ran = m.runOp(OpKind::kAllreduce, makePlan, in, count * es, out, count * es,
+                              m.o.failover && in == out, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllreduce, plan, ran);
 }
@@ -178,10 +181,15 @@ void Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) 
              std::vector<double>{});
     return;
   }
-  Plan plan = m.sched->plan(OpKind::kBroadcast, count, es);
-  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
-    nezha::broadcast(ch, b + sl.offset * es, sl.count * es, root, m.algo);
-  });
+  Impl::MakeSliceFn make = [&m, es, root](const char*, char* dst) -> Impl::SliceFn {
+    return [&m, dst, es, root](Channel& ch, Scratch&, const Slice& sl) {
+      nezha::broadcast(ch, dst + sl.offset * es, sl.count * es, root, m.algo);
+    };
+  };
+  Plan plan;
+  Impl::Outcome ran = m.runOp(
+      OpKind::kBroadcast, [&] { return m.sched->plan(OpKind::kBroadcast, count, es); }, b, 0, b, 0,
+      false, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kBroadcast, plan, ran);
 }
@@ -201,11 +209,18 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
              std::vector<double>{});
     return;
   }
-  Plan plan = m.sched->plan(OpKind::kAllgather, count, es * n);
-  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
-    if (in != mine) std::memcpy(mine + sl.offset * es, in + sl.offset * es, sl.count * es);
-    allgatherRing(ch, out + sl.offset * es, count * es, sl.count * es);
-  });
+  const size_t rank = static_cast<size_t>(m.o.rank);
+  Impl::MakeSliceFn make = [es, count, rank](const char* src, char* dst) -> Impl::SliceFn {
+    char* own = dst + rank * count * es;
+    return [src, dst, own, es, count](Channel& ch, Scratch&, const Slice& sl) {
+      if (src != own) std::memcpy(own + sl.offset * es, src + sl.offset * es, sl.count * es);
+      allgatherRing(ch, dst + sl.offset * es, count * es, sl.count * es);
+    };
+  };
+  Plan plan;
+  Impl::Outcome ran = m.runOp(
+      OpKind::kAllgather, [&] { return m.sched->plan(OpKind::kAllgather, count, es * n); }, in,
+      count * es, out, n * count * es, false, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllgather, plan, ran);
 }
@@ -226,16 +241,19 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
     return;
   }
   // An output overlapping the input would overwrite data a replay still needs.
-  std::vector<char> preserved;
-  if (m.o.failover && recvcount > 0 && out < in + n * recvcount * es && in < out + recvcount * es) {
-    preserved.assign(in, in + n * recvcount * es);
-    in = preserved.data();
-  }
-  Plan plan = m.sched->plan(OpKind::kReduceScatter, recvcount, es * n);
-  Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
-    reduceScatterRing(ch, in + sl.offset * es, recvcount * es, out + sl.offset * es, sl.count,
-                      dtype, op, s);
-  });
+  const bool overlap =
+      m.o.failover && recvcount > 0 && out < in + n * recvcount * es && in < out + recvcount * es;
+  Impl::MakeSliceFn make = [es, recvcount, dtype, op](const char* src, char* dst) -> Impl::SliceFn {
+    return [src, dst, es, recvcount, dtype, op](Channel& ch, Scratch& s, const Slice& sl) {
+      reduceScatterRing(ch, src + sl.offset * es, recvcount * es, dst + sl.offset * es, sl.count,
+                        dtype, op, s);
+    };
+  };
+  Plan plan;
+  Impl::Outcome ran = m.runOp(
+      OpKind::kReduceScatter,
+      [&] { return m.sched->plan(OpKind::kReduceScatter, recvcount, es * n); }, in,
+      n * recvcount * es, out, recvcount * es, overlap, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kReduceScatter, plan, ran);
 }

@@ -103,12 +103,18 @@ struct Communicator::Impl {
     std::vector<double> secs;  // per rail, summed over attempts
     std::vector<Slice> done;   // slices that completed on every rank
     bool replayed = false;
+    // A peer was still in the previous (round-free) operation and failed it: this rank redid
+    // that one with it, and the caller must run its own operation again from a fresh plan.
+    bool restart = false;
   };
   // Runs every slice on its rail concurrently and, with failover, redoes failed slices on the
   // surviving rails until every slice completed on every rank (or no rail is left: RailError).
   // `fn` must be re-runnable for a slice: it reads only preserved inputs.
   using SliceFn = std::function<void(Channel&, Scratch&, const Slice&)>;
-  Outcome runSlices(const Plan& plan, const SliceFn& fn);
+  struct Kept;
+  // `next`: this operation's copy of its inputs when it may skip its round (roundFree()); it
+  // becomes `kept` when the operation finished here without a round.
+  Outcome runSlices(const Plan& plan, const SliceFn& fn, std::unique_ptr<Kept>* next = nullptr);
   // One pass of runSlices over the slices still to do, and what it found per rail.
   struct Attempt {
     std::vector<double> failed;          // 1 = failed (here, then agreed over all ranks)
@@ -119,12 +125,20 @@ struct Communicator::Impl {
     std::vector<int> ready;              // after the round: failed rails ready to rebuild
     std::vector<double> rebuildFailed, rebuildNotDone;  // after the round, per rail (max)
     std::chrono::milliseconds longest{0};  // the longest progress deadline of the attempt
+    uint64_t minOp = 0;                    // after the round: the oldest operation any rank is in
   };
   Attempt runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
                      Outcome& out);
   std::chrono::milliseconds progressDeadline(int rail, size_t bytes) const;
   void flagKnownDownRails(Attempt& at);
-  void agreeOnAttempt(Attempt& at);
+  // `patient`: a peer may still be computing before the operation that lets it join (it
+  // finished a round-free operation this rank failed), so wait as long as for any I/O.
+  void agreeOnAttempt(Attempt& at, bool patient);
+  // From an attempt just run (or an empty one: a confirmation) to the end of the operation:
+  // rounds, retired rails, redo on the survivors, re-admission. With `agreedAlready` the first
+  // round was held by the caller. False when a kept operation had to be redone first.
+  bool finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
+              Outcome& out, bool patient, bool agreedAlready = false);
   void retireRails(const std::vector<int>& leaving, Attempt& at);
   // A small control task (barrier) as a one-unit operation on the cold rail, with the same
   // failover as data slices. `fn` must be re-runnable.
@@ -150,6 +164,31 @@ struct Communicator::Impl {
   // Element-wise max over all ranks on the control mesh; `timeout` bounds the wait for a peer
   // that is alive but slow. A peer that cannot be reached is fatal (failStop).
   void agree(std::vector<double>& v, std::chrono::milliseconds timeout);
+
+  // ---- round-free small operations (failover.cc) ------------------------------------------
+  // The last operation that skipped its round, with what a redo needs: the ranks that finished
+  // it redo it with a peer that failed it (found out in the next round), writing into `out`.
+  using MakeSliceFn = std::function<SliceFn(const char* in, char* out)>;
+  struct Kept {
+    uint64_t op = 0;
+    Plan plan;
+    std::vector<char> in, out;
+    size_t outBytes = 0;
+    MakeSliceFn make;  // captures nothing of the caller's stack
+  };
+  std::unique_ptr<Kept> kept;
+  int64_t eventOp = -1;  // while redoing a kept operation: the operation events name
+  static constexpr uint64_t kConfirmEvery = 16;  // every 16th operation holds its round
+  bool roundFree(OpKind op, const Plan& plan) const;
+  // Whether `plan` runs on the kept operation's rail alone (a peer that failed the kept
+  // operation makes it fail too, so its round meets the peer's).
+  bool continuesKept(const Plan& plan) const;
+  void confirmKept();  // a round now, before this operation moves any data
+  // Plans (again after a redo of a kept operation) and runs one operation; `in`/`inBytes` are
+  // what a redo needs kept, `outBytes` the size of its output; `copyIn`: the operation would
+  // overwrite inputs a replay needs, so it runs from a copy.
+  Outcome runOp(OpKind op, const std::function<Plan()>& makePlan, const char* in, size_t inBytes,
+                char* out, size_t outBytes, bool copyIn, const MakeSliceFn& make, Plan& plan);
 
   // ---- re-admission (readmission.cc) -------------------------------------------------------
   // Per rail, bumped per re-admission attempt; names the rail's connections so bytes (and
@@ -177,6 +216,9 @@ struct Communicator::Impl {
   bool readyLocally(int rail) const;
   bool rebuilding(int rail) const;
   void startRebuilds(const std::vector<int>& railsReady);
+  // Right after startRebuilds: waits briefly for the rebuilds and decides them in one round, so
+  // a healthy rail carries its share from the next operation on.
+  void settleQuickRebuilds();
   void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
   void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;
   void advanceRebuilds(const std::vector<double>& failed, const std::vector<double>& notDone);

@@ -190,6 +190,7 @@ Options Options::fromEnv() {
     throw ConfigError(strCat("NEZHA_FAILOVER=\"", failover, "\" is unknown (want replay or stop)"));
   }
   o.failover = failover == "replay";
+  o.roundFreeBytes = paramBytes("NEZHA_ROUND_FREE_BYTES", 0, size_t(16) << 20);
   o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.readmitHoldDown = std::chrono::milliseconds(paramInt("NEZHA_READMIT_HOLDDOWN_MS", 0, 3600000));
   o.watchdog = std::chrono::milliseconds(paramInt("NEZHA_WATCHDOG_MS", 0, 3600000));

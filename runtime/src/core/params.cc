@@ -24,6 +24,9 @@ const std::vector<Param>& allParams() {
       {"NEZHA_RENDEZVOUS_TIMEOUT_MS", "60000", "how long to wait for all ranks to join"},
       {"NEZHA_IO_TIMEOUT_MS", "30000", "a rail with no progress for this long fails"},
       {"NEZHA_FAILOVER", "replay", "replay (agree + redo failed slices on survivors) | stop"},
+      {"NEZHA_ROUND_FREE_BYTES", "64K",
+       "cold allreduce/allgather/reduce_scatter up to this size skip the per-op agreement round "
+       "(a later round confirms them; 0 = a round after every op)"},
       {"NEZHA_READMIT_HOLDDOWN_MS", "500",
        "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
       {"NEZHA_JOB_NAME", "", "the job's name: the job label of the runtime's metrics"},

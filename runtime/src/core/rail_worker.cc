@@ -11,6 +11,11 @@ void TaskHandle::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool TaskHandle::waitFor(std::chrono::steady_clock::duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, d, [this] { return done_; });
+}
+
 bool TaskHandle::done() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;

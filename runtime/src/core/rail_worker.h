@@ -3,6 +3,7 @@
 // messages identical on every rank).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -16,7 +17,9 @@ namespace nezha {
 class TaskHandle {
  public:
   void wait();
-  bool done();                                 // finished (without waiting)
+  bool done();  // finished (without waiting)
+  // Waits up to `d` for the task to finish; true if it did (its error is not rethrown).
+  bool waitFor(std::chrono::steady_clock::duration d);
   double seconds() const { return seconds_; }  // task run time (valid after wait)
 
  private:

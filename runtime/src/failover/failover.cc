@@ -212,8 +212,9 @@ void Impl::allRailsDown(const std::vector<std::string>& errors) {
     if (cause.empty()) cause = "every rail failed or was shut";
     if (!tried.empty()) cause += strCat(" [rails tried: ", tried, "]");
   }
-  failStop(RailError(-1, strCat("operation ", opCounter ? opCounter - 1 : 0,
-                                " failed: no rail left to finish it on (", cause, ")")));
+  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter ? opCounter - 1 : 0;
+  failStop(RailError(
+      -1, strCat("operation ", op, " failed: no rail left to finish it on (", cause, ")")));
 }
 
 // One attempt: every slice of `todo` submitted to its rail's thread, then waited for. Rail
@@ -222,7 +223,7 @@ void Impl::allRailsDown(const std::vector<std::string>& errors) {
 Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
                                Outcome& out) {
   const size_t n = rails.size();
-  const uint64_t op = opCounter - 1;
+  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter - 1;
   // A peer that has not reached this operation yet (busy elsewhere) is not a dead rail.
   std::function<bool()> peersBehind = [this, op] { return mesh->peersBehind(op); };
   Attempt at;
@@ -314,11 +315,14 @@ void Impl::flagKnownDownRails(Attempt& at) {
 // chunks finished on every rank. Afterwards at.failed holds the agreed failures,
 // at.doneEverywhere the chunks that stand, at.ready the rails to start rebuilding and
 // at.rebuild* the agreed state of rails being rebuilt.
-void Impl::agreeOnAttempt(Attempt& at) {
+void Impl::agreeOnAttempt(Attempt& at, bool patient) {
   const size_t n = rails.size();
   constexpr size_t kFields = 7;
   std::vector<double> round = at.failed;
-  round.resize(kFields * n, 1.0);
+  round.resize(kFields * n + 1, 1.0);
+  // Last: minus this rank's operation number (the max is minus the oldest any rank is in).
+  const uint64_t current = opCounter ? opCounter - 1 : 0;
+  round[kFields * n] = -static_cast<double>(current);
   for (size_t r = 0; r < n; ++r) {
     round[4 * n + r] = -static_cast<double>(at.leadingDone[r]);
     const int req = controlRequest[r]->load();
@@ -332,7 +336,8 @@ void Impl::agreeOnAttempt(Attempt& at) {
   }
   try {
     // Peers still blocked on a silent rail reach the round up to their longest deadline late.
-    mesh->maxReduce(round, at.longest + 2 * o.progressFloor);
+    mesh->maxReduce(round, patient ? std::max(o.ioTimeout, at.longest + 2 * o.progressFloor)
+                                   : at.longest + 2 * o.progressFloor);
   } catch (const RailError& e) {
     at.errors.push_back(e.what());
     allRailsDown(at.errors);
@@ -347,6 +352,7 @@ void Impl::agreeOnAttempt(Attempt& at) {
   at.rebuildFailed.assign(round.begin() + 5 * n, round.begin() + 6 * n);
   at.rebuildNotDone.assign(round.begin() + 6 * n, round.begin() + 7 * n);
   at.failed.assign(round.begin(), round.begin() + n);
+  at.minOp = static_cast<uint64_t>(-round[kFields * n]);
 }
 
 // Rails that leave the split: which ranks saw each fail themselves and the most specific reason
@@ -392,27 +398,62 @@ std::string Impl::reasonName(int rank) {
   return rank >= 0 && rank < static_cast<int>(std::size(kReasons)) ? kReasons[rank] : "peer";
 }
 
-Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
+Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_ptr<Kept>* next) {
   Outcome out;
   out.secs.assign(rails.size(), 0.0);
-  const size_t n = rails.size();
   std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
+  if (todo.empty()) return out;  // nothing ran, so no round is held
+  Attempt at = runAttempt(plan, todo, fn, out);
+  if (!o.failover) {
+    for (size_t r = 0; r < rails.size(); ++r) {
+      if (at.failed[r] > 0) failStop(RailError(static_cast<int>(r), at.errors[r]));
+    }
+    out.done = todo;
+    return out;
+  }
+  const bool mayKeep = next != nullptr && *next != nullptr;
+  if (mayKeep && std::none_of(at.failed.begin(), at.failed.end(), [](double f) { return f > 0; })) {
+    // Done here without a round. Finishing it needed every rank's part, so every peer finished
+    // the previous operation: that one is confirmed and this one is kept in its place.
+    out.done = std::move(todo);
+    kept = std::move(*next);
+    ++metrics.roundFreeOps;
+    return out;
+  }
+  const bool patient = mayKeep || kept != nullptr;
+  out.restart = !finish(plan, fn, std::move(todo), std::move(at), out, patient);
+  return out;
+}
+
+bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
+                  Outcome& out, bool patient, bool agreedAlready) {
+  const size_t n = rails.size();
   Attempt agreed;  // the last round's re-admission flags
-  while (!todo.empty()) {
-    Attempt at = runAttempt(plan, todo, fn, out);
-    if (!o.failover) {
-      for (size_t r = 0; r < n; ++r) {
-        if (at.failed[r] > 0) failStop(RailError(static_cast<int>(r), at.errors[r]));
+  for (bool first = true;; first = false) {
+    if (!(first && agreedAlready)) {
+      flagKnownDownRails(at);
+      // With every link of this rank down nobody can be reached: no round to wait for.
+      if (std::all_of(linkDown.begin(), linkDown.end(), [](const auto& d) { return d->load(); })) {
+        allRailsDown(at.errors);
       }
-      out.done = todo;
-      return out;
+      agreeOnAttempt(at, patient);
+      if (kept && at.minOp <= kept->op) {
+        // A peer is still in the kept operation: it failed there while this rank finished it.
+        // Redo it with that peer (same agreed round, same plan, so the same slices everywhere),
+        // writing the redone result aside; the caller's operation then starts afresh.
+        std::unique_ptr<Kept> k = std::move(kept);
+        k->out.resize(k->outBytes);
+        Outcome redo;
+        redo.secs.assign(n, 0.0);
+        eventOp = static_cast<int64_t>(k->op);
+        ++metrics.keptRedos;
+        finish(k->plan, k->make(k->in.data(), k->out.data()),
+               chunked(k->plan.slices, k->plan.unitBytes), at, redo, true, true);
+        eventOp = -1;
+        return false;
+      }
+      kept.reset();  // every rank is past it
     }
-    flagKnownDownRails(at);
-    // With every link of this rank down nobody can be reached: no round to wait for.
-    if (std::all_of(linkDown.begin(), linkDown.end(), [](const auto& d) { return d->load(); })) {
-      allRailsDown(at.errors);
-    }
-    agreeOnAttempt(at);
     agreed.ready = at.ready;
     agreed.rebuildFailed = at.rebuildFailed;
     agreed.rebuildNotDone = at.rebuildNotDone;
@@ -440,24 +481,112 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn) {
     out.replayed = true;
     metrics.replayedSlices += redo.size();
     todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
+    at = runAttempt(plan, todo, fn, out);
   }
   // Re-admission moves on at operation boundaries only, with the last round's agreed flags.
   reapAbandoned();
-  if (agreed.rebuildFailed.empty()) return out;  // nothing ran, so no round was held
   advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
   std::vector<int> start;
   for (int r : agreed.ready) {
     if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
   }
-  if (!start.empty()) startRebuilds(start);
-  return out;
+  if (!start.empty()) {
+    startRebuilds(start);
+    settleQuickRebuilds();
+  }
+  return true;
+}
+
+// Round-free operations (Options::roundFreeBytes). A small cold operation on one rail skips the
+// per-operation round when every rail is alive: its result stands on this rank as soon as its
+// exchange finishes here. A rank that fails it aborts the rail, so every peer that finished it
+// fails its next operation on that rail too (that one cannot finish without the failed rank)
+// and the next round meets: the round carries each rank's operation number, and ranks one
+// operation ahead redo the kept operation with the ones behind (from kept inputs, on the
+// survivors), then run their own operation again from a fresh plan. Before anything that could
+// leave a peer's data waiting on another rail (a split, another rail, a broadcast, a timing
+// agreement) and every kConfirmEvery operations, a round confirms the kept operation. A rank
+// that finished an operation is never more than one ahead of one that did not: finishing the
+// next one needs every rank's part.
+bool Impl::roundFree(OpKind op, const Plan& plan) const {
+  if (!o.failover || o.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
+  if (op != OpKind::kAllreduce && op != OpKind::kAllgather && op != OpKind::kReduceScatter) {
+    return false;  // a broadcast root finishes without its peers; barriers are rare
+  }
+  if (plan.units * plan.unitBytes > o.roundFreeBytes) return false;
+  if ((opCounter - 1) % kConfirmEvery == 0) return false;
+  if (sched->isOffload(plan.slices[0].rail)) return false;
+  const std::vector<bool>& alive = sched->alive();
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (!alive[r] || drained[r] || rebuilds[r]) return false;
+  }
+  return continuesKept(plan) || !kept;
+}
+
+bool Impl::continuesKept(const Plan& plan) const {
+  if (!kept) return false;
+  const int rail = kept->plan.slices[0].rail;
+  if (plan.slices.empty()) return false;  // runs nothing, so it would not meet a failed peer
+  return std::all_of(plan.slices.begin(), plan.slices.end(),
+                     [rail](const Slice& s) { return s.rail == rail; });
+}
+
+void Impl::confirmKept() {
+  if (!kept) return;
+  Attempt at;
+  at.failed.assign(rails.size(), 0.0);
+  at.errors.assign(rails.size(), std::string());
+  at.leadingDone.assign(rails.size(), 0);
+  at.longest = o.progressFloor;
+  Outcome out;
+  out.secs.assign(rails.size(), 0.0);
+  finish(Plan{}, nullptr, {}, std::move(at), out, true);
 }
 
 void Impl::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
-  Plan p;
-  p.units = 1;
-  p.slices.push_back(Slice{sched->coldRail(), 0, 1});
-  runSlices(p, [&](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); });
+  for (;;) {
+    Plan p;
+    p.units = 1;
+    p.slices.push_back(Slice{sched->coldRail(), 0, 1});
+    if (kept && !continuesKept(p)) {
+      confirmKept();
+      continue;  // the cold rail may have changed
+    }
+    if (!runSlices(p, [&](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); }).restart) return;
+  }
+}
+
+Impl::Outcome Impl::runOp(OpKind op, const std::function<Plan()>& makePlan, const char* in,
+                          size_t inBytes, char* out, size_t outBytes, bool copyIn,
+                          const MakeSliceFn& make, Plan& plan) {
+  // In place, a run overwrites the inputs a replay (or a second run) needs: they are copied
+  // first, once, and every run reads the copy.
+  std::vector<char> preserved;
+  for (;;) {
+    plan = makePlan();
+    if (kept && !continuesKept(plan)) {
+      confirmKept();
+      plan = makePlan();  // the confirmation may have changed the rail set
+    }
+    const char* from = preserved.empty() ? in : preserved.data();
+    std::unique_ptr<Kept> next;
+    const char* src = from;
+    if (roundFree(op, plan)) {
+      next = std::make_unique<Kept>();
+      next->op = opCounter - 1;
+      next->plan = plan;
+      next->in.assign(from, from + inBytes);
+      next->outBytes = outBytes;
+      next->make = make;
+      src = next->in.data();
+    } else if (copyIn) {
+      if (preserved.empty()) preserved.assign(in, in + inBytes);
+      src = preserved.data();
+    }
+    Outcome ran = runSlices(plan, make(src, out), &next);
+    if (!ran.restart) return ran;
+    if (copyIn && preserved.empty() && next) preserved = std::move(next->in);
+  }
 }
 
 }  // namespace nezha
