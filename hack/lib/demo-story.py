@@ -17,6 +17,8 @@ import sys
 # Seconds left out at the start of each phase: the runtime re-plans its split after a change
 # (shaping applied, a rail lost) within a few operations; the table shows the steady state.
 SETTLE_SECONDS = 2.0
+# The plot's smoothing: 4 sampling intervals (2 s).
+SMOOTH_SAMPLES = 4
 
 
 def load_samples(path):
@@ -53,9 +55,11 @@ def readmitted_at(samples, m):
 
 
 def series(samples, rails, t0):
-    """Per-interval Mbit/s per rail, at the interval's midpoint (seconds since t0)."""
+    """Mbit/s per rail over sliding windows of SMOOTH_SAMPLES intervals (a 4 MiB step takes
+    ~0.1 s, so one 0.5 s interval holds a varying whole number of steps), at each window's
+    midpoint (seconds since t0)."""
     ts, per_rail = [], {r: [] for r in rails}
-    for a, b in zip(samples, samples[1:]):
+    for a, b in zip(samples, samples[SMOOTH_SAMPLES:]):
         dt = b["t"] - a["t"]
         if dt <= 0:
             continue
