@@ -192,7 +192,11 @@ void Impl::advanceRebuilds(const std::vector<double>& failed, const std::vector<
     const double bandwidth = static_cast<double>(rb->probeBytes) / std::max(bulk - latency, 1e-7);
     double others = 0;
     for (size_t q = 0; q < rails.size(); ++q) {
-      if (alive[q] && static_cast<int>(q) != r) others += rails[q].bandwidthBytesPerSecond;
+      if (!alive[q] || static_cast<int>(q) == r) continue;
+      // What the rail carries now if the agreed timings say (probe values go stale: a rail
+      // probed before it was shaped once made every healed rail look 1.5 % of the job).
+      const double now = sched->observedBandwidth(static_cast<int>(q));
+      others += now > 0 ? now : rails[q].bandwidthBytesPerSecond;
     }
     const double share = bandwidth / (bandwidth + others);
     // An offload rail (SHARP) never carries byte slices, so its share of the job's bandwidth says

@@ -8,6 +8,11 @@
 
 namespace nezha {
 
+namespace {
+// Fewer bytes than this on a rail in one entry's agreed timings say more about latency than rate.
+constexpr double kMinObservedBytes = 256 << 10;
+}  // namespace
+
 Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
     : o_(o),
       nrails_(o.rails.size()),
@@ -16,7 +21,8 @@ Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
       bestRail_(highestBandwidthRail(probe.bandwidth)),
       baseRatios_(ratiosFromBandwidth(probe.bandwidth)),
       table_(std::move(table)),
-      alive_(o.rails.size(), true) {
+      alive_(o.rails.size(), true),
+      observed_(o.rails.size(), 0.0) {
   NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
                 "probe covers ", probe.latency.size(), " of ", nrails_, " rails");
   for (const RailSpec& r : o.rails) offload_.push_back(r.transport == "sharp");
@@ -155,7 +161,8 @@ void Scheduler::remeasure(int rail, double latencySeconds, double bandwidthBytes
   NEZHA_ENFORCE(rail >= 0 && static_cast<size_t>(rail) < nrails_, "no rail ", rail);
   probe_.latency[rail] = latencySeconds;
   probe_.bandwidth[rail] = std::max(bandwidthBytesPerSecond, 1.0);
-  setAlive(alive_);  // cold and best rail from the new numbers
+  observed_[static_cast<size_t>(rail)] = 0;  // from the new probe until timings say otherwise
+  setAlive(alive_);                          // cold and best rail from the new numbers
   // The static policy's split is fixed at start by design (MRIB style); only adaptive re-seeds.
   // An offload rail has no share in any split.
   if (o_.policy != Policy::kAdaptive || offload_[rail]) return;
@@ -211,6 +218,11 @@ void Scheduler::applyAgreed(const std::vector<double>& agreed) {
                              agreed.begin() + static_cast<long>(pos + nrails_));
     pos += nrails_;
     e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
+    for (size_t i = 0; i < nrails_; ++i) {
+      if (secs[i] > 0 && e.pendingBytes[i] >= kMinObservedBytes) {
+        observed_[i] = e.pendingBytes[i] / secs[i];
+      }
+    }
     ++e.updates;
     if (o_.verbose && o_.rank == 0) {
       std::fprintf(stderr, "nezha: tune %s bucket 2^%d update %llu:", toString(key.op), key.bucket,

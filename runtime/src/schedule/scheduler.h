@@ -71,6 +71,12 @@ class Scheduler {
   // policy keeps its split (fixed at start by design).
   void remeasure(int rail, double latencySeconds, double bandwidthBytesPerSecond);
 
+  // The rail's rate in the last agreed timings of an entry that gave it enough bytes to judge
+  // (op bytes per second, the probe's unit), or 0 if none since start or its last remeasure.
+  // Agreed, so the same on every rank. Unlike the probe values it follows a rail that slowed
+  // down (or was probed unshaped) after start: re-admission compares a healed rail with these.
+  double observedBandwidth(int rail) const { return observed_[static_cast<size_t>(rail)]; }
+
   int coldRail() const { return coldRail_; }  // lowest-latency live rail that moves bytes
   int bestRail() const { return bestRail_; }  // highest-bandwidth live rail that moves bytes
   // The live offload rail (the lowest-index one if several), or -1.
@@ -97,7 +103,8 @@ class Scheduler {
   std::vector<double> baseRatios_;
   Table table_;
   std::vector<bool> alive_;
-  std::vector<bool> offload_;  // per rail: reduces in the network, carries no byte slices
+  std::vector<bool> offload_;     // per rail: reduces in the network, carries no byte slices
+  std::vector<double> observed_;  // per rail: observedBandwidth()
   // Dead and offload rails -> 0.
   std::vector<double> masked(const std::vector<double>& ratios) const;
 };

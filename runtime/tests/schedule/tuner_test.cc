@@ -127,7 +127,8 @@ TEST(SchedulerTuningTest, TableEntryConvergesWithinFiftyOps) {
   // A misleading probe (rail 1 looks faster) so the online tuning has real work to do.
   ProbeResult probe{{1e-4, 1e-4}, {50e6, 80e6}};
   Scheduler s(o, probe, Table({"r0", "r1"}));
-  const size_t count = 16 << 20;  // float32 -> 64 MiB
+  EXPECT_EQ(s.observedBandwidth(1), 0.0);  // nothing agreed yet
+  const size_t count = 16 << 20;           // float32 -> 64 MiB
   Plan last;
   for (uint64_t op = 0; op < 50; ++op) {
     if (s.agreementDue(op)) s.applyAgreed(s.pendingStats());
@@ -144,6 +145,12 @@ TEST(SchedulerTuningTest, TableEntryConvergesWithinFiftyOps) {
   EXPECT_EQ(e->ops, 50u);
   auto best = optimum(rails, count * 4.0);
   EXPECT_NEAR(e->ratios[0], best[0], 0.02);
+  // The agreed timings also give each rail's rate as it is now, not as the probe said (re-
+  // admission's slow floor compares a healed rail with these); a remeasure starts it over.
+  EXPECT_NEAR(s.observedBandwidth(0), rails[0].bandwidth, 0.01 * rails[0].bandwidth);
+  EXPECT_NEAR(s.observedBandwidth(1), rails[1].bandwidth, 0.01 * rails[1].bandwidth);
+  s.remeasure(1, 1e-4, 1e6);
+  EXPECT_EQ(s.observedBandwidth(1), 0.0);
   // Below the threshold: cold start on the lowest-latency rail (tie -> rail 0), whole op.
   Plan cold = s.plan(OpKind::kAllreduce, 1000, 4);
   EXPECT_FALSE(cold.hot);
