@@ -204,7 +204,7 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
   Plan plan = m.sched->plan(OpKind::kAllgather, count, es * n);
   Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch&, const Slice& sl) {
     if (in != mine) std::memcpy(mine + sl.offset * es, in + sl.offset * es, sl.count * es);
-    allgatherRing(ch, out + sl.offset * es, count * es, sl.count * es);
+    nezha::allgather(ch, out + sl.offset * es, count * es, sl.count * es, m.algo);
   });
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllgather, plan, ran);
@@ -233,8 +233,8 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
   }
   Plan plan = m.sched->plan(OpKind::kReduceScatter, recvcount, es * n);
   Impl::Outcome ran = m.runSlices(plan, [&](Channel& ch, Scratch& s, const Slice& sl) {
-    reduceScatterRing(ch, in + sl.offset * es, recvcount * es, out + sl.offset * es, sl.count,
-                      dtype, op, s);
+    nezha::reduceScatter(ch, in + sl.offset * es, recvcount * es, out + sl.offset * es, sl.count,
+                         dtype, op, s, m.algo);
   });
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kReduceScatter, plan, ran);
