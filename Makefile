@@ -16,7 +16,7 @@ RUNTIME_BUILD   := build/runtime
 CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 GO_TEST_FLAGS   ?= -count=1 -p 1
 FUZZ_SECONDS    ?= 60
-FUZZ_TARGETS    := fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame fuzz_qp_address
+FUZZ_TARGETS    := fuzz_table fuzz_algo_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame fuzz_qp_address
 SAN_FLAGS       := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 export NEZHA_CACHE
 

@@ -1,14 +1,24 @@
-// nezha-tune: builds a data-length table offline (MCR-DL tuning-table spirit). For each size of
-// the sweep it runs the collective hot (split) long enough for the online tuner to converge,
-// then times hot against cold (whole operation on the lowest-latency rail); the cold threshold
-// is the smallest size from which hot wins at every larger size. Rank 0 writes the table JSON,
-// which jobs load with NEZHA_TABLE. One process per rank, configured by NEZHA_* like any job.
+// nezha-tune: builds tuning tables offline (MCR-DL tuning-table spirit). One process per rank,
+// configured by NEZHA_* like any job; rank 0 writes the file.
+//
+// Data-length table (default): for each size of the sweep it runs the collective hot (split)
+// long enough for the online tuner to converge, then times hot against cold (whole operation on
+// the lowest-latency rail); the cold threshold is the smallest size from which hot wins at every
+// larger size. Jobs load the table with NEZHA_TABLE.
+//
+// Algorithm table (--algorithms, tune_algorithms.cc): for every collective and size, each
+// algorithm it has (and SHARP for allreduce when a sharp rail exists) is timed cold on one rail,
+// the fastest wins; then the allreduce cold threshold for this rank count. The rows are for this
+// world size only; --merge keeps another file's rows for other rank counts, so runs at several
+// N build one table. Jobs load it with NEZHA_ALGO_TABLE.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "bench_args.h"
 #include "schedule/table.h"
+#include "tune_algorithms.h"
 
 namespace {
 
@@ -16,8 +26,13 @@ const char kUsage[] =
     "usage: nezha-tune [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
     "                  [--reduce sum|...] [--min-bytes 4K] [--max-bytes 64M] [--factor 2]\n"
     "                  [--warmup 50] [--iters 10] --out TABLE.json [--quiet]\n"
+    "       nezha-tune --algorithms [--merge OLD.json] [--min-bytes 1K] [--max-bytes 4M]\n"
+    "                  [--factor 2] [--warmup 3] [--iters 10] --out ALGO.json [--quiet]\n"
     "--warmup: hot operations per size before timing (the tuner converges within 50);\n"
-    "--iters: timed operations per size and mode. Needs NEZHA_POLICY=adaptive.\n";
+    "--iters: timed operations per size and mode. Needs NEZHA_POLICY=adaptive.\n"
+    "--algorithms: write the algorithm table (NEZHA_ALGO_TABLE) instead: every collective's\n"
+    "algorithms timed per size at this world size; --merge keeps OLD.json's rows for other\n"
+    "rank counts.\n";
 
 using nezha::OpKind;
 namespace tools = nezha::tools;
@@ -50,7 +65,41 @@ double timeOps(nezha::Communicator& c, const tools::BenchArgs& a, std::vector<ch
 }
 
 int run(int argc, char** argv) {
+  // --algorithms and --merge belong to nezha-tune alone: take them out before the shared parser.
+  bool algorithms = false;
+  std::string merge;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--algorithms") == 0) {
+      algorithms = true;
+    } else if (std::strcmp(argv[i], "--merge") == 0 && i + 1 < argc) {
+      merge = argv[++i];
+    } else if (std::strncmp(argv[i], "--merge=", 8) == 0) {
+      merge = argv[i] + 8;
+    } else if (std::strcmp(argv[i], "--merge") == 0) {
+      throw nezha::ConfigError("--merge needs a file");
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(rest.size());
+  argv = rest.data();
   tools::BenchArgs a;
+  if (algorithms) {
+    a.minBytes = 1 << 10;
+    a.maxBytes = 4 << 20;
+    a.warmup = 3;
+    a.iters = 10;
+    if (!tools::parseBenchArgs(argc, argv, a, kUsage)) return 0;
+    if (a.json.empty()) throw nezha::ConfigError("--out ALGO.json is required");
+    nezha::Options opts = nezha::Options::fromEnv();
+    if (opts.policy != nezha::Policy::kAdaptive) {
+      throw nezha::ConfigError("nezha-tune needs NEZHA_POLICY=adaptive (cold vs hot)");
+    }
+    nezha::Communicator c(opts);
+    return tools::tuneAlgorithms(c, a, merge);
+  }
+  if (!merge.empty()) throw nezha::ConfigError("--merge goes with --algorithms");
   a.minBytes = 4 << 10;
   a.maxBytes = 64 << 20;
   a.warmup = 50;

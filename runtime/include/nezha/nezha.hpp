@@ -152,6 +152,11 @@ struct Options {
   // SHARP collective library to dlopen for sharp rails; empty = libsharp_coll.so on the loader's
   // search path (NEZHA_SHARP_LIBRARY).
   std::string sharpLibrary;
+  // Algorithm table, "nezha-algo/v1" JSON text (src/schedule/algo_table.h; NEZHA_ALGO_TABLE
+  // names its file): per collective, size and rank count the algorithm and transport, and the
+  // cold threshold per rank count. Empty = the built-in rules (from the two thresholds).
+  // Every rank must hold the same table (the rendezvous compares digests).
+  std::string algoTable;
   // Rank 0 only: a server made by startRendezvousServer() to use instead of starting one.
   std::shared_ptr<class RendezvousServer> server;
 
@@ -273,6 +278,12 @@ class Communicator {
   // Changes the cold/hot threshold from the next operation on. Like a collective, every rank
   // must make the same call at the same point (nezha-tune uses it to time cold vs hot).
   void setColdThreshold(size_t bytes);
+  // Replaces the algorithm table ("nezha-algo/v1" JSON, see Options::algoTable) from the next
+  // operation on; "" = the built-in rules. Every rank must make the same call with the same
+  // table at the same point (nezha-tune uses it to time one algorithm against another). The
+  // cold threshold is left as it is. Throws ConfigError naming a bad field.
+  void setAlgoTable(const std::string& json);
+  std::string algoTableJson() const;  // the table in force, as JSON
 
   // Breaks rail `rail`'s connections (fault injection): the operation in flight and later ones
   // that use the rail fail with RailError(rail) here and on the peers. Any thread.

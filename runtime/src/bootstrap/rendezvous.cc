@@ -2,11 +2,14 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <map>
 
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
 #include "core/error.h"
+#include "util/json.h"
+#include "util/sha256.h"
 #include "util/wire.h"
 
 namespace nezha {
@@ -63,6 +66,28 @@ std::string railList(const RankInfo& info) {
   return s + "]";
 }
 
+// The "key=value" settings of fingerprint `a` that `b` does not share (all of `a` if none
+// differ key by key), so a mismatch names just the settings that differ.
+std::string settingsOnlyIn(const std::string& a, const std::string& b) {
+  auto split = [](const std::string& f) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= f.size()) {
+      size_t semi = f.find(';', start);
+      if (semi == std::string::npos) semi = f.size();
+      parts.push_back(f.substr(start, semi - start));
+      start = semi + 1;
+    }
+    return parts;
+  };
+  const std::vector<std::string> pa = split(a), pb = split(b);
+  std::string out;
+  for (const std::string& p : pa) {
+    if (std::find(pb.begin(), pb.end(), p) == pb.end()) out += strCat(out.empty() ? "" : ";", p);
+  }
+  return out.empty() ? a : out;
+}
+
 // Why `got` cannot join a job described by `want` ("" if it can).
 std::string disagreement(const RankInfo& want, const RankInfo& got) {
   if (got.worldSize != want.worldSize) {
@@ -77,8 +102,9 @@ std::string disagreement(const RankInfo& want, const RankInfo& got) {
                   railList(want));
   }
   if (got.fingerprint != want.fingerprint) {
-    return strCat("rank ", got.rank, " has settings {", got.fingerprint, "} but rank 0 has {",
-                  want.fingerprint, "}");
+    return strCat("rank ", got.rank, " has settings {",
+                  settingsOnlyIn(got.fingerprint, want.fingerprint), "} but rank 0 has {",
+                  settingsOnlyIn(want.fingerprint, got.fingerprint), "}");
   }
   return "";
 }
@@ -93,6 +119,19 @@ std::string expectedRates(const Options& o) {
 }
 }  // namespace
 
+// The algorithm table's identity: whitespace and key order do not count.
+std::string algoTableDigest(const std::string& text) {
+  if (text.empty()) return "builtin";
+  std::string canonical = text;
+  try {
+    canonical = nlohmann::json::parse(text).dump();  // sorted keys, no whitespace
+  } catch (const std::exception&) {
+    // Not JSON: validateOptions refuses it before the rendezvous; digest the bytes anyway.
+  }
+  const Digest d = sha256(canonical.data(), canonical.size());
+  return "sha256:" + toHex(d.data(), 8);
+}
+
 std::string configFingerprint(const Options& o) {
   return strCat("policy=", toString(o.policy),
                 ";cold=", o.coldThreshold ? std::to_string(*o.coldThreshold) : std::string("auto"),
@@ -101,7 +140,8 @@ std::string configFingerprint(const Options& o) {
                 ";ring=", o.ringThreshold, ";chain=", o.chainThreshold,
                 ";min_slice=", o.minSliceBytes, ";failover=", o.failover ? "replay" : "stop",
                 ";slow_floor=", o.slowFloor, ";preflight=", toString(o.preflight),
-                ";preflight_bytes=", o.preflightBytes, ";expected_mbps=", expectedRates(o));
+                ";preflight_bytes=", o.preflightBytes, ";expected_mbps=", expectedRates(o),
+                ";algo_table=", algoTableDigest(o.algoTable));
 }
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {

@@ -4,6 +4,12 @@
 
 namespace nezha {
 
+void allgather(Channel& ch, char* base, size_t stride, size_t bytes, const AlgoOptions& o) {
+  // Ring is the one allgather today; the table (collectives/algorithm.h) admits only it.
+  (void)o;
+  allgatherRing(ch, base, stride, bytes);
+}
+
 void allgatherRing(Channel& ch, char* base, size_t stride, size_t bytes) {
   const int n = ch.size(), r = ch.rank();
   if (n == 1 || bytes == 0) return;

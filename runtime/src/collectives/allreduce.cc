@@ -6,6 +6,9 @@
 // r+1. Allgather: n-1 more steps circulate the reduced chunks. Each rank sends 2(n-1)/n of the
 // slice. The steps are not separated by barriers: data is forwarded as soon as it is reduced.
 //
+// Which one runs is the algorithm table's choice (collectives/algorithm.h); halving/doubling
+// (Rabenseifner) lives in allreduce_halving_doubling.cc.
+//
 // Recursive doubling (latency-optimal, for small slices): log2(p) rounds of whole-buffer
 // exchanges with partner rank^mask. For n not a power of two, the first 2*(n-p) ranks pair up
 // first: even ones hand their data to their odd neighbour, sit out, and get the result back
@@ -17,13 +20,6 @@
 #include "core/reduce.h"
 
 namespace nezha {
-
-AllreduceAlgorithm chooseAllreduce(size_t count, size_t elemSize, int ranks, const AlgoOptions& o) {
-  if (count < static_cast<size_t>(ranks) || count * elemSize < o.ringThreshold) {
-    return AllreduceAlgorithm::kRecursiveDoubling;
-  }
-  return AllreduceAlgorithm::kRing;
-}
 
 void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
                const AlgoOptions& o) {
@@ -37,11 +33,21 @@ void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt
     return off->allreduce(in, out, count, dt, op);
   }
   const size_t es = dataTypeSize(dt);
-  const bool ring = ch.size() > 1 && count > 0 &&
-                    chooseAllreduce(count, es, ch.size(), o) == AllreduceAlgorithm::kRing;
-  if (ring) return allreduceRing(ch, in, out, count, dt, op, scratch);
+  const int n = ch.size();
+  Algorithm algo = o.choose(OpKind::kAllreduce, count * es, n);
+  // Ring and halving/doubling give every rank a block: with fewer elements than ranks they
+  // would move empty blocks, so such tiny slices take recursive doubling (all ranks alike).
+  if (algo != Algorithm::kRecursiveDoubling && count < static_cast<size_t>(n)) {
+    algo = Algorithm::kRecursiveDoubling;
+  }
+  if (n > 1 && count > 0 && algo == Algorithm::kRing) {
+    return allreduceRing(ch, in, out, count, dt, op, scratch);
+  }
   if (in != out && count > 0) std::memcpy(out, in, count * es);
-  if (ch.size() == 1 || count == 0) return;
+  if (n == 1 || count == 0) return;
+  if (algo == Algorithm::kHalvingDoubling) {
+    return allreduceHalvingDoubling(ch, out, count, dt, op, scratch);
+  }
   allreduceRecursiveDoubling(ch, out, count, dt, op, scratch);
 }
 

@@ -10,19 +10,12 @@
 
 namespace nezha {
 
-BroadcastAlgorithm chooseBroadcast(size_t bytes, int ranks, const AlgoOptions& o) {
-  if (ranks <= 2 || bytes <= o.chainThreshold) return BroadcastAlgorithm::kBinomialTree;
-  return BroadcastAlgorithm::kPipelinedChain;
-}
-
 void broadcast(Channel& ch, char* buf, size_t bytes, int root, const AlgoOptions& o) {
   if (ch.size() == 1 || bytes == 0) return;
-  switch (chooseBroadcast(bytes, ch.size(), o)) {
-    case BroadcastAlgorithm::kBinomialTree:
-      return broadcastBinomialTree(ch, buf, bytes, root);
-    case BroadcastAlgorithm::kPipelinedChain:
-      return broadcastPipelinedChain(ch, buf, bytes, root);
+  if (o.choose(OpKind::kBroadcast, bytes, ch.size()) == Algorithm::kPipelinedChain) {
+    return broadcastPipelinedChain(ch, buf, bytes, root);
   }
+  broadcastBinomialTree(ch, buf, bytes, root);
 }
 
 void broadcastBinomialTree(Channel& ch, char* buf, size_t bytes, int root) {

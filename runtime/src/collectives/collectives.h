@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "collectives/algorithm.h"
 #include "nezha/nezha.hpp"
 #include "transport/channel.h"
 
@@ -28,39 +29,40 @@ class Scratch {
   std::vector<std::vector<char>> slots_;
 };
 
-struct AlgoOptions {
-  size_t ringThreshold = 64 << 10;    // allreduce below this (bytes): recursive doubling
-  size_t chainThreshold = 256 << 10;  // broadcasts above this use the pipelined chain
-};
-
-enum class AllreduceAlgorithm { kRing, kRecursiveDoubling };
-enum class BroadcastAlgorithm { kBinomialTree, kPipelinedChain };
-
-AllreduceAlgorithm chooseAllreduce(size_t count, size_t elemSize, int ranks, const AlgoOptions& o);
-BroadcastAlgorithm chooseBroadcast(size_t bytes, int ranks, const AlgoOptions& o);
-
 // In place on buf[0, count). Every rank ends with bit-identical results.
 void allreduce(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op, Scratch& scratch,
                const AlgoOptions& o);
 // Out of place: in[0, count) is only read (a replay after a rail failure needs it intact),
-// out[0, count) gets the result; in == out is in place. The ring reads the input directly;
-// recursive doubling (small counts) copies it first.
+// out[0, count) gets the result; in == out is in place. The algorithm is o.choose(allreduce,
+// slice bytes, ranks); ring and halving/doubling need count >= ranks and fall back to recursive
+// doubling below that (on every rank alike). The ring reads the input directly; the others copy
+// it first.
 void allreduce(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
                Scratch& scratch, const AlgoOptions& o);
 void allreduceRing(Channel& ch, const char* in, char* out, size_t count, DataType dt, ReduceOp op,
                    Scratch& scratch);
 void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
                                 Scratch& scratch);
+// Rabenseifner (allreduce_halving_doubling.cc): reduce-scatter by recursive halving, allgather
+// by recursive doubling; non-power-of-two rank counts fold the extra ranks in first. In place on
+// buf; needs count >= ranks.
+void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt, ReduceOp op,
+                              Scratch& scratch);
 
 void broadcast(Channel& ch, char* buf, size_t bytes, int root, const AlgoOptions& o);
 void broadcastBinomialTree(Channel& ch, char* buf, size_t bytes, int root);
 void broadcastPipelinedChain(Channel& ch, char* buf, size_t bytes, int root);
 
-// Blocks of `bytes` at base + i*stride; this rank's block is already in place.
+// Blocks of `bytes` at base + i*stride; this rank's block is already in place. The first picks
+// the algorithm by o.choose(allgather, bytes * ranks, ranks).
+void allgather(Channel& ch, char* base, size_t stride, size_t bytes, const AlgoOptions& o);
 void allgatherRing(Channel& ch, char* base, size_t stride, size_t bytes);
 
 // Input blocks of `count` elements at in + i*inStride (not modified); the reduced block of this
-// rank goes to out (which may alias this rank's input block).
+// rank goes to out (which may alias this rank's input block). The first picks the algorithm by
+// o.choose(reduce_scatter, count * elemSize * ranks, ranks).
+void reduceScatter(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
+                   DataType dt, ReduceOp op, Scratch& scratch, const AlgoOptions& o);
 void reduceScatterRing(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
                        DataType dt, ReduceOp op, Scratch& scratch);
 

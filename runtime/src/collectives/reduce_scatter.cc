@@ -10,6 +10,13 @@
 
 namespace nezha {
 
+void reduceScatter(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
+                   DataType dt, ReduceOp op, Scratch& scratch, const AlgoOptions& o) {
+  // Ring is the one reduce_scatter today; the table (collectives/algorithm.h) admits only it.
+  (void)o;
+  reduceScatterRing(ch, in, inStride, out, count, dt, op, scratch);
+}
+
 void reduceScatterRing(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
                        DataType dt, ReduceOp op, Scratch& scratch) {
   const int n = ch.size(), r = ch.rank();

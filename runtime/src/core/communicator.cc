@@ -210,11 +210,11 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
     return;
   }
   const size_t rank = static_cast<size_t>(m.o.rank);
-  Impl::MakeSliceFn make = [es, count, rank](const char* src, char* dst) -> Impl::SliceFn {
+  Impl::MakeSliceFn make = [&m, es, count, rank](const char* src, char* dst) -> Impl::SliceFn {
     char* own = dst + rank * count * es;
-    return [src, dst, own, es, count](Channel& ch, Scratch&, const Slice& sl) {
+    return [&m, src, dst, own, es, count](Channel& ch, Scratch&, const Slice& sl) {
       if (src != own) std::memcpy(own + sl.offset * es, src + sl.offset * es, sl.count * es);
-      allgatherRing(ch, dst + sl.offset * es, count * es, sl.count * es);
+      nezha::allgather(ch, dst + sl.offset * es, count * es, sl.count * es, m.algo);
     };
   };
   Plan plan;
@@ -243,10 +243,11 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
   // An output overlapping the input would overwrite data a replay still needs.
   const bool overlap =
       m.o.failover && recvcount > 0 && out < in + n * recvcount * es && in < out + recvcount * es;
-  Impl::MakeSliceFn make = [es, recvcount, dtype, op](const char* src, char* dst) -> Impl::SliceFn {
-    return [src, dst, es, recvcount, dtype, op](Channel& ch, Scratch& s, const Slice& sl) {
-      reduceScatterRing(ch, src + sl.offset * es, recvcount * es, dst + sl.offset * es, sl.count,
-                        dtype, op, s);
+  Impl::MakeSliceFn make = [&m, es, recvcount, dtype, op](const char* src,
+                                                          char* dst) -> Impl::SliceFn {
+    return [&m, src, dst, es, recvcount, dtype, op](Channel& ch, Scratch& s, const Slice& sl) {
+      nezha::reduceScatter(ch, src + sl.offset * es, recvcount * es, dst + sl.offset * es, sl.count,
+                           dtype, op, s, m.algo);
     };
   };
   Plan plan;

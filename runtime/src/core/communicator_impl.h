@@ -30,7 +30,8 @@ namespace nezha {
 
 struct Communicator::Impl {
   Options o;
-  AlgoOptions algo;
+  AlgoTable algoTable;  // Options::algoTable parsed (or the built-in rules)
+  AlgoOptions algo;     // algoTable.options(), what the rail threads read
   std::vector<RailInfo> rails;
   std::vector<std::unique_ptr<Channel>> channels;    // empty when worldSize == 1
   std::vector<std::unique_ptr<RailWorker>> workers;  // one per channel

@@ -27,8 +27,10 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   Impl& m = *impl_;
   m.o = options;
   validateOptions(m.o);
-  m.algo.ringThreshold = m.o.ringThreshold;
-  m.algo.chainThreshold = m.o.chainThreshold;
+  m.algoTable = m.o.algoTable.empty() ? AlgoTable(m.o.ringThreshold, m.o.chainThreshold)
+                                      : AlgoTable::parse(m.o.algoTable, "algorithm table",
+                                                         m.o.ringThreshold, m.o.chainThreshold);
+  m.algo = m.algoTable.options();
   m.describeRails();
   Impl::StartState start;
   start.usable.assign(m.rails.size(), true);
@@ -199,7 +201,7 @@ void Impl::startScheduler(const StartState& start) {
   const int firstUsable = static_cast<int>(
       std::find(start.usable.begin(), start.usable.end(), true) - start.usable.begin());
   Table table = loadTable(names, firstUsable);
-  sched = std::make_unique<Scheduler>(o, probe, std::move(table));
+  sched = std::make_unique<Scheduler>(o, probe, std::move(table), algoTable);
   if (start.downAtStart.empty()) return;
   sched->setAlive(start.usable);
   opStart = std::chrono::steady_clock::now();

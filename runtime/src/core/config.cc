@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/params.h"
+#include "schedule/algo_table.h"
 
 namespace nezha {
 
@@ -117,6 +120,15 @@ void checkTokenStrength(const std::string& token) {
   }
 }
 
+// Each rank reads its own copy (a ConfigMap in a pod); the rendezvous then checks all agree.
+static std::string readAlgoTableFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  if (in) ss << in.rdbuf();
+  if (!in) throw ConfigError(strCat("NEZHA_ALGO_TABLE=", path, ": cannot read file"));
+  return ss.str();
+}
+
 void validateOptions(const Options& o) {
   if (o.worldSize < 1) throw ConfigError(strCat("world size ", o.worldSize, " must be >= 1"));
   if (o.rank < 0 || o.rank >= o.worldSize) {
@@ -140,6 +152,7 @@ void validateOptions(const Options& o) {
         "NEZHA_RAILS has only sharp rails; a SHARP rail only offloads allreduce, so the job "
         "needs at least one tcp or rdma rail too (e.g. r0=eth1:tcp,ib0=ib0:sharp)");
   }
+  if (!o.algoTable.empty()) AlgoTable::parse(o.algoTable, "algorithm table");
   if (o.worldSize > 1 && o.jobToken.empty()) {
     throw ConfigError(
         "NEZHA_JOB_TOKEN is empty; a job with more than one rank needs a shared secret");
@@ -205,6 +218,10 @@ Options Options::fromEnv() {
   o.tablePath = paramString("NEZHA_TABLE");
   o.ringThreshold = paramBytes("NEZHA_RING_THRESHOLD");
   o.chainThreshold = paramBytes("NEZHA_CHAIN_THRESHOLD");
+  if (const std::string path = paramString("NEZHA_ALGO_TABLE"); !path.empty()) {
+    o.algoTable = readAlgoTableFile(path);
+    AlgoTable::parse(o.algoTable, "NEZHA_ALGO_TABLE=" + path);  // errors name the file
+  }
   // The kernel doubles SO_SNDBUF/SO_RCVBUF into an int: stay far below that.
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);

@@ -48,6 +48,9 @@ const std::vector<Param>& allParams() {
       {"NEZHA_TABLE", "", "data-length table JSON to start from (rank 0 reads and shares it)"},
       {"NEZHA_RING_THRESHOLD", "64K", "allreduce slices below this use recursive doubling"},
       {"NEZHA_CHAIN_THRESHOLD", "256K", "broadcasts above this use the pipelined chain"},
+      {"NEZHA_ALGO_TABLE", "",
+       "algorithm table JSON (nezha-algo/v1, written by nezha-tune --algorithms); every rank "
+       "reads its own copy and all must hold the same"},
       {"NEZHA_SOCKET_BUFFER", "4M",
        "socket send/receive buffer per stream (0 = autotune, <= 256M)"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},

@@ -13,7 +13,7 @@ namespace {
 constexpr double kMinObservedBytes = 256 << 10;
 }  // namespace
 
-Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
+Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table, AlgoTable algo)
     : o_(o),
       nrails_(o.rails.size()),
       probe_(probe),
@@ -21,6 +21,7 @@ Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
       bestRail_(highestBandwidthRail(probe.bandwidth)),
       baseRatios_(ratiosFromBandwidth(probe.bandwidth)),
       table_(std::move(table)),
+      algo_(std::move(algo)),
       alive_(o.rails.size(), true),
       observed_(o.rails.size(), 0.0) {
   NEZHA_ENFORCE(probe.latency.size() == nrails_ && probe.bandwidth.size() == nrails_,
@@ -34,9 +35,12 @@ Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table)
     lat.push_back(probe.latency[i]);
     bw.push_back(probe.bandwidth[i]);
   }
-  // An explicit threshold wins, then a loaded table's, then the probe's estimate.
+  // An explicit threshold wins, then the algorithm table's for this world size, then a loaded
+  // data-length table's, then the probe's estimate.
   if (o.coldThreshold) {
     coldThreshold_ = *o.coldThreshold;
+  } else if (std::optional<size_t> forN = algo_.coldThreshold(o.worldSize)) {
+    coldThreshold_ = *forN;
   } else if (table_.coldThreshold) {
     coldThreshold_ = *table_.coldThreshold;
   } else {
@@ -98,7 +102,8 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes, bool offloadable
       // Cold path, SHARP first (Nezha v2 §3.3): a small allreduce the switches can reduce goes
       // there whole; everything else cold takes the quickest byte-moving rail.
       const int off = offloadRail();
-      if (bytes < coldThreshold_ && offloadable && op == OpKind::kAllreduce && off >= 0) {
+      if (bytes < coldThreshold_ && offloadable && op == OpKind::kAllreduce && off >= 0 &&
+          algo_.offloadAllreduce(bytes, o_.worldSize)) {
         return whole(off);
       }
       if (bytes < coldThreshold_ || nrails_ == 1) return whole(coldFor());

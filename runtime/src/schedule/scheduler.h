@@ -3,6 +3,8 @@
 //
 //   cold start  bytes < cold threshold: the whole operation on the lowest-latency rail; an
 //               allreduce the offload rail (SHARP) can reduce goes whole to that rail instead
+//               when the algorithm table's allreduce row for its size says "transport": "sharp"
+//               (the built-in rows do for every size)
 //   hot start   split by the data-length table entry of (collective, world size, size bucket)
 //
 // Offload rails (transport "sharp", transport/offload.h) reduce in the network and carry only
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "nezha/nezha.hpp"
+#include "schedule/algo_table.h"
 #include "schedule/split.h"
 #include "schedule/table.h"
 
@@ -40,7 +43,13 @@ struct Plan {
 
 class Scheduler {
  public:
-  Scheduler(const Options& o, const ProbeResult& probe, Table table);
+  // `algo`: the algorithm table (schedule/algo_table.h): its SHARP rows and its cold threshold
+  // for this world size (used unless Options::coldThreshold is set).
+  Scheduler(const Options& o, const ProbeResult& probe, Table table, AlgoTable algo = AlgoTable());
+  // A new algorithm table at an operation every rank reaches alike (nezha-tune); the cold
+  // threshold stays as it is.
+  void setAlgoTable(AlgoTable algo) { algo_ = std::move(algo); }
+  const AlgoTable& algoTable() const { return algo_; }
 
   // `offloadable`: an allreduce whose type and operator the offload rail reduces.
   Plan plan(OpKind op, size_t units, size_t unitBytes, bool offloadable = false);
@@ -102,6 +111,7 @@ class Scheduler {
   size_t coldThreshold_;
   std::vector<double> baseRatios_;
   Table table_;
+  AlgoTable algo_;
   std::vector<bool> alive_;
   std::vector<bool> offload_;     // per rail: reduces in the network, carries no byte slices
   std::vector<double> observed_;  // per rail: observedBandwidth()

@@ -1,0 +1,15 @@
+// nezha-tune --algorithms: measures every collective's algorithms per size at this world size
+// and writes the algorithm table (schedule/algo_table.h).
+#pragma once
+
+#include <string>
+
+#include "bench_args.h"
+
+namespace nezha::tools {
+
+// Runs the sweep on every rank (all ranks call it alike); rank 0 writes a.json, merged with the
+// rows of `merge` (if not empty) for other rank counts. Returns the process exit code.
+int tuneAlgorithms(Communicator& c, const BenchArgs& a, const std::string& merge);
+
+}  // namespace nezha::tools
