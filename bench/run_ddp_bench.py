@@ -5,8 +5,10 @@ trained with torch DistributedDataParallel on 2 ranks of the rail test bed, 2 eq
 Series, interleaved launch by launch in the same run on the same bed:
   nezha-2rails  c10d backend "nezha" (build/python-torch) striping over r0 and r1
   gloo-1rail    torch's gloo on r0 only (GLOO_SOCKET_IFNAME=r0)
-  gloo-mptcp    the same gloo under `mptcpize run`, the bed's MPTCP endpoints giving a subflow on
-                every rail (as bench/run_bench.py's gloo-mptcp series)
+  gloo-mptcp    the same gloo with mptcpize's LD_PRELOAD library (sockets become MPTCP), the bed's
+                MPTCP endpoints giving a subflow on every rail (as bench/run_bench.py's gloo-mptcp),
+                plus baselines/mptcp/reuseaddr_shim.c: torch's Gloo sets SO_REUSEADDR on accepted
+                sockets, which Linux refuses (EINVAL) on an accepted MPTCP socket, and aborts
 
 Target: median step time nezha-2rails <= 0.6x gloo-1rail. Results: bench/results/ddp-<stamp>.
 {json,txt} and latest-ddp.{json,txt}. Needs root and the pinned torch venv (make build-torch).
@@ -18,6 +20,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,20 +37,41 @@ TESTBED = os.path.join(REPO, "hack", "testbed.sh")
 RESULTS = os.path.join(REPO, "bench", "results")
 BED = "nzb4"  # the bench suite's prefix (nzb); run_bench uses nzb1, run_nccl_bench nzb2
 WORLD = 2
+SHIM_SRC = os.path.join(REPO, "bench", "baselines", "mptcp", "reuseaddr_shim.c")
+
+
+def mptcp_preload(work: str) -> tuple[str | None, str]:
+    """LD_PRELOAD for gloo-mptcp: mptcpize's own wrapper library (read from what `mptcpize run`
+    sets; it overwrites LD_PRELOAD, so it cannot be chained) and the shim built here.
+    (value, "") or (None, why not)."""
+    try:
+        p = subprocess.run(["mptcpize", "run", "/usr/bin/env"], capture_output=True, text=True, timeout=10)
+        wrap = next((ln.split("=", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("LD_PRELOAD=")), None)
+        if not wrap:
+            return None, "mptcpize run sets no LD_PRELOAD"
+        shim = os.path.join(work, "reuseaddr_shim.so")
+        c = subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", shim, SHIM_SRC, "-ldl"],
+                           capture_output=True, text=True, timeout=60)
+        if c.returncode != 0:
+            return None, f"shim build failed: {c.stderr.strip()[:200]}"
+        return f"{wrap}:{shim}", ""
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"mptcpize/cc unavailable: {e}"
 
 
 def log(msg: str) -> None:
     print(f"ddp-bench: {msg}", file=sys.stderr, flush=True)
 
 
-def run_launch(bed: Testbed, series: str, a, port: int, work: str, tag: str) -> dict:
+def run_launch(bed: Testbed, series: str, a, port: int, work: str, tag: str, preload: str) -> dict:
     master = bed.addr(0, 0)
     token = secrets.token_hex(32)
 
     def argv(rank: int) -> list[str]:
         cmd = [a.python, WORKER, "nezha" if series == ddp.SUBJECT else "gloo", str(a.steps),
                str(a.warmup), str(a.width), str(a.layers), str(a.batch)]
-        return ["mptcpize", "run", *cmd] if series == ddp.MPTCP else cmd
+        # Set inside the namespace (as `mptcpize run` would be), not on testbed.sh's own tools.
+        return ["env", f"LD_PRELOAD={preload}", *cmd] if series == ddp.MPTCP else cmd
 
     def env(rank: int) -> dict:
         e = {"RANK": str(rank), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(rank),
@@ -111,13 +135,18 @@ def main() -> int:
     t_start = time.monotonic()
     log(f"2 ranks, rails {a.rate}/{a.rate} Mbit/s, MLP {a.layers}x{a.width}, batch {a.batch}, "
         f"{a.warmup}+{a.steps} steps x {a.repeats} launches per series")
+    preload, why = mptcp_preload(work)
+    if preload is None:
+        log(f"gloo-mptcp MISSING: {why}")
     try:
         bed.up()
         for rep in range(a.repeats):
             order = list(ddp.SERIES[rep % 3:] + ddp.SERIES[:rep % 3])  # first series rotates
             for s in order:
+                if s == ddp.MPTCP and preload is None:
+                    continue
                 port += 2  # torch's store, and the port next to it for nezha's rendezvous
-                r = run_launch(bed, s, a, port, work, f"{s}-{rep}")
+                r = run_launch(bed, s, a, port, work, f"{s}-{rep}", preload or "")
                 launches[s].append(r)
                 log(f"  {s:13s} " + (f"median step {r['median_s'] * 1e3:.1f} ms, rails tx {r['rail_tx_bytes']}"
                                      if r["ok"] else f"FAILED: {r['error']}"))
@@ -134,6 +163,7 @@ def main() -> int:
            "config": {"ranks": WORLD, "rails_mbit": [a.rate, a.rate], "width": a.width, "layers": a.layers,
                       "batch": a.batch, "steps": a.steps, "warmup": a.warmup, "repeats": a.repeats,
                       "grad_bytes": grad},
+           "mptcp_preload": preload, "mptcp_missing_why": why or None,
            "series": launches, "median_step_s": medians, "last_loss": losses,
            "ratio_nezha_over_gloo_1rail": ratio, "ratio_nezha_over_gloo_mptcp": ratio_mptcp,
            "goal": {"target": f"nezha-2rails <= {ddp.TARGET_RATIO}x gloo-1rail step time",
@@ -147,6 +177,8 @@ def main() -> int:
             parts.append(f"MPTCP joins {[r.get('mptcp_counters', {}).get('MPTcpExtMPJoinAckRx') for r in launches[s]]}")
         if bad:
             parts.append(f"failed: {bad[0][:120]}")
+        if s == ddp.MPTCP and preload is None:
+            parts.append(f"not run: {why}")
         notes[s] = "; ".join(parts)
     lines = [f"DDP step-time benchmark {doc['time_utc']} ({doc['minutes']} min) - {WORLD} ranks, "
              f"2 rails x {a.rate} Mbit/s (TBF, hack/testbed.sh)",
