@@ -162,7 +162,7 @@ bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce throu
 	$(PYTHON) bench/run_nccl_bench.py
 
 .PHONY: bench-ddp
-bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~3 min).
+bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).
 	$(PYTHON) bench/run_ddp_bench.py --python $(TORCH_PY)
 
 .PHONY: bench-sim
