@@ -161,6 +161,10 @@ bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPT
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
 	$(PYTHON) bench/run_nccl_bench.py
 
+.PHONY: bench-ddp
+bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).
+	$(PYTHON) bench/run_ddp_bench.py --python $(TORCH_PY)
+
 .PHONY: bench-sim
 bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; plots + report (~1.5 min).
 	$(PYTHON) bench/sim/run_sim.py
