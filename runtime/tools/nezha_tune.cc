@@ -37,33 +37,6 @@ const char kUsage[] =
 using nezha::OpKind;
 namespace tools = nezha::tools;
 
-// Mean seconds per operation (max over ranks); `report` gets the last timed operation's split.
-double timeOps(nezha::Communicator& c, const tools::BenchArgs& a, std::vector<char>& in,
-               std::vector<char>& out, size_t count, int iters, nezha::OpReport* report) {
-  auto op = [&] {
-    switch (a.op) {
-      case OpKind::kAllreduce:
-        return c.allreduce(in.data(), out.data(), count, a.dtype, a.reduce);
-      case OpKind::kBroadcast:
-        return c.broadcast(out.data(), count, a.dtype, 0);
-      case OpKind::kAllgather:
-        return c.allgather(in.data(), out.data(), count, a.dtype);
-      case OpKind::kReduceScatter:
-        return c.reduceScatter(in.data(), out.data(), count, a.dtype, a.reduce);
-      case OpKind::kBarrier:
-        return c.barrier();
-    }
-  };
-  c.barrier();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) op();
-  double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (report != nullptr) *report = c.lastReport();
-  // The slowest rank's time decides, and every rank must decide the same.
-  c.allreduce(&local, &local, 1, nezha::DataType::kFloat64, nezha::ReduceOp::kMax);
-  return local / iters;
-}
-
 int run(int argc, char** argv) {
   // --algorithms and --merge belong to nezha-tune alone: take them out before the shared parser.
   bool algorithms = false;
@@ -129,10 +102,10 @@ int run(int argc, char** argv) {
 
     c.setColdThreshold(0);
     nezha::OpReport report;
-    timeOps(c, a, in, out, count, a.warmup, nullptr);  // lets the table entry converge
-    double hot = timeOps(c, a, in, out, count, a.iters, &report);
+    tools::timeOps(c, a.op, a, in, out, count, a.warmup, nullptr);  // lets the table entry converge
+    double hot = tools::timeOps(c, a.op, a, in, out, count, a.iters, &report);
     c.setColdThreshold(never);
-    double cold = timeOps(c, a, in, out, count, a.iters, nullptr);
+    double cold = tools::timeOps(c, a.op, a, in, out, count, a.iters, nullptr);
     // A "hot" run whose split left a single rail (slices below NEZHA_MIN_SLICE_BYTES) is a
     // cold run in disguise; only a real split can win.
     hotWins.push_back(report.hot && hot < cold);

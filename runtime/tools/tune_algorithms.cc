@@ -29,31 +29,6 @@ std::string forcing(const char* key, const Candidate& c) {
   return dumpJson(root);
 }
 
-// Mean seconds per operation, max over ranks (every rank must decide the same).
-double timeOps(Communicator& c, OpKind op, const BenchArgs& a, std::vector<char>& in,
-               std::vector<char>& out, size_t count, int iters) {
-  auto once = [&] {
-    switch (op) {
-      case OpKind::kAllreduce:
-        return c.allreduce(in.data(), out.data(), count, a.dtype, a.reduce);
-      case OpKind::kBroadcast:
-        return c.broadcast(out.data(), count, a.dtype, 0);
-      case OpKind::kAllgather:
-        return c.allgather(in.data(), out.data(), count, a.dtype);
-      case OpKind::kReduceScatter:
-        return c.reduceScatter(in.data(), out.data(), count, a.dtype, a.reduce);
-      case OpKind::kBarrier:
-        return c.barrier();
-    }
-  };
-  c.barrier();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) once();
-  double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  c.allreduce(&local, &local, 1, DataType::kFloat64, ReduceOp::kMax);
-  return local / iters;
-}
-
 struct Buffers {
   size_t count = 0, bytes = 0;
   std::vector<char> in, out;
@@ -99,6 +74,32 @@ bool onlyFor(int minRanks, int maxRanks, int world) {
 }
 
 }  // namespace
+
+double timeOps(Communicator& c, OpKind op, const BenchArgs& a, std::vector<char>& in,
+               std::vector<char>& out, size_t count, int iters, OpReport* report) {
+  auto once = [&] {
+    switch (op) {
+      case OpKind::kAllreduce:
+        return c.allreduce(in.data(), out.data(), count, a.dtype, a.reduce);
+      case OpKind::kBroadcast:
+        return c.broadcast(out.data(), count, a.dtype, 0);
+      case OpKind::kAllgather:
+        return c.allgather(in.data(), out.data(), count, a.dtype);
+      case OpKind::kReduceScatter:
+        return c.reduceScatter(in.data(), out.data(), count, a.dtype, a.reduce);
+      case OpKind::kBarrier:
+        return c.barrier();
+    }
+  };
+  c.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) once();
+  double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (report != nullptr) *report = c.lastReport();
+  // The slowest rank's time decides, and every rank must decide the same.
+  c.allreduce(&local, &local, 1, DataType::kFloat64, ReduceOp::kMax);
+  return local / iters;
+}
 
 int tuneAlgorithms(Communicator& c, const BenchArgs& a, const std::string& merge) {
   const int world = c.worldSize();

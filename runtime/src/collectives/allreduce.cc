@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/power_of_two_fold.h"
 #include "core/error.h"
 #include "core/reduce.h"
 
@@ -116,45 +117,32 @@ void allreduceRecursiveDoubling(Channel& ch, char* buf, size_t count, DataType d
                                 Scratch& scratch) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = dataTypeSize(dt), bytes = count * es;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
+  const PowerOfTwoFold fold(n);
+  const int p = fold.p;
   char* tmp = scratch.get(0, bytes);
 
-  int vrank;  // rank among the p participants, -1 if sitting out
-  if (r < 2 * rem) {
+  if (fold.folded(r)) {
     if (r % 2 == 0) {
       std::vector<IoOp> ops{IoOp::send(r + 1, buf, bytes, es)};
       ch.exchange(ops);
-      vrank = -1;
     } else {
       std::vector<IoOp> ops{IoOp::recv(r - 1, tmp, bytes, es)};
       ch.exchange(ops);
       combineOrdered(buf, tmp, count, dt, op, true);
-      vrank = r / 2;
     }
-  } else {
-    vrank = r - rem;
   }
+  const int vrank = fold.participant(r);  // -1 if sitting out
   if (vrank >= 0) {
     for (int mask = 1; mask < p; mask <<= 1) {
       int pv = vrank ^ mask;
-      int partner = pv < rem ? pv * 2 + 1 : pv + rem;
+      int partner = fold.real(pv);
       std::vector<IoOp> ops{IoOp::send(partner, buf, bytes, es),
                             IoOp::recv(partner, tmp, bytes, es)};
       ch.exchange(ops);
       combineOrdered(buf, tmp, count, dt, op, partner < r);
     }
   }
-  if (r < 2 * rem) {
-    std::vector<IoOp> ops;
-    if (r % 2 == 0) {
-      ops.push_back(IoOp::recv(r + 1, buf, bytes, es));
-    } else {
-      ops.push_back(IoOp::send(r - 1, buf, bytes, es));
-    }
-    ch.exchange(ops);
-  }
+  fold.unfold(ch, r, buf, bytes, es);
 }
 
 }  // namespace nezha

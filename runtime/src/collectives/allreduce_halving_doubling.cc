@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/power_of_two_fold.h"
 #include "core/error.h"
 #include "core/reduce.h"
 
@@ -31,9 +32,8 @@ void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt,
   const int n = ch.size(), r = ch.rank();
   const size_t es = dataTypeSize(dt), bytes = count * es;
   NEZHA_ENFORCE(count >= static_cast<size_t>(n), "halving/doubling needs count >= ranks");
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
+  const PowerOfTwoFold fold(n);
+  const int p = fold.p;
   // Received data lands at its own offset, so concurrent halves never share scratch bytes.
   char* tmp = scratch.get(0, bytes);
   // Block b of p: elements [begin(b), begin(b+1)), computed without overflowing count * b.
@@ -41,7 +41,6 @@ void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt,
   auto begin = [&](int b) {
     return q * static_cast<size_t>(b) + rest * static_cast<size_t>(b) / static_cast<size_t>(p);
   };
-  auto real = [&](int v) { return v < rem ? v * 2 + 1 : v + rem; };
 
   // Receive [from, to) blocks from `peer` into tmp and combine with buf as bytes land; `peer`
   // lower-ranked -> its operand first.
@@ -59,25 +58,17 @@ void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt,
     });
   };
 
-  int vrank;  // rank among the p participants, -1 if folded away
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      std::vector<IoOp> ops{IoOp::send(r + 1, buf, bytes, es)};
-      ch.exchange(ops);
-      vrank = -1;
-    } else {
-      std::vector<IoOp> ops{reduceRecv(r - 1, 0, count)};
-      ch.exchange(ops);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - rem;
+  if (fold.folded(r)) {
+    std::vector<IoOp> ops{r % 2 == 0 ? IoOp::send(r + 1, buf, bytes, es)
+                                     : reduceRecv(r - 1, 0, count)};
+    ch.exchange(ops);
   }
+  const int vrank = fold.participant(r);  // -1 if folded away
 
   if (vrank >= 0) {
     int lo = 0, hi = p;  // window of blocks this participant still reduces
     for (int mask = p / 2; mask > 0; mask >>= 1) {
-      const int partner = real(vrank ^ mask), mid = (lo + hi) / 2;
+      const int partner = fold.real(vrank ^ mask), mid = (lo + hi) / 2;
       const bool upper = (vrank & mask) != 0;
       const int keepLo = upper ? mid : lo, keepHi = upper ? hi : mid;
       const int sendLo = upper ? lo : mid, sendHi = upper ? mid : hi;
@@ -91,7 +82,7 @@ void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt,
     }
     // lo == vrank, hi == vrank + 1: this participant's block is final.
     for (int mask = 1; mask < p; mask <<= 1) {
-      const int partner = real(vrank ^ mask);
+      const int partner = fold.real(vrank ^ mask);
       const bool upper = (vrank & mask) != 0;
       const int otherLo = upper ? lo - mask : hi, otherHi = upper ? lo : hi + mask;
       std::vector<IoOp> ops;
@@ -104,15 +95,7 @@ void allreduceHalvingDoubling(Channel& ch, char* buf, size_t count, DataType dt,
     }
   }
 
-  if (r < 2 * rem) {
-    std::vector<IoOp> ops;
-    if (r % 2 == 0) {
-      ops.push_back(IoOp::recv(r + 1, buf, bytes, es));
-    } else {
-      ops.push_back(IoOp::send(r - 1, buf, bytes, es));
-    }
-    ch.exchange(ops);
-  }
+  fold.unfold(ch, r, buf, bytes, es);
 }
 
 }  // namespace nezha

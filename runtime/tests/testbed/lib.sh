@@ -7,6 +7,17 @@ log() { echo "testbed: $*" >&2; }
 pass() { passes=$((passes + 1)); log "PASS $*"; }
 fail() { failures=$((failures + 1)); log "FAIL $*"; }
 
+# Rail faults on one host of the bed, HOST RAIL: a cut (carrier down), its restore, and a black
+# hole (HOST RAIL add|delete: the link stays up, every packet on it is dropped). Named *_rail so
+# that coreutils' cut stays usable in the scripts.
+cut_rail() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
+restore_rail() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
+hole_rail() {
+  local op=-A
+  [ "$3" = delete ] && op=-D
+  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
+  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
+}
 addr() { "$TESTBED" addr --name "$BED" --host "$1" --rail "$2"; }
 
 # run_job NAME HOSTS RAILS [VAR=VALUE ...] -- BENCH_ARGS...

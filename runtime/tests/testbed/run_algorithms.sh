@@ -28,14 +28,6 @@ trap cleanup EXIT
 source "$(dirname "$(realpath "$0")")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
-cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-hole() { # HOST RAIL add|delete: drop everything on the rail, link stays up
-  local op=-A
-  [ "$3" = delete ] && op=-D
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
-}
 
 TABLE=$WORK/hd.json
 cat >"$TABLE" <<'JSON'
@@ -49,9 +41,9 @@ JSON
 loop_job hdcut 3 2 6 NEZHA_ALGO_TABLE="$TABLE" &
 job=$!
 sleep 2.5
-cut 1 1
+cut_rail 1 1
 wait $job || true
-restore 1 1
+restore_rail 1 1
 T=$WORK/hdcut.trace.json
 if all_rc hdcut 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r1']" ] &&
@@ -67,9 +59,9 @@ fi
 loop_job hdhole 3 2 6 NEZHA_ALGO_TABLE="$TABLE" NEZHA_READMIT_HOLDDOWN_MS=0 &
 job=$!
 sleep 2.5
-hole 2 1 add
+hole_rail 2 1 add
 wait $job || true
-hole 2 1 delete
+hole_rail 2 1 delete
 T=$WORK/hdhole.trace.json
 if all_rc hdhole 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r1']" ]; then

@@ -27,8 +27,6 @@ trap cleanup EXIT
 source "$(dirname "$(realpath "$0")")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
-cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
 # The control endpoint listens on the host's own loopback here (the test bed's hosts have no
 # pod network; a rail address is refused). Mutating requests carry the job's credential:
 # hex HMAC-SHA256(job token, "nezha/control/v1") (docs/security.md).
@@ -66,9 +64,9 @@ METRICSLINT=$WORK/metricslint
 loop_job cut1 2 2 6 &
 job=$!
 sleep 2.5
-cut 1 1
+cut_rail 1 1
 wait $job || true
-restore 1 1
+restore_rail 1 1
 T=$WORK/cut1.trace.json
 if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[(f['rail'], f['ranks']) for f in t['failovers']]")" = "[('r1', [1])]" ] &&
@@ -85,9 +83,9 @@ fi
 loop_job cutall 3 2 6 &
 job=$!
 sleep 2.5
-for h in 0 1 2; do cut $h 0; done
+for h in 0 1 2; do cut_rail $h 0; done
 wait $job || true
-for h in 0 1 2; do restore $h 0; done
+for h in 0 1 2; do restore_rail $h 0; done
 T=$WORK/cutall.trace.json
 if all_rc cutall 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r0']" ]; then
@@ -99,11 +97,11 @@ fi
 
 # Cut during rendezvous: host 1's r1 has no carrier when the ranks start. The job starts on r0
 # alone on every rank (a failover at op 0, seen by rank 1), and r1 joins once restored.
-cut 1 1
+cut_rail 1 1
 loop_job rdvcut 2 2 8 NEZHA_READMIT_HOLDDOWN_MS=1000 &
 job=$!
 sleep 3
-restore 1 1
+restore_rail 1 1
 restored_at=$(date +%s.%N)
 wait $job || true
 T=$WORK/rdvcut.trace.json
@@ -126,9 +124,9 @@ loop_job flap 2 2 8 &
 job=$!
 sleep 1.5
 for _ in $(seq 10); do
-  cut 0 1
+  cut_rail 0 1
   sleep 0.2
-  restore 0 1
+  restore_rail 0 1
   sleep 0.2
 done
 wait $job || true
@@ -147,9 +145,9 @@ fi
 loop_job readmit 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 NEZHA_VERBOSE=1 &
 job=$!
 sleep 2
-cut 1 1
+cut_rail 1 1
 sleep 2
-restore 1 1
+restore_rail 1 1
 restored_at=$(date +%s.%N)
 wait $job || true
 T=$WORK/readmit.trace.json
@@ -201,19 +199,13 @@ fi
 # Black hole: host 1 drops everything on r1 (iptables, link stays up). The watchdog takes r1 out
 # (nothing moved on it while r0 did); re-admission probes fail in the background while the
 # hole lasts, so r1 never re-enters then; once the hole is gone, a probe passes and r1 is back.
-hole() { # HOST RAIL add|delete
-  local op=-A
-  [ "$3" = delete ] && op=-D
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
-}
 loop_job hole 2 2 14 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
 sleep 2
-hole 1 1 add
+hole_rail 1 1 add
 sleep 5
 healed_at=$(date +%s.%N)
-hole 1 1 delete
+hole_rail 1 1 delete
 wait $job || true
 T=$WORK/hole.trace.json
 if all_rc hole 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
@@ -264,12 +256,12 @@ fi
 loop_job cutboth 2 2 30 &
 job=$!
 sleep 2
-cut 1 0
-cut 1 1
+cut_rail 1 0
+cut_rail 1 1
 cut_at=$(date +%s.%N)
 wait $job || true
 took=$(python3 -c "import time; print(round(time.time() - $cut_at, 1))")
-for r in 0 1; do restore 1 $r; done
+for r in 0 1; do restore_rail 1 $r; done
 T=$WORK/cutboth.trace.json
 family="no rail left to finish it on"
 if all_rc cutboth 2 3 && grep -q "$family" "$WORK/cutboth.log.0" &&
@@ -299,21 +291,21 @@ until_preflight() { # HOST EXPR: waits (bounded, 20 s) until EXPR is True
   return 1
 }
 # fail: every rank stops with one error naming the failing pair.
-hole 1 1 add
+hole_rail 1 1 add
 run_job pffail 2 2 NEZHA_PREFLIGHT=fail NEZHA_PREFLIGHT_TIMEOUT_MS=1500 -- --quiet --max-bytes 64K || true
-hole 1 1 delete
+hole_rail 1 1 delete
 expect_error pffail 0 "pre-flight failed (NEZHA_PREFLIGHT=fail): rail r1: rank 0 -> rank 1"
 expect_error pffail 1 "pre-flight failed (NEZHA_PREFLIGHT=fail): rail r1: rank .* -> rank"
 
 # degrade (the default): the job starts on r0 alone, /status lists the failing pairs; once the
 # hole is gone r1 joins through re-admission and the check reads "recovered".
-hole 1 1 add
+hole_rail 1 1 add
 loop_job pfdeg 2 2 12 NEZHA_PREFLIGHT_TIMEOUT_MS=1500 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
 job=$!
 until_preflight 0 "p['result'] == 'failed'" &&
   listed=$(preflight_get 0 "sorted((f['rank'], f['rail']) for f in p['failures'])") || listed="(no answer)"
 healed_at=$(date +%s.%N)
-hole 1 1 delete
+hole_rail 1 1 delete
 until_preflight 0 "p['result'] == 'recovered'" && recovered=yes || recovered=no
 wait $job || true
 T=$WORK/pfdeg.trace.json
@@ -332,11 +324,11 @@ else
 fi
 
 # wait: no operation runs until r1 is back; the first one is split over both rails.
-hole 1 1 add
+hole_rail 1 1 add
 loop_job pfwait 2 2 3 NEZHA_PREFLIGHT=wait NEZHA_PREFLIGHT_TIMEOUT_MS=1500 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
 job=$!
 until_preflight 0 "p['result'] == 'waiting'" && waited=yes || waited=no
-hole 1 1 delete
+hole_rail 1 1 delete
 wait $job || true
 T=$WORK/pfwait.trace.json
 if all_rc pfwait 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] && [ "$waited" = yes ] &&

@@ -72,8 +72,6 @@ check_job mixed_ar_3x2_int64_max 3 2 NEZHA_COLD_THRESHOLD=0 NEZHA_MIN_SLICE_BYTE
 
 # ---- failures on the rdma rail (r1), with r0 on tcp -------------------------------------------
 export TRANSPORTS="tcp rdma"
-cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
 
 # Cut, then restore: r1 fails over (its QPs' work completes with errors, the cut host's HCA
 # reports a port error), the ops stay exact, and r1 is rebuilt (new device context, new QPs)
@@ -81,9 +79,9 @@ restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null;
 loop_job cut 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 &
 job=$!
 sleep 2
-cut 1 1
+cut_rail 1 1
 sleep 2
-restore 1 1
+restore_rail 1 1
 restored_at=$(date +%s.%N)
 wait $job || true
 T=$WORK/cut.trace.json
@@ -102,19 +100,13 @@ fi
 
 # Black hole: host 1 drops everything on r1, link up. The double's QPs simply stop completing;
 # the watchdog takes r1 out, probes fail while the hole lasts, r1 is back after it.
-hole() { # HOST RAIL add|delete
-  local op=-A
-  [ "$3" = delete ] && op=-D
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
-}
 loop_job hole 2 2 12 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
 sleep 2
-hole 1 1 add
+hole_rail 1 1 add
 sleep 4
 healed_at=$(date +%s.%N)
-hole 1 1 delete
+hole_rail 1 1 delete
 wait $job || true
 T=$WORK/hole.trace.json
 if all_rc hole 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
@@ -159,9 +151,9 @@ export TRANSPORTS="rdma rdma"
 loop_job cutall 3 2 5 &
 job=$!
 sleep 2
-cut 2 0
+cut_rail 2 0
 wait $job || true
-restore 2 0
+restore_rail 2 0
 T=$WORK/cutall.trace.json
 if all_rc cutall 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['failovers']]")" = "['r0']" ] &&

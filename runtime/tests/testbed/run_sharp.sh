@@ -36,14 +36,6 @@ trap cleanup EXIT
 source "$(dirname "$(realpath "$0")")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
-cut() { "$TESTBED" cut --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-restore() { "$TESTBED" restore --name "$BED" --host "$1" --rail "$2" >/dev/null; }
-hole() { # HOST RAIL add|delete: drop everything on the host's rail (link stays up)
-  local op=-A
-  [ "$3" = delete ] && op=-D
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" INPUT -i "r$2" -j DROP
-  "$TESTBED" exec --name "$BED" --host "$1" -- iptables "$op" OUTPUT -o "r$2" -j DROP
-}
 stat() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATS" "$1"; }
 # The ranks' environment: r2 is the SHARP rail (the later NEZHA_RAILS wins over run_job's).
 SHARP_ENV=("NEZHA_RAILS=r0=r0:tcp,r1=r1:tcp,r2=r2:sharp" NEZHA_SHARP_LIBRARY="$SHARPLIB"
@@ -146,9 +138,9 @@ job=$!
 before=$(stat allreduces)
 for _ in $(seq 600); do [ "$(stat allreduces)" -gt $((before + 100)) ] && break; sleep 0.1; done
 [ "$(stat allreduces)" -gt $((before + 100)) ] || log "r2 cut: the job's allreduces never reached the aggregator"
-cut 1 2
+cut_rail 1 2
 sleep 1.5
-restore 1 2
+restore_rail 1 2
 wait $job || true
 T=$WORK/cut.trace.json
 if all_rc cut 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
@@ -189,12 +181,12 @@ job=$!
 # hole fell into start-up where connection retries hide it, and no operation ever met it.
 for _ in $(seq 600); do [ "$(stat allreduces)" -gt "$before" ] && break; sleep 0.1; done
 [ "$(stat allreduces)" -gt "$before" ] || log "r2 black hole: the job's allreduces never reached the aggregator"
-hole 2 2 add
+hole_rail 2 2 add
 sleep 3
 # Packets the hole's rules dropped (proof the hole was there while the job ran).
 dropped=$("$TESTBED" exec --name "$BED" --host 2 -- iptables -L OUTPUT -v -n -x | awk '$3 == "DROP" { n += $1 } END { print n + 0 }')
 healed_at=$(date +%s.%N)
-hole 2 2 delete
+hole_rail 2 2 delete
 wait $job || true
 T=$WORK/hole.trace.json
 if all_rc hole 3 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&

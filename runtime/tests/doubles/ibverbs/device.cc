@@ -76,10 +76,17 @@ static bool parseGid(const std::string& text, uint8_t out[16]) {
 
 // Devices live for the life of the process (a device list hands out pointers to them).
 static std::mutex gDevicesMu;
-static std::vector<std::unique_ptr<Device>> gDevices;
+// A function-local static, not a namespace-scope one: threads dlopen this library concurrently,
+// and ThreadSanitizer does not see the loader's lock ordering one thread's static initializers
+// before another thread's first use (it reported that as a race); a local static's guard it sees.
+static std::vector<std::unique_ptr<Device>>& allDevices() {
+  static std::vector<std::unique_ptr<Device>> devices;
+  return devices;
+}
 
 static Device* loadDevice(const std::string& root, const std::string& name) {
-  for (auto& d : gDevices) {
+  auto& devices = allDevices();
+  for (auto& d : devices) {
     if (d->root == root && d->name == name) return d.get();
   }
   auto d = std::make_unique<Device>();
@@ -102,8 +109,8 @@ static Device* loadDevice(const std::string& root, const std::string& name) {
   std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", name.c_str());
   std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s/class/infiniband/%s", root.c_str(),
                 name.c_str());
-  gDevices.push_back(std::move(d));
-  return gDevices.back().get();
+  devices.push_back(std::move(d));
+  return devices.back().get();
 }
 
 void Context::pushEvent(const ibv_async_event& ev) {
