@@ -217,6 +217,13 @@ def scenario_train(backend, mode, steps, cut_step=-1):
         dist.barrier()
         failovers = be.failover_count()
     report(losses=losses, failovers=failovers)
+    if backend == "gloo":
+        # The gloo run is only the reference. torch 2.15's Gloo teardown after DDP/FSDP aborted
+        # in CI ("terminate called without an active exception", after both ranks had reported
+        # identical losses); that is not what this test checks, so the reference skips it. The
+        # nezha run below tears down normally, and a hang or abort there still fails the test.
+        sys.stderr.flush()
+        os._exit(0)
     dist.destroy_process_group()
 
 
