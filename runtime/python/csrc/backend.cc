@@ -146,15 +146,19 @@ NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size) : c10d::Backe
 }
 
 NezhaBackend::~NezhaBackend() {
-  // Python may drop the last reference while holding the GIL, and a worker or p2p reader
-  // thread releasing a finished op's tensors takes the GIL (torch decrefs their Python
-  // objects): joining those threads with the GIL held deadlocks. Join without it.
+  shutdown();
+  comm_.reset();
+}
+
+void NezhaBackend::shutdown() {
+  // Python may call this (or drop the last reference) while holding the GIL, and a worker or
+  // p2p reader thread releasing a finished op's tensors takes the GIL (torch decrefs their
+  // Python objects): joining those threads with the GIL held deadlocks. Join without it.
   std::optional<pybind11::gil_scoped_release> noGil;
   if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
-  queue_.reset();
-  sendQueue_.reset();
-  p2p_.reset();
-  comm_.reset();
+  queue_->stop();  // collectives first: each rank issued them in the same order
+  sendQueue_->stop();
+  p2p_->close();
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,

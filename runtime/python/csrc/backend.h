@@ -23,6 +23,13 @@ class NezhaBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "nezha"; }
 
+  // destroy_process_group (and interpreter exit, nezha/torch/__init__.py): runs the queued
+  // operations, joins the worker and p2p threads and fails what can no longer complete; later
+  // operations raise. Threads must be gone before Python finalizes: a thread that releases a
+  // tensor then takes the GIL, and CPython ends such a thread with a forced unwind that aborts
+  // the process ("terminate called without an active exception"). Idempotent, any thread.
+  void shutdown() override;
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,

@@ -2,9 +2,49 @@
 // is a c10d.Backend that torch.distributed accepts from a register_backend creator.
 #include <torch/csrc/utils/pybind.h>
 
+#include <mutex>
+#include <vector>
+
 #include "backend.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// The backends this process created, for the interpreter-exit hook (nezha/torch/__init__.py):
+// a job that never calls destroy_process_group still has the worker threads running when
+// Python finalizes, and NezhaBackend::shutdown must run before that. Process-wide because
+// torch keeps backends inside C++ process groups that Python cannot enumerate; weak, so a
+// destroyed group's backend is never kept alive by it.
+class LiveBackends {
+ public:
+  void add(const c10::intrusive_ptr<nezha_torch::NezhaBackend>& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(backends_, [](const auto& w) { return w.expired(); });
+    backends_.emplace_back(b);
+  }
+  void shutdownAll() {
+    std::vector<c10::weak_intrusive_ptr<nezha_torch::NezhaBackend>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      all.swap(backends_);
+    }
+    for (auto& w : all) {
+      if (auto b = w.lock()) b->shutdown();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<c10::weak_intrusive_ptr<nezha_torch::NezhaBackend>> backends_;
+};
+
+LiveBackends& liveBackends() {
+  static LiveBackends* live = new LiveBackends();  // never destroyed: used until exit
+  return *live;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "nezha c10d backend (CPU tensors over libnezha's rails)";
@@ -14,7 +54,9 @@ PYBIND11_MODULE(_C, m) {
              c10::intrusive_ptr<nezha_torch::NezhaBackend>>(m, "NezhaBackend")
       // Joining the job blocks (rendezvous, rails, probe): release the GIL meanwhile.
       .def(py::init([](c10d::Store& store, int rank, int size) {
-             return c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size);
+             auto b = c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size);
+             liveBackends().add(b);
+             return b;
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"),
            py::call_guard<py::gil_scoped_release>())
@@ -29,8 +71,15 @@ PYBIND11_MODULE(_C, m) {
              for (const auto& r : b.communicator().rails()) names.push_back(r.name);
              return names;
            })
+      .def("shutdown", &nezha_torch::NezhaBackend::shutdown,
+           "Runs queued operations, joins the backend's threads; later operations raise.")
       .def("failover_count", [](nezha_torch::NezhaBackend& b) {
         // Read on the caller's thread while the worker may run: only call between operations.
         return b.communicator().metrics().failovers.size();
       });
+  m.def(
+      "_shutdown_all", [] { liveBackends().shutdownAll(); },
+      py::call_guard<py::gil_scoped_release>(),
+      "Shuts down every live NezhaBackend (the interpreter-exit hook; see "
+      "NezhaBackend::shutdown).");
 }

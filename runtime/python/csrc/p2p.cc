@@ -89,7 +89,12 @@ PeerLinks::PeerLinks(c10d::Store& store, int rank, int size, const std::string& 
   }
 }
 
-PeerLinks::~PeerLinks() {
+PeerLinks::~PeerLinks() { close(); }
+
+void PeerLinks::close() {
+  std::lock_guard<std::mutex> once(closeMu_);
+  if (closed_) return;
+  closed_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
@@ -102,8 +107,13 @@ PeerLinks::~PeerLinks() {
   }
   // Receives nobody will ever match end with an error rather than leave a waiter hanging.
   auto error = std::make_exception_ptr(
-      std::runtime_error("nezha backend: process group destroyed before the message arrived"));
-  for (auto& p : posted_) p.deliver(p.src, nullptr, error);
+      std::runtime_error("nezha backend: process group shut down before the message arrived"));
+  std::deque<Posted> posted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted.swap(posted_);
+  }
+  for (auto& p : posted) p.deliver(p.src, nullptr, error);
 }
 
 void PeerLinks::connectTo(int peer, const std::string& where, std::chrono::milliseconds timeout) {
@@ -246,6 +256,8 @@ void PeerLinks::send(int peer, int64_t tag, const void* data, size_t len) {
               " (world size ", size_, ", this is rank ", rank_, ")");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!closing_, "nezha backend: send to rank ", peer,
+                " on a process group that was shut down");
     auto b = broken_.find(peer);
     TORCH_CHECK(b == broken_.end(), "nezha backend: p2p link to rank ", peer,
                 " failed earlier: ", b->second);
@@ -268,6 +280,8 @@ void PeerLinks::post(int src, int64_t tag, Deliver deliver) {
   TORCH_CHECK(src >= -1 && src < size_ && src != rank_, "nezha backend: recv from rank ", src,
               " (world size ", size_, ", this is rank ", rank_, ")");
   std::unique_lock<std::mutex> lock(mu_);
+  TORCH_CHECK(!closing_, "nezha backend: recv from rank ", src,
+              " on a process group that was shut down");
   auto q = unexpected_.find(tag);
   if (q != unexpected_.end()) {
     for (auto it = q->second.begin(); it != q->second.end(); ++it) {

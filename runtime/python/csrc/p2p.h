@@ -33,7 +33,7 @@ class PeerLinks {
   // `timeout`.
   PeerLinks(c10d::Store& store, int rank, int size, const std::string& address,
             const std::string& token, std::chrono::milliseconds timeout);
-  ~PeerLinks();  // closes every link and joins the readers
+  ~PeerLinks();  // close()
   PeerLinks(const PeerLinks&) = delete;
   PeerLinks& operator=(const PeerLinks&) = delete;
 
@@ -47,6 +47,11 @@ class PeerLinks {
   // sender and tag are delivered in the order they were sent. `deliver` runs inline if the
   // message is already here, else on the reader thread of the link it arrives on.
   void post(int src, int64_t tag, Deliver deliver);
+
+  // Closes every link, joins the readers and fails every receive still waiting; later sends
+  // and receives fail at once (idempotent). Call it without the GIL: a reader delivering into
+  // a tensor may take it.
+  void close();
 
  private:
   struct Link {
@@ -75,6 +80,8 @@ class PeerLinks {
   nezha::Fd listen_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for this rank
 
+  std::mutex closeMu_;  // concurrent close() calls join once
+  bool closed_ = false;
   std::mutex mu_;  // everything below
   bool closing_ = false;
   std::map<int64_t, std::deque<Message>> unexpected_;  // arrived, not yet asked for

@@ -7,6 +7,7 @@ namespace nezha_torch {
 NezhaWork::NezhaWork(int rank, c10d::OpType type, const char* title,
                      std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type, title),
+      title_(title),
       outputs_(std::move(outputs)),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
@@ -65,18 +66,28 @@ void NezhaWork::finish(std::exception_ptr error) {
 
 WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
 
-WorkQueue::~WorkQueue() {
+WorkQueue::~WorkQueue() { stop(); }
+
+void WorkQueue::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
+  std::lock_guard<std::mutex> join(joinMu_);
+  if (!thread_.joinable()) return;
+  TORCH_CHECK(std::this_thread::get_id() != thread_.get_id(),
+              "nezha backend: the process group was shut down from one of its own completion "
+              "callbacks; shut it down from another thread");
   thread_.join();
 }
 
 void WorkQueue::push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!stop_, "nezha backend: ", work->title(),
+                " on a process group that was shut down (destroy_process_group or interpreter "
+                "exit)");
     queue_.emplace_back(std::move(work), std::move(run));
   }
   cv_.notify_one();

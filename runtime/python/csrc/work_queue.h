@@ -36,11 +36,13 @@ class NezhaWork : public c10d::Work {
   // recv from any source: the rank the message came from (valid once completed).
   int sourceRank() const override;
   void setSource(int rank) { source_.store(rank); }
+  const char* title() const { return title_; }  // "nezha:allreduce", for messages
 
   // Worker side.
   void finish(std::exception_ptr error);
 
  private:
+  const char* title_;  // a string literal
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   mutable std::mutex mu_;
@@ -53,11 +55,16 @@ class NezhaWork : public c10d::Work {
 class WorkQueue {
  public:
   WorkQueue();
-  ~WorkQueue();  // runs what is queued, then joins
+  ~WorkQueue();  // stop()
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
+  // Throws once stop() has begun: nothing is queued that would never run.
   void push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run);
+
+  // Runs what is queued, then joins the worker (idempotent, any thread but the worker's own).
+  // Call it without the GIL: releasing a finished op's tensors on the worker takes it.
+  void stop();
 
  private:
   void loop();
@@ -66,6 +73,7 @@ class WorkQueue {
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<NezhaWork>, std::function<void()>>> queue_;
   bool stop_ = false;
+  std::mutex joinMu_;  // concurrent stop() calls join once
   std::thread thread_;
 };
 

@@ -49,3 +49,22 @@ def test_send_recv_pipeline(world, rails):
         assert r["losses"][-1] < r["losses"][0]
     assert "got 16 bytes, the tensor holds 12" in reps[1]["errors"]["size"], reps[1]
     assert "docs/nccl.md" in reps[0]["errors"]["device"], reps[0]
+
+
+def test_shutdown_finishes_queued_work_then_refuses():
+    reps = launch.reports(launch.run("shutdown", 2, launch.base_env(2, 2)))
+    for r in reps:
+        assert r["sum"] == r["want"] == 3.0, r
+        errors = r["errors"]
+        # Whichever comes first: this rank's own shutdown, or the peer's closing its link.
+        pending = errors["pending_recv"]
+        assert ("shut down before the message arrived" in pending
+                or "connection closed by peer" in pending), r
+        for op in ("allreduce", "send", "recv"):
+            assert "shut down" in errors.get(op, ""), (op, r)
+
+
+def test_exit_without_destroy_process_group():
+    for _ in range(3):
+        reps = launch.reports(launch.run("exit", 2, launch.base_env(2, 1)))
+        assert all(r["ops"] == 20 for r in reps), reps

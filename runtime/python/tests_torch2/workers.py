@@ -291,12 +291,55 @@ def scenario_p2p():
     dist.destroy_process_group()
 
 
+def scenario_shutdown():
+    """Shutdown (what destroy_process_group calls): a queued operation still completes, later
+    collectives and p2p raise a clear error, a receive nobody will match fails instead of
+    hanging."""
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    t = torch.full((1 << 16,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    dist.barrier()  # queued behind the allreduce
+    waiting = dist.irecv(torch.empty(3), src=(rank + 1) % world, tag=99)  # never sent
+    be.shutdown()
+    be.shutdown()  # idempotent
+    work.wait()
+    errors = {}
+    try:
+        waiting.wait()
+    except RuntimeError as e:
+        errors["pending_recv"] = str(e)
+    for name, call in [("allreduce", lambda: dist.all_reduce(torch.ones(4))),
+                       ("send", lambda: dist.send(torch.ones(4), (rank + 1) % world)),
+                       ("recv", lambda: dist.recv(torch.ones(4), (rank + 1) % world))]:
+        try:
+            call()
+        except RuntimeError as e:
+            errors[name] = str(e)
+    report(sum=float(t[0]), want=float(world * (world + 1) / 2), errors=errors)
+
+
+def scenario_exit_without_destroy():
+    """Ends with operations just completed and no destroy_process_group: the exit hook stops
+    the backend's threads before Python finalizes, so the process exits 0 (a worker releasing
+    a tensor during finalization aborted it before)."""
+    init("nezha")
+    works = [dist.all_reduce(torch.ones(1 << 14), async_op=True) for _ in range(20)]
+    works[-1].wait()
+    report(ops=len(works))
+
+
 if __name__ == "__main__":
     scenario, *args = sys.argv[1:]
     if scenario == "collectives":
         scenario_collectives()
     elif scenario == "p2p":
         scenario_p2p()
+    elif scenario == "shutdown":
+        scenario_shutdown()
+    elif scenario == "exit":
+        scenario_exit_without_destroy()
     elif scenario == "train":
         backend, mode, steps, *rest = args
         scenario_train(backend, mode, steps, int(rest[0]) if rest else -1)

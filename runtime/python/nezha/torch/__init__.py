@@ -11,6 +11,7 @@ if set, must agree). Rails and every tunable come from NEZHA_* (runtime/README.m
 NEZHA_RENDEZVOUS defaults to MASTER_ADDR:(MASTER_PORT+1). NEZHA_JOB_TOKEN is never derived:
 torch's store is unauthenticated; every rank needs the job's secret in its environment.
 """
+import atexit
 import os
 import threading
 
@@ -54,5 +55,9 @@ def register():
 
 
 register()
+# Stops every nezha backend's threads before Python finalizes, for jobs that never call
+# destroy_process_group: a backend thread that releases a tensor while the interpreter is
+# finalizing would abort the process (NezhaBackend::shutdown in csrc/backend.h says why).
+atexit.register(_C._shutdown_all)
 
 __all__ = ["BACKEND_NAME", "NezhaBackend", "register"]
