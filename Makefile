@@ -123,14 +123,16 @@ fuzz-go: ## Every Go fuzz target (func FuzzX) for GO_FUZZ_TIME each, from its se
 	  done; \
 	done
 
-.PHONY: test-python
-test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package and torch backend.
-	$(PYTHON) -m pytest -q hack/tests bench/tests $(wildcard runtime/python/tests)
-
 # The PyTorch 2 backend: built with scikit-build-core against the pinned torch venv
 # (hack/setup-torch.sh) into build/python-torch, tested with that interpreter.
 TORCH_VENV      := $(shell source hack/versions.sh && echo $$NEZHA_TORCH_VENV)
 TORCH_PY        := $(TORCH_VENV)/bin/python
+
+.PHONY: test-python
+test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package's ctypes binding.
+	$(PYTHON) -m pytest -q hack/tests bench/tests
+	hack/setup-torch.sh
+	$(TORCH_PY) -m pytest -q runtime/python/tests
 
 .PHONY: build-torch
 build-torch: ## The nezha Python package with its c10d backend nezha._C, against the pinned torch, into build/python-torch.
@@ -138,7 +140,7 @@ build-torch: ## The nezha Python package with its c10d backend nezha._C, against
 	CMAKE_ARGS="$${CMAKE_ARGS:--G Ninja}" $(TORCH_PY) -m pip install -q --no-build-isolation --no-deps --upgrade --target build/python-torch ./runtime/python
 
 .PHONY: test-torch
-test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and FSDP2 training vs gloo, a rail cut mid-DDP.
+test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and FSDP2 vs gloo, subgroups, both rails used, a rail cut mid-DDP.
 	PYTHONPATH=$(CURDIR)/build/python-torch $(TORCH_PY) -m pytest -q runtime/python/tests_torch2
 
 .PHONY: e2e

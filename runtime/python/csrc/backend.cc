@@ -133,16 +133,48 @@ void checkList(const TensorList& list, size_t n, const at::Tensor& like, const c
 
 }  // namespace
 
-NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size) : c10d::Backend(rank, size) {
+NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore)
+    : c10d::Backend(rank, size) {
   nezha::Options o = nezha::Options::fromEnv();
   o.rank = rank;
   o.worldSize = size;
+  if (rendezvousThroughStore && size > 1) rendezvousThrough(store, o);
   comm_ = std::make_unique<nezha::Communicator>(o);
   const std::vector<nezha::RailInfo> rails = comm_->rails();
   p2p_ = std::make_unique<PeerLinks>(store, rank, size, rails.empty() ? "" : rails[0].address,
                                      o.jobToken, o.rendezvousTimeout);
   sendQueue_ = std::make_unique<WorkQueue>();
   queue_ = std::make_unique<WorkQueue>();
+}
+
+void NezhaBackend::rendezvousThrough(c10d::Store& store, nezha::Options& o) {
+  // Only the endpoint crosses torch's (unauthenticated) store; joining still needs the job
+  // token, which every rank has from its own environment.
+  const std::string key = "nezha/rendezvous";
+  std::string where;
+  if (o.rank == 0) {
+    TORCH_CHECK(!o.rails.empty(), "nezha backend: NEZHA_RAILS names no rail");
+    o.rendezvousHost = nezha::interfaceAddress(o.rails[0].iface, o.rails[0].name);
+    o.rendezvousPort = 0;  // the server picks a free port
+    o.server = nezha::startRendezvousServer(o);
+    o.rendezvousPort = nezha::rendezvousServerPort(*o.server);
+    where = o.rendezvousHost + ":" + std::to_string(o.rendezvousPort);
+    store.set(key, std::vector<uint8_t>(where.begin(), where.end()));
+  } else {
+    const std::vector<uint8_t> v = store.get(key);
+    where.assign(v.begin(), v.end());
+    const size_t colon = where.rfind(':');
+    int port = 0;
+    try {
+      port = colon == std::string::npos ? 0 : std::stoi(where.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = 0;
+    }
+    TORCH_CHECK(port > 0 && port < 65536, "nezha backend: bad rendezvous endpoint '", where,
+                "' in torch's store (key ", key, ")");
+    o.rendezvousHost = where.substr(0, colon);
+    o.rendezvousPort = port;
+  }
 }
 
 NezhaBackend::~NezhaBackend() {

@@ -18,7 +18,11 @@ class NezhaBackend : public c10d::Backend {
   // Builds the communicator from NEZHA_* (rank and world size as given) and the p2p links
   // (addresses through `store`); blocks until every rank joined (rendezvous, rails, probe) or
   // NEZHA_RENDEZVOUS_TIMEOUT_MS passed.
-  NezhaBackend(c10d::Store& store, int rank, int size);
+  // rendezvousThroughStore: the group's rank 0 serves the rendezvous on a port of its own
+  // (its first rail's address) and publishes it in `store`, instead of NEZHA_RENDEZVOUS. Every
+  // group after the first needs it: NEZHA_RENDEZVOUS names one fixed endpoint, which a second
+  // group (or two subgroups at once, e.g. FSDP's hybrid sharding) cannot share.
+  NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore);
   ~NezhaBackend() override;
 
   const std::string getBackendName() const override { return "nezha"; }
@@ -85,6 +89,7 @@ class NezhaBackend : public c10d::Backend {
                                          std::function<void()> run);
 
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
+  static void rendezvousThrough(c10d::Store& store, nezha::Options& o);
 
   std::unique_ptr<nezha::Communicator> comm_;
   std::unique_ptr<PeerLinks> p2p_;

@@ -53,13 +53,14 @@ PYBIND11_MODULE(_C, m) {
   py::class_<nezha_torch::NezhaBackend, c10d::Backend,
              c10::intrusive_ptr<nezha_torch::NezhaBackend>>(m, "NezhaBackend")
       // Joining the job blocks (rendezvous, rails, probe): release the GIL meanwhile.
-      .def(py::init([](c10d::Store& store, int rank, int size) {
-             auto b = c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size);
+      .def(py::init([](c10d::Store& store, int rank, int size, bool rendezvousThroughStore) {
+             auto b = c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size,
+                                                                     rendezvousThroughStore);
              liveBackends().add(b);
              return b;
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"),
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("rendezvous_through_store") = false, py::call_guard<py::gil_scoped_release>())
       .def(
           "abort_rail",
           [](nezha_torch::NezhaBackend& b, int rail) { b.communicator().abortRail(rail); },

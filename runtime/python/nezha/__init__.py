@@ -4,7 +4,7 @@
     with nezha.Communicator() as comm:          # configured by NEZHA_* (runtime/README.md)
         comm.allreduce(array)                   # numpy arrays or CPU torch tensors, in place
 
-    import nezha.torch_backend                  # registers backend "nezha"
+    import nezha.torch                          # registers backend "nezha" (PyTorch 2)
     torch.distributed.init_process_group("nezha", ...)
 """
 from .buffers import DType

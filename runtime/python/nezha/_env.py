@@ -1,4 +1,4 @@
-"""NEZHA_* settings a torch process group derives from torch's own (shared by both backends)."""
+"""NEZHA_* settings a torch process group derives from torch's own."""
 import os
 
 from .errors import ConfigError
@@ -26,13 +26,14 @@ def _check_agrees(env, name, value):
         raise ConfigError(f"{name}={given} disagrees with init_process_group ({value})")
 
 
-def communicator_env(rank, size, env=None):
-    """The NEZHA_* overrides for a communicator of this process group (exposed for tests)."""
+def communicator_env(rank, size, env=None, derive_rendezvous=True):
+    """The NEZHA_* overrides for a communicator of this process group (exposed for tests).
+    derive_rendezvous=False: the group finds its rendezvous through torch's store instead."""
     env = os.environ if env is None else env
     _check_agrees(env, "NEZHA_RANK", rank)
     _check_agrees(env, "NEZHA_WORLD_SIZE", size)
     out = {"NEZHA_RANK": str(rank), "NEZHA_WORLD_SIZE": str(size)}
-    if size > 1 and not env.get("NEZHA_RENDEZVOUS"):
+    if derive_rendezvous and size > 1 and not env.get("NEZHA_RENDEZVOUS"):
         out["NEZHA_RENDEZVOUS"] = _rendezvous_from_master(env)
     if size > 1 and not env.get("NEZHA_JOB_TOKEN"):
         raise ConfigError(

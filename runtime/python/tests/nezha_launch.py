@@ -1,6 +1,6 @@
 """Runs one scenario of nezha_workers.py as N real processes (ranks) and collects their reports.
 
-Every rank is a separate interpreter, so each loads libnezha and torch on its own, like a real job.
+Every rank is a separate interpreter, so each loads libnezha on its own, like a real job.
 A hard timeout per run turns a hang into a test failure that shows every rank's output.
 """
 import json
@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_ROOT = os.path.dirname(HERE)
 REPO = os.path.dirname(os.path.dirname(PKG_ROOT))
 
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable  # the pinned torch venv (make test-python)
 RUN_TIMEOUT_S = 90
 
 

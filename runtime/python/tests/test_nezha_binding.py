@@ -9,7 +9,7 @@ import torch
 
 import nezha_launch as launch
 import nezha
-from nezha import torch_backend
+from nezha._env import communicator_env
 from nezha.errors import ConfigError
 
 
@@ -122,39 +122,30 @@ def test_library_lookup_order():
     assert out.startswith("ERR libnezha.so not found; set NEZHA_LIBRARY"), out
 
 
-class _Store:
-    def __init__(self):
-        self.kv = {}
-
-    def set(self, k, v):
-        self.kv[k] = v.encode() if isinstance(v, str) else v
-
-    def get(self, k):
-        return self.kv[k]
-
-
 def test_backend_env_derivation():
-    store = _Store()
     token = "cd" * 32
     base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "NEZHA_JOB_TOKEN": token}
-    env0 = torch_backend.communicator_env(store, 0, 4, base)
-    env3 = torch_backend.communicator_env(store, 3, 4, base)
+    env0 = communicator_env(0, 4, base)
+    env3 = communicator_env(3, 4, base)
     assert env0["NEZHA_RENDEZVOUS"] == "10.0.0.5:29501"
     assert (env0["NEZHA_RANK"], env3["NEZHA_RANK"], env3["NEZHA_WORLD_SIZE"]) == ("0", "3", "4")
-    # The token comes from each rank's environment and never goes through torch's store.
-    assert store.kv == {}
+    # The token comes from each rank's environment; it is never derived or passed on.
     assert "NEZHA_JOB_TOKEN" not in env0
+    # A group that finds its rendezvous through torch's store derives none.
+    assert "NEZHA_RENDEZVOUS" not in communicator_env(0, 4, base, derive_rendezvous=False)
+    assert "NEZHA_RENDEZVOUS" not in communicator_env(0, 4, {"NEZHA_JOB_TOKEN": token},
+                                                      derive_rendezvous=False)
     # Explicit settings are kept, never overridden.
     given = dict(base, NEZHA_RENDEZVOUS="h:1")
-    assert "NEZHA_RENDEZVOUS" not in torch_backend.communicator_env(_Store(), 1, 2, given)
+    assert "NEZHA_RENDEZVOUS" not in communicator_env(1, 2, given)
 
 
 def test_backend_refuses_to_make_up_a_token():
     base = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
     with pytest.raises(ConfigError, match="NEZHA_JOB_TOKEN is not set"):
-        torch_backend.communicator_env(_Store(), 0, 2, base)
+        communicator_env(0, 2, base)
     # One rank needs neither.
-    assert torch_backend.communicator_env(_Store(), 0, 1, {}) == {"NEZHA_RANK": "0", "NEZHA_WORLD_SIZE": "1"}
+    assert communicator_env(0, 1, {}) == {"NEZHA_RANK": "0", "NEZHA_WORLD_SIZE": "1"}
 
 
 @pytest.mark.parametrize("env, message", [
@@ -166,25 +157,4 @@ def test_backend_refuses_to_make_up_a_token():
 ])
 def test_backend_env_errors(env, message):
     with pytest.raises(nezha.ConfigError, match=message):
-        torch_backend.communicator_env(_Store(), 0, 2, env)
-
-
-def test_backend_one_group_per_process_and_reinit():
-    code = f"""
-import os, sys
-sys.path.insert(0, {launch.PKG_ROOT!r})
-import torch, torch.distributed as dist, nezha, nezha.torch_backend
-dist.init_process_group("nezha", init_method="tcp://127.0.0.1:{launch.free_port_pair()}", rank=0, world_size=1)
-try:
-    dist.new_group(backend="nezha")
-    print("NO ERROR")
-except nezha.InvalidArgument as e:
-    print("REFUSED", e)
-dist.destroy_process_group()
-dist.init_process_group("nezha", init_method="tcp://127.0.0.1:{launch.free_port_pair()}", rank=0, world_size=1)
-t = torch.ones(2); dist.all_reduce(t); print("REINIT", t.tolist())
-"""
-    env = dict(os.environ, NEZHA_RAILS="r0=lo:tcp")
-    out = subprocess.run([launch.PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert "REFUSED nezha backend: this process already has a nezha process group" in out.stdout, out
-    assert "REINIT [1.0, 1.0]" in out.stdout, out
+        communicator_env(0, 2, env)

@@ -68,3 +68,13 @@ def test_exit_without_destroy_process_group():
     for _ in range(3):
         reps = launch.reports(launch.run("exit", 2, launch.base_env(2, 1)))
         assert all(r["ops"] == 20 for r in reps), reps
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_several_groups_and_subgroups(world):
+    reps = launch.reports(launch.run("groups", world, launch.base_env(world, 2)))
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(reps):
+        assert r["sums"]["again"] == r["sums"]["world"] == total, r
+        if world == 4:
+            assert r["sums"]["sub"] == (3.0 if rank < 2 else 7.0), (rank, r)

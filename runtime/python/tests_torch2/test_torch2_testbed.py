@@ -1,6 +1,7 @@
-"""DDP with the c10d backend "nezha" between two namespace "hosts" of hack/testbed.sh with two
-real veth rails each (root): rail r1 of host 1 loses carrier (`testbed.sh cut`) in the middle of
-training; training continues on r0 and every loss equals the uncut run's."""
+"""The c10d backend "nezha" between two namespace "hosts" of hack/testbed.sh with two real veth
+rails each (root): a job's allreduce traffic really leaves through both rails (the kernel's
+per-interface counters), and DDP survives rail r1 of host 1 losing carrier (`testbed.sh cut`)
+in the middle of training: it continues on r0 and every loss equals the uncut run's."""
 import os
 import subprocess
 import threading
@@ -71,3 +72,23 @@ def test_ddp_survives_a_rail_cut(two_host_bed, tmp_path):
     assert reps[0]["losses"] == reps[1]["losses"]
     assert reps[0]["failovers"] >= 1, reps
     assert reps[0]["losses"] == pytest.approx(uncut["losses"], rel=1e-4, abs=1e-5)
+
+
+def tx_bytes(host, rail):
+    out = subprocess.run(["ip", "netns", "exec", f"{BED}-h{host}", "cat",
+                          f"/sys/class/net/r{rail}/statistics/tx_bytes"],
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout)
+
+
+def test_allreduce_traffic_uses_both_rails(two_host_bed):
+    elements, iters = 4 << 20, 8  # 16 MiB of float32: far above the cold threshold (hot start)
+    env = dict(bed_env(), ELEMENTS=str(elements), ITERS=str(iters), NEZHA_PROBE_BYTES="1M")
+    before = {(h, r): tx_bytes(h, r) for h in range(2) for r in range(2)}
+    launch.reports(launch.run("rail_traffic", 2, env, prefix=on_host))
+    sent = {k: tx_bytes(*k) - v for k, v in before.items()}
+    payload = elements * 4 * iters  # a 2-rank allreduce sends the buffer's size per rank
+    for host in range(2):
+        assert sent[(host, 0)] + sent[(host, 1)] >= 0.95 * payload, (host, sent, payload)
+        for rail in range(2):
+            assert sent[(host, rail)] >= 0.15 * payload, f"rail r{rail} of host {host} carried too little: {sent}"

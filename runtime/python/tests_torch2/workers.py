@@ -320,6 +320,44 @@ def scenario_shutdown():
     report(sum=float(t[0]), want=float(world * (world + 1) / 2), errors=errors)
 
 
+def scenario_rail_traffic():
+    """Large allreduces (hot start, split across rails) for the test bed's rail counter test."""
+    init("nezha")
+    world = dist.get_world_size()
+    n, iters = int(os.environ["ELEMENTS"]), int(os.environ["ITERS"])
+    for i in range(iters):
+        t = torch.full((n,), float(dist.get_rank() + i))
+        dist.all_reduce(t)
+        want = float(sum(r + i for r in range(world)))
+        assert torch.all(t == want), (i, t[:4])
+    report(bytes=n * 4, iters=iters)
+    dist.destroy_process_group()
+
+
+def scenario_groups():
+    """More than one nezha group per process: a second whole-world group and (4 ranks) two
+    disjoint subgroups created and used at the same time, as FSDP's hybrid sharding does. Each
+    later group finds its rendezvous through torch's store (NEZHA_RENDEZVOUS serves only one)."""
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    again = dist.new_group(backend="nezha")
+    t = torch.full((70001,), float(rank + 1))
+    dist.all_reduce(t, group=again)
+    sums = {"again": float(t[0])}
+    if world == 4:
+        low = dist.new_group(ranks=[0, 1], backend="nezha")
+        high = dist.new_group(ranks=[2, 3], backend="nezha")
+        mine = low if rank < 2 else high
+        t = torch.full((70001,), float(rank + 1))
+        dist.all_reduce(t, group=mine)
+        sums["sub"] = float(t[0])
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)  # the default group still works alongside
+    sums["world"] = float(t[0])
+    report(sums=sums)
+    dist.destroy_process_group()
+
+
 def scenario_exit_without_destroy():
     """Ends with operations just completed and no destroy_process_group: the exit hook stops
     the backend's threads before Python finalizes, so the process exits 0 (a worker releasing
@@ -338,6 +376,10 @@ if __name__ == "__main__":
         scenario_p2p()
     elif scenario == "shutdown":
         scenario_shutdown()
+    elif scenario == "rail_traffic":
+        scenario_rail_traffic()
+    elif scenario == "groups":
+        scenario_groups()
     elif scenario == "exit":
         scenario_exit_without_destroy()
     elif scenario == "train":

@@ -30,12 +30,21 @@ _ENV_LOCK = threading.Lock()
 def _create_backend(store, rank, size, timeout):
     """register_backend creator: builds the communicator with the derived NEZHA_* in the
     environment for the duration of the (blocking, GIL-free) join."""
-    overrides = communicator_env(rank, size)
+    # The default group (created while no group exists yet) joins at NEZHA_RENDEZVOUS, the
+    # endpoint the operator and the docs define. Every later nezha group (new_group, FSDP's
+    # hybrid-sharding subgroups) gets its own endpoint through torch's store instead: two groups
+    # cannot share one (csrc/backend.h).
+    through_store = dist.is_initialized()
+    overrides = communicator_env(rank, size, derive_rendezvous=not through_store)
+    if through_store and size > 1:
+        # Options::fromEnv wants an endpoint for a multi-rank job; the backend replaces this
+        # one with the endpoint from the store before joining (NezhaBackend::rendezvousThrough).
+        overrides["NEZHA_RENDEZVOUS"] = "127.0.0.1:1"
     with _ENV_LOCK:
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:
-            return NezhaBackend(store, rank, size)
+            return NezhaBackend(store, rank, size, rendezvous_through_store=through_store)
         finally:
             for k, v in saved.items():
                 if v is None:
