@@ -39,9 +39,12 @@ class ControlMesh {
 
   // `silence`: a peer that answers no question for this long is unreachable (every rail
   // between us is down, or its host is gone); rounds waiting for it fail then.
+  // `peerSilence` > 0: every rank sends a heartbeat (HERE, its operation) on every connection
+  // every peerSilence / 5, so a peer heard on no rail for peerSilence is unreachable at once,
+  // without a question and a wait of its own (silentPeers; rounds fail on it immediately).
   ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
-              RailDownFn onRailDown);
-  ~ControlMesh();  // stops the reader thread, closes every connection
+              RailDownFn onRailDown, std::chrono::milliseconds peerSilence = {});
+  ~ControlMesh();  // stops the reader and heartbeat threads, closes every connection
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
 
@@ -73,9 +76,14 @@ class ControlMesh {
   // Per rail: peers whose control connection on it is open (for /status).
   std::vector<int> openPeers() const;
 
+  // With heartbeats: the peers heard on no rail for peerSilence (empty without heartbeats).
+  std::vector<int> silentPeers() const;
+  std::chrono::milliseconds peerSilence() const { return peerSilence_; }
+
  private:
   struct Conn;
   void loop();
+  void beat();             // the heartbeat thread
   void readFrom(Conn& c);  // readMu_ held
   // Reads whatever arrives on open connections within `wait` (readMu_ held).
   void readFor(std::chrono::microseconds wait);
@@ -114,6 +122,7 @@ class ControlMesh {
   const int rank_, size_;
   const size_t rails_;
   const std::chrono::milliseconds silence_;
+  const std::chrono::milliseconds peerSilence_;
   RailDownFn onRailDown_;
 
   mutable std::mutex mu_;
@@ -136,6 +145,9 @@ class ControlMesh {
   Fd wakeRead_, wakeWrite_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::mutex beatMu_;
+  std::condition_variable beatCv_;  // wakes the heartbeat thread to stop
+  std::thread beat_;
 };
 
 }  // namespace nezha
