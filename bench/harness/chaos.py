@@ -56,21 +56,23 @@ def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, 
         if start >= restore_unix and sp[rail] >= want:
             back = start - restore_unix  # the rail carries its share from this op's start
             break
-    # A rail re-admitted inside an operation (between its waves) takes its share of the rest of
-    # that operation at once: it carries its share from the re-admission, if the op that ended
-    # next after it gave the rail some bytes and the op after that its full share again.
+    # The rail carries nothing before its re-admission (when the trace records it), so an op
+    # that started earlier and took the rail in half way does not count from its start. A rail
+    # re-admitted inside an operation (between its waves) takes its share of the rest of that
+    # operation at once: it carries its share from the re-admission, if the op that ended next
+    # after it gave the rail some bytes and the op after that its full share again.
     names = trace.get("rails") or []
     rail_name = names[rail] if rail < len(names) else f"r{rail}"
     for ev in trace.get("readmissions") or []:
         t = ev.get("t_unix")
         if ev.get("rail") != rail_name or t is None or t < restore_unix:
             continue
+        readmitted = t - restore_unix
         nxt = [i for i, op in enumerate(trace["ops"]) if op[0] >= t]
         if (nxt and splits[nxt[0]][rail] > 0 and
                 (nxt[0] + 1 >= len(splits) or splits[nxt[0] + 1][rail] >= want)):
-            mid = t - restore_unix
-            back = mid if back is None else min(back, mid)
-        break
+            return readmitted
+        return None if back is None else max(back, readmitted)
     return back
 
 

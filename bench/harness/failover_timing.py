@@ -54,9 +54,11 @@ def breakdown_restore(trace: dict, restore_unix: float, rail: int) -> dict:
     out["readmitted_after_s"] = ev["t_unix"] - restore_unix
     out["rebuild_s"] = ev.get("stall_s")
     ops = trace.get("ops") or []
-    inside = [op for op in ops if op[0] - op[1] / 1e6 < ev["t_unix"] < op[0]]
-    out["mid_op"] = bool(inside)
     splits = trace.get("op_split") or []
+    # Between waves: the op in which it was re-admitted (the next to end) carried some of it; at
+    # an op boundary (re-admitted at the end of an op) that op carried none.
+    nxt = next((i for i, op in enumerate(ops) if op[0] >= ev["t_unix"]), None)
+    out["mid_op"] = nxt is not None and nxt < len(splits) and splits[nxt][rail] > 0
     before = [sp[rail] for sp in splits[:5]]
     out["share_before"] = median(before) if before else None
     out["share_last"] = splits[-1][rail] if splits else None

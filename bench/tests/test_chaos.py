@@ -125,6 +125,14 @@ def test_share_back_counts_a_readmission_inside_an_operation():
     # A re-admission whose next op carried nothing on the rail is not "carrying its share".
     bad = {**t, "op_split": split[:22] + [[1.0, 0.0]] + split[23:]}
     assert share_back_after_restore(bad, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(1.5)
+    # An op that started before the re-admission and took the rail in early (0.2 of it) counts
+    # from the re-admission, not from its own start.
+    early = {**t, "op_split": split[:22] + [[0.8, 0.2]] + split[23:]}
+    assert share_back_after_restore(early, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(0.8)
+    # Re-admitted at an op's end (that op carried nothing on it): from the next op's start.
+    late = {**t, "op_split": split[:22] + [[1.0, 0.0]] + split[23:],
+            "readmissions": [{"rail": "r1", "t_unix": T0 + 22.99}]}
+    assert share_back_after_restore(late, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(1.5)
 
 
 def _series(stall, link, during, back, failed=False):
