@@ -11,8 +11,10 @@
 // notices (so peers drop the rail within milliseconds instead of waiting for their progress
 // deadline), and "which operation are you in?" with its answer, asked only when a progress
 // deadline expires, so a peer that has not reached the operation yet (busy computing, writing a
-// checkpoint) is not taken for a dead rail. A reader thread polls all connections and answers
-// questions; nothing here touches a data channel.
+// checkpoint) is not taken for a dead rail. With a peer silence set, the same answer goes out
+// unasked as a heartbeat, so a peer heard on no rail is known unreachable without a question.
+// A reader thread polls all connections and answers questions; nothing here touches a data
+// channel.
 #pragma once
 
 #include <atomic>
