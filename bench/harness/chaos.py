@@ -41,7 +41,8 @@ def _rate_gbps(ends: list[float], lo: float, hi: float, nbytes: int) -> Optional
 def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, rail: int) -> Optional[float]:
     """Seconds from the restore to the start of the first op (started after the restore) whose
     split gives `rail` at least half its median pre-cut share again (the rail "carrying its
-    share"); None without per-op splits or if it never happened."""
+    share"), or to its re-admission when that happened inside an operation (see below); None
+    without per-op splits or if it never happened."""
     splits = trace.get("op_split")
     if not splits or len(splits) != len(trace["ops"]):
         return None
@@ -49,11 +50,30 @@ def share_back_after_restore(trace: dict, cut_unix: float, restore_unix: float, 
     if not before or median(before) <= 0:
         return None
     want = median(before) / 2
+    back = None
     for op, sp in zip(trace["ops"], splits):
         start = op[0] - op[1] / 1e6
         if start >= restore_unix and sp[rail] >= want:
-            return start - restore_unix  # the rail carries its share from this op's start
-    return None
+            back = start - restore_unix  # the rail carries its share from this op's start
+            break
+    # The rail carries nothing before its re-admission (when the trace records it), so an op
+    # that started earlier and took the rail in half way does not count from its start. A rail
+    # re-admitted inside an operation (between its waves) takes its share of the rest of that
+    # operation at once: it carries its share from the re-admission, if the op that ended next
+    # after it gave the rail some bytes and the op after that its full share again.
+    names = trace.get("rails") or []
+    rail_name = names[rail] if rail < len(names) else f"r{rail}"
+    for ev in trace.get("readmissions") or []:
+        t = ev.get("t_unix")
+        if ev.get("rail") != rail_name or t is None or t < restore_unix:
+            continue
+        readmitted = t - restore_unix
+        nxt = [i for i, op in enumerate(trace["ops"]) if op[0] >= t]
+        if (nxt and splits[nxt[0]][rail] > 0 and
+                (nxt[0] + 1 >= len(splits) or splits[nxt[0] + 1][rail] >= want)):
+            return readmitted
+        return None if back is None else max(back, readmitted)
+    return back
 
 
 def analyze(trace: dict, cut_unix: float, restore_unix: Optional[float], end_unix: float,

@@ -109,6 +109,32 @@ def test_share_back_after_restore_needs_half_the_precut_share():
     assert share_back_after_restore({**t, "op_split": [[1.0, 0.0]] * 30}, T0 + 10.5, T0 + 21.5, 1) is None
 
 
+def test_share_back_counts_a_readmission_inside_an_operation():
+    from harness.chaos import share_back_after_restore
+
+    # 1 s ops; r1 re-admitted at t=22.3, inside the op ending at 23 (it carried 0.12 of that op:
+    # its share of the rest), and the op after has its full share: back 0.8 s after the restore.
+    ends = [1.0 * i for i in range(1, 31)]
+    split = [[0.7, 0.3]] * 10 + [[1.0, 0.0]] * 12 + [[0.88, 0.12]] + [[0.7, 0.3]] * 7
+    t = {"bytes": 1, "start_unix": T0, "error": None, "rails": ["r0", "r1"],
+         "ops": [[T0 + e, 1e6] for e in ends], "op_split": split,
+         "readmissions": [{"rail": "r1", "t_unix": T0 + 22.3}]}
+    assert share_back_after_restore(t, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(0.8)
+    # Without the event only op starts count: the op starting at 23 is the first with >= 0.15.
+    assert share_back_after_restore({**t, "readmissions": []}, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(1.5)
+    # A re-admission whose next op carried nothing on the rail is not "carrying its share".
+    bad = {**t, "op_split": split[:22] + [[1.0, 0.0]] + split[23:]}
+    assert share_back_after_restore(bad, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(1.5)
+    # An op that started before the re-admission and took the rail in early (0.2 of it) counts
+    # from the re-admission, not from its own start.
+    early = {**t, "op_split": split[:22] + [[0.8, 0.2]] + split[23:]}
+    assert share_back_after_restore(early, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(0.8)
+    # Re-admitted at an op's end (that op carried nothing on it): from the next op's start.
+    late = {**t, "op_split": split[:22] + [[1.0, 0.0]] + split[23:],
+            "readmissions": [{"rail": "r1", "t_unix": T0 + 22.99}]}
+    assert share_back_after_restore(late, T0 + 10.5, T0 + 21.5, 1) == pytest.approx(1.5)
+
+
 def _series(stall, link, during, back, failed=False):
     return {"metrics": {"failed": failed, "stall_s": stall, "stall_after_link_event_s": link,
                         "algbw_during_cut_gbps": during, "share_back_after_restore_s": back}}

@@ -120,6 +120,8 @@ Json traceJson(Communicator& c, const LoopRun& run, bool anyWrong) {
   root["readmissions"] = eventsJson(c.metrics().readmissions);
   root["rejected_readmissions"] = eventsJson(c.metrics().rejectedReadmissions);
   root["drains"] = eventsJson(c.metrics().drains);
+  root["wave_rounds"] = c.metrics().waveRounds;
+  root["mid_op_readmissions"] = c.metrics().midOpReadmissions;
   Json states = Json::object();
   for (const auto& [name, m] : c.metrics().rails) states[name] = m.alive ? "up" : "failed";
   root["rail_states"] = states;

@@ -120,6 +120,16 @@ struct Options {
   // Progress watchdog: a rail whose slice moves nothing for this long while another rail of the
   // same operation moves data fails (black hole, carrier up); 0 = off.
   std::chrono::milliseconds watchdog{800};
+  // Every rank sends a heartbeat on every rail's control connection every peerSilence / 5; a
+  // peer heard on no rail for this long is unreachable (all rails between us down, or its host
+  // gone): a slice waiting on data that has not moved for as long fails at once, and so does
+  // an agreement round waiting for that peer. 0 = no heartbeats (silence is then judged only
+  // after the progress deadline, with the progress floor as window).
+  std::chrono::milliseconds peerSilence{500};
+  // While a failed rail may come back, a large operation runs in waves of about this many bytes
+  // per rail (whole 4 MiB chunks), with the per-op round between them, so the rail re-enters
+  // mid-operation instead of at the next one. 0 = re-admission at operation boundaries only.
+  size_t waveBytes = size_t(8) << 20;
   // A slice still running max(watchdog, slowFactor x its predicted time) after every other rail
   // finished its part fails as slow (gray failure); it comes back through re-admission with the
   // share its probe measures.
@@ -221,6 +231,9 @@ struct Metrics {
   // Operations that skipped the per-operation agreement round (Options::roundFreeBytes), and
   // those this rank redid with its peers after a peer failed one it had finished.
   uint64_t roundFreeOps = 0, keptRedos = 0;
+  // Rounds held between waves of a large operation while a failed rail may come back (it can
+  // re-enter there instead of at the next operation), and re-admissions made at such a round.
+  uint64_t waveRounds = 0, midOpReadmissions = 0;
   // Stray, idle or garbage connections the rails' listeners turned away (connect, rebuilds).
   uint64_t railRejectedConnections = 0;
   std::map<std::string, RailMetrics> rails;

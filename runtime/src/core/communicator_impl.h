@@ -131,6 +131,7 @@ struct Communicator::Impl {
   Attempt runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
                      Outcome& out);
   std::chrono::milliseconds progressDeadline(int rail, size_t bytes) const;
+  std::string silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const;
   void flagKnownDownRails(Attempt& at);
   // `patient`: a peer may still be computing before the operation that lets it join (it
   // finished a round-free operation this rank failed), so wait as long as for any I/O.
@@ -138,8 +139,19 @@ struct Communicator::Impl {
   // From an attempt just run (or an empty one: a confirmation) to the end of the operation:
   // rounds, retired rails, redo on the survivors, re-admission. With `agreedAlready` the first
   // round was held by the caller. False when a kept operation had to be redone first.
+  // `later`: chunks of this operation deferred to later waves (laterWaves).
   bool finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
-              Outcome& out, bool patient, bool agreedAlready = false);
+              Outcome& out, bool patient, bool agreedAlready = false,
+              std::vector<Slice> later = {});
+  // While a failed rail may come back (not alive, not drained), a large operation runs its
+  // chunks in waves of Options::waveBytes per rail, each ended by the per-op round, so a rail
+  // ready to return re-enters between waves and carries its share of the rest of the operation
+  // instead of waiting for the next operation (with ~1 s operations, up to a second sooner).
+  // Keeps the first wave in `todo` and returns the rest. Decided from agreed state only.
+  std::vector<Slice> laterWaves(std::vector<Slice>& todo) const;
+  // Re-admission steps at a boundary (an operation's end, or between waves), with the last
+  // round's agreed flags.
+  void moveReadmissions(const Attempt& agreed);
   void retireRails(const std::vector<int>& leaving, Attempt& at);
   // A small control task (barrier) as a one-unit operation on the cold rail, with the same
   // failover as data slices. `fn` must be re-runnable.

@@ -148,7 +148,8 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, Sta
   const auto silence = std::max(o.progressFloor, std::chrono::milliseconds(300));
   mesh = std::make_unique<ControlMesh>(
       o.rank, o.worldSize, nr, silence,
-      [this](int peer, int rail, uint64_t gen) { onPeerRailDown(peer, rail, gen); });
+      [this](int peer, int rail, uint64_t gen) { onPeerRailDown(peer, rail, gen); },
+      o.failover ? o.peerSilence : std::chrono::milliseconds(0));
   for (size_t i = 0; i < nr; ++i) {
     // A rail that could not connect here has no control connections to give; the agreement
     // below runs over the others.

@@ -207,6 +207,13 @@ Options Options::fromEnv() {
   o.progressFloor = std::chrono::milliseconds(paramInt("NEZHA_PROGRESS_FLOOR_MS", 10, 3600000));
   o.readmitHoldDown = std::chrono::milliseconds(paramInt("NEZHA_READMIT_HOLDDOWN_MS", 0, 3600000));
   o.watchdog = std::chrono::milliseconds(paramInt("NEZHA_WATCHDOG_MS", 0, 3600000));
+  o.peerSilence = std::chrono::milliseconds(paramInt("NEZHA_PEER_SILENCE_MS", 0, 3600000));
+  o.waveBytes = paramBytes("NEZHA_WAVE_BYTES", 0, size_t(1) << 30);
+  if (o.peerSilence.count() > 0 && o.peerSilence.count() < 50) {
+    throw ConfigError(strCat("NEZHA_PEER_SILENCE_MS=", o.peerSilence.count(),
+                             " is too short (want 0 = off, or at least 50: heartbeats go out every "
+                             "fifth of it)"));
+  }
   o.slowFactor = paramDouble("NEZHA_SLOW_FACTOR", 1.5, 1000);
   o.slowFloor = paramDouble("NEZHA_SLOW_FLOOR", 0, 0.5);
   o.controlAddr = paramString("NEZHA_CONTROL_ADDR");

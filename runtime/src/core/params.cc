@@ -32,6 +32,11 @@ const std::vector<Param>& allParams() {
       {"NEZHA_JOB_NAME", "", "the job's name: the job label of the runtime's metrics"},
       {"NEZHA_WATCHDOG_MS", "800",
        "a rail that moves nothing this long while another rail moves data fails (0 = off)"},
+      {"NEZHA_PEER_SILENCE_MS", "500",
+       "a peer heard on no rail this long (heartbeats every 1/5 of it) is unreachable (0 = off)"},
+      {"NEZHA_WAVE_BYTES", "8M",
+       "while a failed rail may return, large ops run in waves of this much per rail with a round "
+       "between them, where it can re-enter (0 = at op boundaries only)"},
       {"NEZHA_SLOW_FACTOR", "4",
        "a slice still running this many times its prediction (and the watchdog) after the others "
        "finished "

@@ -44,11 +44,12 @@ struct ControlMesh::Conn {
 };
 
 ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
-                         RailDownFn onRailDown)
+                         RailDownFn onRailDown, std::chrono::milliseconds peerSilence)
     : rank_(rank),
       size_(worldSize),
       rails_(rails),
       silence_(silence),
+      peerSilence_(worldSize > 1 ? peerSilence : std::chrono::milliseconds(0)),
       onRailDown_(std::move(onRailDown)) {
   for (int p = 0; p < size_; ++p) {
     peerOpsStarted_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
@@ -59,12 +60,43 @@ ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::mil
   wakeRead_ = Fd(fds[0]);
   wakeWrite_ = Fd(fds[1]);
   thread_ = std::thread([this] { loop(); });
+  if (peerSilence_.count() > 0) beat_ = std::thread([this] { beat(); });
 }
 
 ControlMesh::~ControlMesh() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(beatMu_);
+    stop_ = true;
+  }
+  beatCv_.notify_all();
+  if (beat_.joinable()) beat_.join();
   wake();
   thread_.join();
+}
+
+// Heartbeats: a HERE frame (this rank's operation, as if asked) on every open connection, every
+// fifth of the peer silence, so a live peer is heard on every working rail several times per
+// window. Its own thread: the reader thread waits while a round reads for itself, and a round
+// may wait long for a late peer. A full socket is skipped (the rail is dying; others carry it).
+void ControlMesh::beat() {
+  const auto every = std::max(peerSilence_ / 5, std::chrono::milliseconds(1));
+  std::unique_lock<std::mutex> lock(beatMu_);
+  while (!beatCv_.wait_for(lock, every, [this] { return stop_.load(); })) {
+    lock.unlock();
+    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load(), {}), false);
+    lock.lock();
+  }
+}
+
+std::vector<int> ControlMesh::silentPeers() const {
+  std::vector<int> silent;
+  if (peerSilence_.count() == 0) return silent;
+  const int64_t now = nowNs(),
+                window = std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && now - lastHeard_[p]->load() >= window) silent.push_back(p);
+  }
+  return silent;
 }
 
 void ControlMesh::wake() {
@@ -83,6 +115,7 @@ void ControlMesh::attach(int rail, std::vector<Fd> conns) {
     c->peer = p;
     c->rail = rail;
     fresh.push_back(std::move(c));
+    lastHeard_[p]->store(nowNs());  // a connection just made proves the peer alive
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -258,8 +291,10 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
     }
     lock.unlock();
     chaseMissing(round, frame, st.missingPeers, chase);
-    const auto until = std::min(
+    auto until = std::min(
         deadline, chase.everywhere ? chase.nextAsk : std::min(chase.nextAsk, chase.resendAt));
+    // With heartbeats, look again every beat: a missing peer's silence is judged by the clock.
+    if (peerSilence_.count() > 0) until = std::min(until, Clock::now() + peerSilence_ / 5);
     readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),
                      std::chrono::microseconds(0)));
     lock.lock();
@@ -273,13 +308,18 @@ ControlMesh::RoundState ControlMesh::inspectRound(uint64_t round, Clock::time_po
   slot.resize(size_);
   RoundState st;
   std::string gone, silent;
-  const int64_t now = nowNs(), silenceNs = silence_.count() * 1000000;
+  // With heartbeats a peer's silence is judged at once (a live peer is heard every fifth of the
+  // window); without, only after the round itself waited the window (nothing may have been
+  // sent before it).
+  const bool beats = peerSilence_.count() > 0;
+  const auto window = beats ? peerSilence_ : silence_;
+  const int64_t now = nowNs(), silenceNs = window.count() * 1000000;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || slot[p]) continue;
     st.missing += strCat(st.missing.empty() ? "" : ", ", p);
     st.missingPeers.push_back(p);
     if (!peerReachable(p)) gone += strCat(gone.empty() ? "" : ", ", p);
-    if (Clock::now() - start >= silence_ && now - lastHeard_[p]->load() >= silenceNs) {
+    if ((beats || Clock::now() - start >= silence_) && now - lastHeard_[p]->load() >= silenceNs) {
       silent += strCat(silent.empty() ? "" : ", ", p);
     }
   }
@@ -289,7 +329,7 @@ ControlMesh::RoundState ControlMesh::inspectRound(uint64_t round, Clock::time_po
                             "every rail between us failed)");
   } else if (!silent.empty()) {
     st.unreachable =
-        strCat("rank(s) ", silent, " answered nothing for ", silence_.count(),
+        strCat("rank(s) ", silent, " answered nothing for ", window.count(),
                " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
   }
   return st;

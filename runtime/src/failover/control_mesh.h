@@ -11,8 +11,10 @@
 // notices (so peers drop the rail within milliseconds instead of waiting for their progress
 // deadline), and "which operation are you in?" with its answer, asked only when a progress
 // deadline expires, so a peer that has not reached the operation yet (busy computing, writing a
-// checkpoint) is not taken for a dead rail. A reader thread polls all connections and answers
-// questions; nothing here touches a data channel.
+// checkpoint) is not taken for a dead rail. With a peer silence set, the same answer goes out
+// unasked as a heartbeat, so a peer heard on no rail is known unreachable without a question.
+// A reader thread polls all connections and answers questions; nothing here touches a data
+// channel.
 #pragma once
 
 #include <atomic>
@@ -39,9 +41,12 @@ class ControlMesh {
 
   // `silence`: a peer that answers no question for this long is unreachable (every rail
   // between us is down, or its host is gone); rounds waiting for it fail then.
+  // `peerSilence` > 0: every rank sends a heartbeat (HERE, its operation) on every connection
+  // every peerSilence / 5, so a peer heard on no rail for peerSilence is unreachable at once,
+  // without a question and a wait of its own (silentPeers; rounds fail on it immediately).
   ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
-              RailDownFn onRailDown);
-  ~ControlMesh();  // stops the reader thread, closes every connection
+              RailDownFn onRailDown, std::chrono::milliseconds peerSilence = {});
+  ~ControlMesh();  // stops the reader and heartbeat threads, closes every connection
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
 
@@ -73,9 +78,14 @@ class ControlMesh {
   // Per rail: peers whose control connection on it is open (for /status).
   std::vector<int> openPeers() const;
 
+  // With heartbeats: the peers heard on no rail for peerSilence (empty without heartbeats).
+  std::vector<int> silentPeers() const;
+  std::chrono::milliseconds peerSilence() const { return peerSilence_; }
+
  private:
   struct Conn;
   void loop();
+  void beat();             // the heartbeat thread
   void readFrom(Conn& c);  // readMu_ held
   // Reads whatever arrives on open connections within `wait` (readMu_ held).
   void readFor(std::chrono::microseconds wait);
@@ -114,6 +124,7 @@ class ControlMesh {
   const int rank_, size_;
   const size_t rails_;
   const std::chrono::milliseconds silence_;
+  const std::chrono::milliseconds peerSilence_;
   RailDownFn onRailDown_;
 
   mutable std::mutex mu_;
@@ -136,6 +147,9 @@ class ControlMesh {
   Fd wakeRead_, wakeWrite_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::mutex beatMu_;
+  std::condition_variable beatCv_;  // wakes the heartbeat thread to stop
+  std::thread beat_;
 };
 
 }  // namespace nezha

@@ -253,7 +253,8 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
           ch.setProgressTimeout(deadline);
           ch.setPeersStillComing(peersBehind);
           ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
-            return watchdog->check(rail, moved, start, predicted);
+            std::string why = watchdog->check(rail, moved, start, predicted);
+            return why.empty() ? silentPeerVerdict(moved, start) : why;
           });
           fn(ch, scratch[s.rail], s);
           ch.setProgressWatch(nullptr);
@@ -280,6 +281,22 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
     std::rethrow_exception(bug);
   }
   return at;
+}
+
+// A slice that moved nothing for the peer silence while some peer was heard on no rail for as
+// long (control-mesh heartbeats) waits for a peer that cannot reach this rank on any rail: the
+// rail fails now instead of after its progress deadline and a question nobody answers. Both
+// must hold, so a peer that is only late (its heartbeats arrive) is waited for as before.
+std::string Impl::silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const {
+  if (!mesh || mesh->peerSilence().count() == 0) return "";
+  const auto quiet = Clock::now() - std::max(moved, start);
+  if (quiet < mesh->peerSilence()) return "";
+  const std::vector<int> silent = mesh->silentPeers();
+  if (silent.empty()) return "";
+  std::string who;
+  for (int p : silent) who += strCat(who.empty() ? "" : ", ", p);
+  return strCat("rank(s) ", who, " heard on no rail for ", mesh->peerSilence().count(),
+                " ms (heartbeats lost: every rail between us is down, or the host is gone)");
 }
 
 // Deadline from the split table's prediction with a floor, so a slow rail is not taken for a
@@ -403,6 +420,7 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_p
   out.secs.assign(rails.size(), 0.0);
   std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
   if (todo.empty()) return out;  // nothing ran, so no round is held
+  std::vector<Slice> later = laterWaves(todo);
   Attempt at = runAttempt(plan, todo, fn, out);
   if (!o.failover) {
     for (size_t r = 0; r < rails.size(); ++r) {
@@ -411,7 +429,7 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_p
     out.done = todo;
     return out;
   }
-  const bool mayKeep = next != nullptr && *next != nullptr;
+  const bool mayKeep = next != nullptr && *next != nullptr && later.empty();
   if (mayKeep && std::none_of(at.failed.begin(), at.failed.end(), [](double f) { return f > 0; })) {
     // Done here without a round. Finishing it needed every rank's part, so every peer finished
     // the previous operation: that one is confirmed and this one is kept in its place.
@@ -421,12 +439,62 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_p
     return out;
   }
   const bool patient = mayKeep || kept != nullptr;
-  out.restart = !finish(plan, fn, std::move(todo), std::move(at), out, patient);
+  out.restart =
+      !finish(plan, fn, std::move(todo), std::move(at), out, patient, false, std::move(later));
   return out;
 }
 
+std::vector<Slice> Impl::laterWaves(std::vector<Slice>& todo) const {
+  std::vector<Slice> later;
+  if (!o.failover || o.readmitHoldDown.count() == 0 || o.waveBytes == 0) return later;
+  // Whole chunks per rail per wave (Options::waveBytes, 8 MiB: an eighth of a 64 MiB slice);
+  // the round after a wave costs well under a millisecond.
+  const size_t waveChunks = std::max<size_t>(1, o.waveBytes / kChunkBytes);
+  bool mayReturn = false;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (!sched->alive()[r] && !drained[r]) mayReturn = true;
+  }
+  if (!mayReturn) return later;
+  std::vector<size_t> taken(rails.size(), 0);
+  std::vector<Slice> wave;
+  for (const Slice& s : todo) (taken[s.rail]++ < waveChunks ? wave : later).push_back(s);
+  todo = std::move(wave);
+  return later;
+}
+
+namespace {
+// Adjacent element ranges merged (by offset), so a re-split of the rest of an operation makes
+// a few large slices rather than a piece of every chunk on every rail.
+std::vector<Slice> merged(std::vector<Slice> slices) {
+  std::sort(slices.begin(), slices.end(),
+            [](const Slice& a, const Slice& b) { return a.offset < b.offset; });
+  std::vector<Slice> out;
+  for (const Slice& s : slices) {
+    if (!out.empty() && out.back().offset + out.back().count == s.offset) {
+      out.back().count += s.count;
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void Impl::moveReadmissions(const Attempt& agreed) {
+  reapAbandoned();
+  advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
+  std::vector<int> start;
+  for (int r : agreed.ready) {
+    if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
+  }
+  if (!start.empty()) {
+    startRebuilds(start);
+    settleQuickRebuilds();
+  }
+}
+
 bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
-                  Outcome& out, bool patient, bool agreedAlready) {
+                  Outcome& out, bool patient, bool agreedAlready, std::vector<Slice> later) {
   const size_t n = rails.size();
   Attempt agreed;  // the last round's re-admission flags
   for (bool first = true;; first = false) {
@@ -473,27 +541,40 @@ bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, 
       shutRail(static_cast<int>(r));
     }
     if (!leaving.empty()) retireRails(leaving, at);
-    if (leaving.empty() && redo.empty()) break;
+    if (leaving.empty() && redo.empty() && later.empty()) break;
     // An offload rail (SHARP) alone cannot finish a replay or run anything but allreduce.
     if (!sched->anyByteRail(alive)) allRailsDown(at.errors);
     sched->setAlive(alive);
-    if (redo.empty()) break;
-    out.replayed = true;
-    metrics.replayedSlices += redo.size();
-    todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
+    if (redo.empty() && later.empty()) break;
+    if (!redo.empty()) {
+      out.replayed = true;
+      metrics.replayedSlices += redo.size();
+    }
+    if (later.empty()) {
+      todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
+    } else {
+      // Between waves: a rail agreed ready re-enters now and takes its share of the rest.
+      ++metrics.waveRounds;
+      moveReadmissions(agreed);
+      agreed.ready.clear();
+      agreed.rebuildFailed.assign(n, 0.0);
+      agreed.rebuildNotDone.assign(n, 0.0);
+      if (sched->alive() != alive) {
+        for (const Slice& s : later) redo.push_back(s);
+        later.clear();
+        out.replayed = true;  // the rail set changed mid-operation: its timings are no sample
+        ++metrics.midOpReadmissions;
+      }
+      todo = redo.empty() ? std::vector<Slice>{}
+                          : chunked(sched->resplit(plan, merged(std::move(redo))), plan.unitBytes);
+      for (const Slice& s : later) todo.push_back(s);
+      later = laterWaves(todo);
+    }
     at = runAttempt(plan, todo, fn, out);
   }
-  // Re-admission moves on at operation boundaries only, with the last round's agreed flags.
-  reapAbandoned();
-  advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
-  std::vector<int> start;
-  for (int r : agreed.ready) {
-    if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
-  }
-  if (!start.empty()) {
-    startRebuilds(start);
-    settleQuickRebuilds();
-  }
+  // Re-admission moves on at operation boundaries (and between waves), with the last round's
+  // agreed flags.
+  moveReadmissions(agreed);
   return true;
 }
 

@@ -63,6 +63,21 @@ TEST_F(EnvTest, ValidEnvironment) {
   EXPECT_EQ(o.preflight, PreflightPolicy::kDegrade);
 }
 
+TEST_F(EnvTest, PeerSilenceAndWaves) {
+  setValid();
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.peerSilence.count(), 500);
+  EXPECT_EQ(o.waveBytes, size_t(8) << 20);
+  set({{"NEZHA_PEER_SILENCE_MS", "0"}, {"NEZHA_WAVE_BYTES", "0"}});
+  o = Options::fromEnv();
+  EXPECT_EQ(o.peerSilence.count(), 0);  // no heartbeats
+  EXPECT_EQ(o.waveBytes, 0u);           // re-admission at operation boundaries only
+  set({{"NEZHA_PEER_SILENCE_MS", "20"}});
+  EXPECT_NE(error().find("NEZHA_PEER_SILENCE_MS=20 is too short"), std::string::npos) << error();
+  set({{"NEZHA_PEER_SILENCE_MS", "500"}, {"NEZHA_WAVE_BYTES", "lots"}});
+  EXPECT_NE(error().find("NEZHA_WAVE_BYTES"), std::string::npos) << error();
+}
+
 TEST_F(EnvTest, ExpectedRailSpeedAndPreflight) {
   setValid();
   set({{"NEZHA_RAILS", "r0=lo:tcp@25000,r1=lo:tcp"},

@@ -31,14 +31,15 @@ struct Pair {
 
   Fd blackHole;  // with silentRail0: rank 1's end of rail 0, held but never read
 
-  explicit Pair(int rails, milliseconds silence = milliseconds(300), bool silentRail0 = false) {
+  explicit Pair(int rails, milliseconds silence = milliseconds(300), bool silentRail0 = false,
+                milliseconds peerSilence = milliseconds(0)) {
     auto onDown = [this](int peer, int rail, uint64_t gen) {
       downGen = gen;
       downRail = rail;
       downPeer = peer;
     };
-    m0 = std::make_unique<ControlMesh>(0, 2, rails, silence, onDown);
-    m1 = std::make_unique<ControlMesh>(1, 2, rails, silence, onDown);
+    m0 = std::make_unique<ControlMesh>(0, 2, rails, silence, onDown, peerSilence);
+    m1 = std::make_unique<ControlMesh>(1, 2, rails, silence, onDown, peerSilence);
     for (int r = 0; r < rails; ++r) {
       int sv[2];
       EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -174,6 +175,50 @@ TEST(ControlMeshTest, PeersBehindTellsALatePeerFromAnUnreachableOne) {
   EXPECT_TRUE(p.m0->peersBehind(4));
   p.m1.reset();
   EXPECT_FALSE(p.m0->peersBehind(5));  // nobody answers: not "late", unreachable
+}
+
+// Heartbeats (peerSilence): a peer heard on no rail (every rail between us is a black hole)
+// fails a round at once, by the heartbeat window, not after the round's own silence window
+// (30 s here) or its timeout (30 s): the message names the window.
+TEST(ControlMeshTest, PeerHeardOnNoRailFailsARoundByTheHeartbeatWindow) {
+  Pair p(1, milliseconds(30000), /*silentRail0=*/true, milliseconds(100));
+  for (int i = 0; i < 500 && p.m0->silentPeers().empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));  // polls for the state, bounded
+  }
+  EXPECT_EQ(p.m0->silentPeers(), (std::vector<int>{1}));
+  std::vector<double> v{1};
+  try {
+    p.m0->maxReduce(v, milliseconds(30000));
+    FAIL() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1 answered nothing for 100 ms"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A live peer that never joins the round keeps sending heartbeats: it is late, not unreachable,
+// so the round ends by its timeout ("no word"), never by the 600 ms heartbeat window.
+TEST(ControlMeshTest, HeartbeatsKeepALatePeerReachable) {
+  Pair p(1, milliseconds(30000), false, milliseconds(600));
+  std::vector<double> v{1};
+  try {
+    p.m0->maxReduce(v, milliseconds(1500));
+    FAIL() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("no word from rank(s) 1 within 1500 ms"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(p.m0->silentPeers().empty());
+  EXPECT_TRUE(p.m1->silentPeers().empty());
+}
+
+// Without heartbeats (peerSilence 0) nobody is ever "silent" by the clock alone.
+TEST(ControlMeshTest, NoHeartbeatsNoSilentPeers) {
+  Pair p(1, milliseconds(300), /*silentRail0=*/true);
+  EXPECT_TRUE(p.m0->silentPeers().empty());
+  EXPECT_EQ(p.m0->peerSilence(), milliseconds(0));
 }
 
 }  // namespace

@@ -261,5 +261,59 @@ TEST(FailoverTest, FailedRailIsReadmittedAfterHoldDown) {
   }
 }
 
+// Waves: while r1 is out, a 16 MiB operation runs on r0 as 4 chunks in 2 waves with a round
+// between them, so r1 can re-enter mid-operation and take its share of the rest. Whether the
+// re-admission lands between waves or at an operation's end depends on the clock; either way
+// every result is exact and every rank counts the same wave rounds and re-admissions.
+TEST(FailoverTest, LargeOpsRunInWavesWhileARailIsOutAndItRejoins) {
+  auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
+    hotEqualSplit(o);
+    o.readmitHoldDown = std::chrono::milliseconds(100);
+    o.policy = Policy::kStatic;
+  }));
+  const int n = 2;
+  const size_t count = size_t(4) << 20;  // 16 MiB of int32: 2 chunks per rail when split
+  std::atomic<int> done{0};
+  std::thread injector([&] {
+    while (done.load() < 3) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    comms[1]->abortRail(1);
+  });
+  std::vector<long> wrong(n, 0);
+  std::vector<double> lastShare(n, 0);
+  runRanks(n, [&](int r) {
+    std::vector<int32_t> buf(count);
+    for (int i = 0; i < 25; ++i) {
+      for (size_t j = 0; j < count; ++j) buf[j] = input(r, i, j);
+      comms[r]->allreduce(buf.data(), buf.data(), count, DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < count; ++j) wrong[r] += buf[j] != expectedSum(n, i, j);
+      if (r == 1) done++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    lastShare[r] = comms[r]->lastReport().split.at("r1");
+  });
+  injector.join();
+  EXPECT_EQ(wrong, std::vector<long>(n, 0));
+  const Metrics& m0 = comms[0]->metrics();
+  ASSERT_EQ(m0.readmissions.size(), 1u);
+  EXPECT_GE(m0.waveRounds, 1u) << "an op ran on r0 alone: 4 chunks, 2 waves";
+  for (int r = 0; r < n; ++r) {
+    const Metrics& m = comms[r]->metrics();
+    ASSERT_EQ(m.failovers.size(), 1u) << "rank " << r;
+    ASSERT_EQ(m.readmissions.size(), 1u) << "rank " << r;
+    EXPECT_EQ(m.readmissions[0].op, m0.readmissions[0].op) << "rank " << r;
+    EXPECT_EQ(m.waveRounds, m0.waveRounds) << "rank " << r << ": waves are decided alike";
+    EXPECT_EQ(m.midOpReadmissions, m0.midOpReadmissions) << "rank " << r;
+    EXPECT_TRUE(m.rails.at("r1").alive);
+    EXPECT_NEAR(lastShare[r], 0.5, 0.01) << "rank " << r;
+  }
+  // With every rail alive again, no more waves: the last operations add none.
+  const uint64_t waves = m0.waveRounds;
+  runRanks(n, [&](int r) {
+    std::vector<int32_t> buf(count, 1);
+    comms[r]->allreduce(buf.data(), buf.data(), count, DataType::kInt32, ReduceOp::kSum);
+  });
+  EXPECT_EQ(comms[0]->metrics().waveRounds, waves);
+}
+
 }  // namespace
 }  // namespace nezha
