@@ -32,13 +32,14 @@ def main() -> None:
     torch.manual_seed(0)
     mods = []
     for _ in range(layers):
-        mods += [nn.Linear(width, width), nn.ReLU()]
+        mods += [nn.Linear(width, width, bias=False), nn.ReLU()]
     net = nn.Sequential(*mods[:-1])
     first = {id(p) for p in net[0].parameters()}
-    layer_mb = (width * width + width) * 4 / 2**20
-    # One bucket per layer (a little above one layer's gradients), so backward issues `layers`
+    layer_mb = width * width * 4 / 2**20
+    # One bucket per layer: DDP closes a bucket once it reaches the cap, so a cap just below one
+    # layer's gradients (one tensor: no bias) holds exactly one. Backward then issues `layers`
     # allreduces in reverse layer order and several wait in the queue.
-    model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=layer_mb * 1.05)
+    model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=layer_mb * 0.99)
     state = {"prio": False, "done": {}, "first_bucket": None}
 
     def hook(_, bucket):

@@ -164,8 +164,7 @@ void NezhaBackend::shutdown() {
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,
-                                                     TensorList outputs,
-                                                     std::function<void()> run,
+                                                     TensorList outputs, std::function<void()> run,
                                                      std::optional<int32_t> priority) {
   auto work = c10::make_intrusive<NezhaWork>(rank_, type, title, std::move(outputs));
   queue_->push(work, std::move(run), priority);

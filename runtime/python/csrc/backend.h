@@ -93,8 +93,7 @@ class NezhaBackend : public c10d::Backend {
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
-                                         std::vector<at::Tensor> outputs,
-                                         std::function<void()> run,
+                                         std::vector<at::Tensor> outputs, std::function<void()> run,
                                          std::optional<int32_t> priority = std::nullopt);
 
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);

@@ -29,9 +29,9 @@ uint64_t OrderChannel::next() {
   links_.post(0, kTag, [slot](int, const std::vector<char>* msg, std::exception_ptr err) {
     std::lock_guard<std::mutex> lock(slot->mu);
     if (!err && msg->size() != 8) {
-      err = std::make_exception_ptr(std::runtime_error(
-          "nezha backend: malformed scheduling decision from rank 0 (" +
-          std::to_string(msg->size()) + " bytes)"));
+      err = std::make_exception_ptr(
+          std::runtime_error("nezha backend: malformed scheduling decision from rank 0 (" +
+                             std::to_string(msg->size()) + " bytes)"));
     }
     if (err) {
       slot->error = err;

@@ -1,8 +1,8 @@
 // The backend's one worker thread: operations run in the order they were issued (every rank
 // issues collectives in the same order, so running them in that order keeps ranks matched),
 // each completing its NezhaWork when done. Operations pushed with a priority may overtake
-// each other, in an order rank 0 decides for every rank (op_order.h). The caller's thread only enqueues, so DDP's
-// autograd hooks return at once and communication overlaps the rest of backward.
+// each other, in an order rank 0 decides for every rank (op_order.h). The caller's thread only
+// enqueues, so DDP's autograd hooks return at once and communication overlaps the rest of backward.
 #pragma once
 
 #include <ATen/ATen.h>
