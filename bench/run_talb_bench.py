@@ -2,9 +2,9 @@
 """TaLB benchmark (issue 16, tensor-aware scheduling by priority): how soon the gradient bucket
 the next forward pass needs first is reduced, with and without priorities.
 
-DDP with one bucket per layer on a communication-bound MLP (8 x Linear(1024, 1024) without bias, batch 8:
-8 buckets of 4.2 MB) and the c10d backend "nezha" on 2 ranks of the rail test bed, 2 TBF rails
-of 400 Mbit/s (800 Mbit/s per host in sum). In every launch the steps alternate (the same on
+DDP with one bucket per layer on a communication-bound MLP (8 x Linear(1024, 1024) without
+bias, batch 8: 8 buckets of 4.2 MB) and the c10d backend "nezha" on 2 ranks of the rail test
+bed, 2 TBF rails of 400 Mbit/s (800 Mbit/s per host in sum). In every launch the steps alternate (the same on
 every rank, bench/talb_worker.py): even steps pass each bucket's allreduce priority
 bucket.index() (what nezha.torch.priority_hook does), odd steps issue the same allreduces
 without priority (issue order). Per step: seconds from the start of backward until the bucket
