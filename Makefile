@@ -171,6 +171,10 @@ bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce throu
 bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).
 	$(PYTHON) bench/run_ddp_bench.py --python $(TORCH_PY)
 
+.PHONY: bench-talb
+bench-talb: build-torch ## Priority scheduling (issue 16, TaLB): time until DDP's first-needed bucket is reduced, with vs without priorities (2 ranks x 2 rails of 400 Mbit/s).
+	$(PYTHON) bench/run_talb_bench.py --python $(TORCH_PY)
+
 .PHONY: bench-sim
 bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; plots + report (~1.5 min).
 	$(PYTHON) bench/sim/run_sim.py

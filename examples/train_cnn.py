@@ -52,16 +52,20 @@ def synthetic_batch(step, batch, seed=1234):
 
 
 def wrap(model, mode):
-    if mode == "ddp":
+    if mode in ("ddp", "ddp-priority"):
         from torch.nn.parallel import DistributedDataParallel as DDP
         # Small buckets: several allreduces in flight per step, overlapping backward.
-        return DDP(model, bucket_cap_mb=0.25)
+        ddp = DDP(model, bucket_cap_mb=0.25)
+        if mode == "ddp-priority":  # nezha only: the bucket needed first is reduced first
+            import nezha.torch
+            ddp.register_comm_hook(None, nezha.torch.priority_hook)
+        return ddp
     if mode == "fsdp":
         from torch.distributed.fsdp import fully_shard
         for layer in (model.conv1, model.conv2, model.conv3, model.fc1, model.fc2):
             fully_shard(layer)
         return fully_shard(model)
-    raise ValueError(f"--mode {mode!r}: want ddp or fsdp")
+    raise ValueError(f"--mode {mode!r}: want ddp, ddp-priority or fsdp")
 
 
 def train(steps=20, batch=32, mode="ddp", lr=0.05, on_step=None):
@@ -92,7 +96,8 @@ def train(steps=20, batch=32, mode="ddp", lr=0.05, on_step=None):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="nezha", help="torch.distributed backend (nezha, gloo)")
-    p.add_argument("--mode", default="ddp", choices=["ddp", "fsdp"])
+    p.add_argument("--mode", default="ddp", choices=["ddp", "ddp-priority", "fsdp"],
+                   help="ddp-priority: DDP with nezha.torch.priority_hook (backend nezha only)")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--batch", type=int, default=32, help="global batch size")
     p.add_argument("--lr", type=float, default=0.05)

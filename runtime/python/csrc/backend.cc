@@ -3,6 +3,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -143,8 +144,9 @@ NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvo
   const std::vector<nezha::RailInfo> rails = comm_->rails();
   p2p_ = std::make_unique<PeerLinks>(store, rank, size, rails.empty() ? "" : rails[0].address,
                                      o.jobToken, o.rendezvousTimeout);
+  order_ = std::make_unique<OrderChannel>(*p2p_, rank, size);
   sendQueue_ = std::make_unique<WorkQueue>();
-  queue_ = std::make_unique<WorkQueue>();
+  queue_ = std::make_unique<WorkQueue>(order_.get());
 }
 
 void NezhaBackend::rendezvousThrough(c10d::Store& store, nezha::Options& o) {
@@ -194,10 +196,10 @@ void NezhaBackend::shutdown() {
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,
-                                                     TensorList outputs,
-                                                     std::function<void()> run) {
+                                                     TensorList outputs, std::function<void()> run,
+                                                     std::optional<int32_t> priority) {
   auto work = c10::make_intrusive<NezhaWork>(rank_, type, title, std::move(outputs));
-  queue_->push(work, std::move(run));
+  queue_->push(work, std::move(run), priority);
   return work;
 }
 
@@ -227,6 +229,23 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduce(TensorList& tensors,
     averageInPlace(w, r, size_);
     land(t, w);
   });
+}
+
+c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduceWithPriority(const at::Tensor& tensor,
+                                                                   int64_t priority) {
+  TORCH_CHECK(priority >= 0 && priority <= std::numeric_limits<int32_t>::max(),
+              "nezha backend: allreduce_with_priority priority ", priority,
+              " is out of range (want 0..2147483647, higher runs first)");
+  checkType(tensor, "allreduce_with_priority", true);
+  const at::Tensor t = tensor;
+  return enqueue(
+      c10d::OpType::ALLREDUCE, "nezha:allreduce_with_priority", {tensor},
+      [this, t] {
+        at::Tensor w = wire(t);
+        comm_->allreduce(w.data_ptr(), w.data_ptr(), w.numel(), wireType(w), ReduceOp::kSum);
+        land(t, w);
+      },
+      static_cast<int32_t>(priority));
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduce_coalesced(

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "nezha/nezha.hpp"
+#include "op_order.h"
 #include "p2p.h"
 #include "work_queue.h"
 
@@ -81,18 +83,29 @@ class NezhaBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // allreduce (SUM) of one tensor that may overtake queued prioritised operations issued
+  // before it: `priority` 0..2^31-1, higher first (op_order.h). DDP reaches it through the comm
+  // hook nezha.torch.priority_hook. Every rank must issue it where the others do, with or
+  // without a priority, like any collective.
+  c10::intrusive_ptr<c10d::Work> allreduceWithPriority(const at::Tensor& tensor, int64_t priority);
+
+  // (issue number, priority or -1) of the last collectives, in the order this rank's worker
+  // started them.
+  std::vector<std::pair<uint64_t, int64_t>> recentOrder() const { return queue_->recentOrder(); }
+
   nezha::Communicator& communicator() { return *comm_; }
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
-                                         std::vector<at::Tensor> outputs,
-                                         std::function<void()> run);
+                                         std::vector<at::Tensor> outputs, std::function<void()> run,
+                                         std::optional<int32_t> priority = std::nullopt);
 
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
   static void rendezvousThrough(c10d::Store& store, nezha::Options& o);
 
   std::unique_ptr<nezha::Communicator> comm_;
   std::unique_ptr<PeerLinks> p2p_;
+  std::unique_ptr<OrderChannel> order_;  // over p2p_; used by queue_
   // Declared last: destroyed first, so queued operations finish while the communicator and
   // the p2p links live. Sends have their own thread: a send waiting behind a collective
   // (or the reverse) must not block pipeline stages that order them differently.

@@ -72,6 +72,17 @@ PYBIND11_MODULE(_C, m) {
              for (const auto& r : b.communicator().rails()) names.push_back(r.name);
              return names;
            })
+      .def(
+          "allreduce_with_priority",
+          [](nezha_torch::NezhaBackend& b, const at::Tensor& tensor, int64_t priority) {
+            return b.allreduceWithPriority(tensor, priority);
+          },
+          py::arg("tensor"), py::arg("priority"),
+          "SUM allreduce of `tensor` in place that may overtake queued prioritised operations "
+          "(priority 0..2^31-1, higher first); returns a Work. See nezha.torch.priority_hook.")
+      .def("recent_order", &nezha_torch::NezhaBackend::recentOrder,
+           "(issue number, priority or -1) of the last 4096 collectives, in the order this rank's "
+           "worker started them (issue number 0: the first collective).")
       .def("shutdown", &nezha_torch::NezhaBackend::shutdown,
            "Runs queued operations, joins the backend's threads; later operations raise.")
       .def("failover_count", [](nezha_torch::NezhaBackend& b) {

@@ -2,6 +2,10 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
 namespace nezha_torch {
 
 NezhaWork::NezhaWork(int rank, c10d::OpType type, const char* title,
@@ -64,7 +68,7 @@ void NezhaWork::finish(std::exception_ptr error) {
   }
 }
 
-WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
+WorkQueue::WorkQueue(OrderChannel* order) : order_(order), thread_([this] { loop(); }) {}
 
 WorkQueue::~WorkQueue() { stop(); }
 
@@ -82,34 +86,120 @@ void WorkQueue::stop() {
   thread_.join();
 }
 
-void WorkQueue::push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run) {
+void WorkQueue::push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run,
+                     std::optional<int32_t> priority) {
+  TORCH_CHECK(!priority || order_ != nullptr, "nezha backend: ", work->title(),
+              " with a priority on a queue that has no scheduling channel (internal error)");
+  TORCH_CHECK(!priority || *priority >= 0, "nezha backend: ", work->title(), " priority ",
+              *priority, " is negative (want 0..2147483647, higher runs first)");
   {
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK(!stop_, "nezha backend: ", work->title(),
                 " on a process group that was shut down (destroy_process_group or interpreter "
                 "exit)");
-    queue_.emplace_back(std::move(work), std::move(run));
+    queue_.push_back(Item{nextSeq_++, priority, std::move(work), std::move(run)});
   }
   cv_.notify_one();
 }
 
+std::vector<std::pair<uint64_t, int64_t>> WorkQueue::recentOrder() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {started_.begin(), started_.end()};
+}
+
+WorkQueue::Item WorkQueue::takePrioritised(std::unique_lock<std::mutex>& lock, bool& announce,
+                                           std::exception_ptr& error) {
+  if (order_->leader()) {
+    // The window: the prioritised operations at the front, up to the first one without a
+    // priority (which keeps its place in issue order, as every operation before it does).
+    auto best = queue_.begin();
+    for (auto it = queue_.begin(); it != queue_.end() && it->priority; ++it) {
+      if (*it->priority > *best->priority) best = it;  // ties: the earlier issued
+    }
+    Item item = std::move(*best);
+    queue_.erase(best);
+    announce = true;
+    return item;
+  }
+  // Follower: rank 0's decision, then that operation once this rank has issued it.
+  lock.unlock();
+  uint64_t seq = 0;
+  try {
+    seq = order_->next();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  auto failFront = [&](std::exception_ptr e) {
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    error = e;
+    return item;
+  };
+  if (error) return failFront(error);
+  auto find = [&] {
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->seq == seq) return it;
+    }
+    return queue_.end();
+  };
+  // Pushes only append, and nothing else takes from the queue: wait for seq to be issued.
+  cv_.wait(lock, [&] { return find() != queue_.end() || (stop_ && seq >= nextSeq_); });
+  auto it = find();
+  bool consistent = it != queue_.end();
+  for (auto j = queue_.begin(); consistent && j != std::next(it); ++j) {
+    consistent = j->priority.has_value();
+  }
+  if (!consistent) {
+    return failFront(std::make_exception_ptr(std::runtime_error(
+        "nezha backend: rank 0 scheduled operation #" + std::to_string(seq) + " next, which " +
+        (it == queue_.end() ? std::string("this rank never issued")
+                            : std::string("comes after an operation without a priority here")) +
+        "; ranks must issue the same collectives, with or without a priority, in the same "
+        "order")));
+  }
+  Item item = std::move(*it);
+  queue_.erase(it);
+  return item;
+}
+
 void WorkQueue::loop() {
   for (;;) {
-    std::pair<c10::intrusive_ptr<NezhaWork>, std::function<void()>> item;
+    Item item;
+    bool announce = false;
+    std::exception_ptr error;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      if (queue_.front().priority) {
+        item = takePrioritised(lock, announce, error);
+      } else {
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (!error) {
+        started_.emplace_back(item.seq, item.priority ? *item.priority : -1);
+        if (started_.size() > kOrderLog) started_.pop_front();
+      }
     }
-    std::exception_ptr error;
-    try {
-      item.second();
-    } catch (...) {
-      error = std::current_exception();
+    if (announce) {
+      try {
+        order_->announce(item.seq);
+      } catch (...) {
+        // The others cannot know what runs next: fail the operation here rather than run a
+        // collective they will never join.
+        error = std::current_exception();
+      }
     }
-    item.first->finish(error);
+    if (!error) {
+      try {
+        item.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    item.work->finish(error);
   }
 }
 

@@ -1,7 +1,8 @@
 // The backend's one worker thread: operations run in the order they were issued (every rank
 // issues collectives in the same order, so running them in that order keeps ranks matched),
-// each completing its NezhaWork when done. The caller's thread only enqueues, so DDP's
-// autograd hooks return at once and communication overlaps the rest of backward.
+// each completing its NezhaWork when done. Operations pushed with a priority may overtake
+// each other, in an order rank 0 decides for every rank (op_order.h). The caller's thread only
+// enqueues, so DDP's autograd hooks return at once and communication overlaps the rest of backward.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,9 +15,13 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <utility>
 #include <vector>
+
+#include "op_order.h"
 
 namespace nezha_torch {
 
@@ -54,24 +59,48 @@ class NezhaWork : public c10d::Work {
 
 class WorkQueue {
  public:
-  WorkQueue();
+  // `order` (may be null: no priorities on this queue) must outlive the queue.
+  explicit WorkQueue(OrderChannel* order = nullptr);
   ~WorkQueue();  // stop()
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // Throws once stop() has begun: nothing is queued that would never run.
-  void push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run);
+  // Throws once stop() has begun: nothing is queued that would never run. `priority` (>= 0,
+  // higher first) lets the operation overtake queued prioritised operations issued before it
+  // (never one without a priority); needs an OrderChannel.
+  void push(c10::intrusive_ptr<NezhaWork> work, std::function<void()> run,
+            std::optional<int32_t> priority = std::nullopt);
 
   // Runs what is queued, then joins the worker (idempotent, any thread but the worker's own).
   // Call it without the GIL: releasing a finished op's tensors on the worker takes it.
   void stop();
 
- private:
-  void loop();
+  // (issue number, priority or -1) of the last kOrderLog operations, in the order the worker
+  // started them (0 = the first operation pushed): the same on every rank (tests compare them).
+  std::vector<std::pair<uint64_t, int64_t>> recentOrder() const;
+  static constexpr size_t kOrderLog = 4096;
 
-  std::mutex mu_;
+ private:
+  struct Item {
+    uint64_t seq = 0;
+    std::optional<int32_t> priority;
+    c10::intrusive_ptr<NezhaWork> work;
+    std::function<void()> run;
+  };
+
+  void loop();
+  // With mu_ held and the queue's front prioritised: the operation to run next, removed from
+  // the queue. `announce` is set on the leader (tell the others before running it); an
+  // operation that cannot run comes back with `error` set.
+  Item takePrioritised(std::unique_lock<std::mutex>& lock, bool& announce,
+                       std::exception_ptr& error);
+
+  OrderChannel* const order_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<NezhaWork>, std::function<void()>>> queue_;
+  std::deque<Item> queue_;  // issue order
+  uint64_t nextSeq_ = 0;
+  std::deque<std::pair<uint64_t, int64_t>> started_;  // recentOrder()
   bool stop_ = false;
   std::mutex joinMu_;  // concurrent stop() calls join once
   std::thread thread_;

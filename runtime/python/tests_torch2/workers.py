@@ -216,7 +216,8 @@ def scenario_train(backend, mode, steps, cut_step=-1):
     if cut_step >= 0:
         dist.barrier()
         failovers = be.failover_count()
-    report(losses=losses, failovers=failovers)
+    prioritised = sum(p >= 0 for _, p in be.recent_order()) if be is not None else 0
+    report(losses=losses, failovers=failovers, prioritised=prioritised)
     if backend == "gloo":
         # The gloo run is only the reference. torch 2.15's Gloo teardown after DDP/FSDP aborted
         # in CI ("terminate called without an active exception", after both ranks had reported
@@ -368,6 +369,92 @@ def scenario_exit_without_destroy():
     report(ops=len(works))
 
 
+def scenario_priority():
+    """Priority scheduling (TaLB seed): ops queued with priorities run highest first, in the
+    same order on every rank (rank 0 decides); an op without a priority is never overtaken;
+    results exact vs gloo; bad priority input raises a clear error."""
+    from nezha.torch import allreduce_with_priority
+    init("nezha")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    gloo = dist.new_group(backend="gloo")
+    phases = {}
+
+    def held(name, issue):
+        """The worker is held busy by a real collective: rank 0 queues a blocking allreduce
+        and then everything `issue` queues; the other ranks issue theirs only after a gloo
+        barrier rank 0 enters once all of its ops are queued, so rank 0's blocker cannot
+        finish (its peers have not joined it) before rank 0's queue is complete."""
+        if rank != 0:
+            dist.barrier(group=gloo)
+        blocker = torch.ones(1 << 12)
+        works = [dist.all_reduce(blocker, async_op=True)]
+        works += issue()
+        if rank == 0:
+            dist.barrier(group=gloo)
+        for w in works:
+            w.wait()
+        assert torch.all(blocker == world), blocker[:4]
+        order = [seq for seq, _ in be.recent_order()[-len(works):]]
+        base = min(order)
+        phases[name] = [s - base for s in order]  # issue positions, 0 = the blocker
+
+    inputs = {}
+
+    def prio(key, n, dtype, p):
+        t = rank_input(n, dtype, rank, key)
+        inputs[key] = (t, n, dtype)
+        return allreduce_with_priority(t, p)
+
+    # Queued behind the blocker: two low (a tie), a middle and a high priority, issued in
+    # that order. Expected: high, middle, then the tie in issue order.
+    held("reorder", lambda: [prio(1, 13, torch.float32, 1), prio(2, 70001, torch.float32, 1),
+                             prio(3, 1, torch.int64, 5), prio(4, 70001, torch.bfloat16, 9)])
+    # An op without a priority bounds the window: the high priority op issued after it waits.
+    plain = rank_input(70001, torch.float32, rank, 5)
+    held("bounded", lambda: [prio(6, 1000, torch.float64, 1),
+                             dist.all_reduce(plain, async_op=True),
+                             prio(7, 13, torch.int32, 9)])
+    # Results exact vs gloo on the same inputs.
+    checked = 0
+    for key, (t, n, dtype) in inputs.items():
+        want = rank_input(n, dtype, rank, key)
+        dist.all_reduce(want, group=gloo)
+        assert torch.equal(t, want), (key, t.flatten()[:4], want.flatten()[:4])
+        checked += 1
+    want = rank_input(70001, torch.float32, rank, 5)
+    dist.all_reduce(want, group=gloo)
+    assert torch.equal(plain, want)
+    checked += 1
+    # Without anything queued: a priority op runs at once; mixed with plain ops, all in order.
+    ts = [torch.full((100,), float(rank + i)) for i in range(6)]
+    works = [allreduce_with_priority(t, i) if i % 2 else dist.all_reduce(t, async_op=True)
+             for i, t in enumerate(ts)]
+    for i, w in enumerate(works):
+        w.wait()
+        assert torch.all(ts[i] == sum(r + i for r in range(world))), (i, ts[i][:4])
+    # Bad input: clear errors at the call, the group still works afterwards.
+    errors = {}
+    for name, call in [("negative", lambda: allreduce_with_priority(torch.ones(2), -1)),
+                       ("too_large", lambda: allreduce_with_priority(torch.ones(2), 2**31)),
+                       ("float", lambda: allreduce_with_priority(torch.ones(2), 1.5)),
+                       ("not_tensor", lambda: allreduce_with_priority([1.0], 1)),
+                       ("bool_tensor", lambda: allreduce_with_priority(torch.ones(2, dtype=torch.bool), 1)),
+                       ("device", lambda: allreduce_with_priority(torch.ones(2, device="meta"), 1)),
+                       ("backend_negative", lambda: be.allreduce_with_priority(torch.ones(2), -3)),
+                       ("gloo_group", lambda: allreduce_with_priority(torch.ones(2), 1, group=gloo))]:
+        try:
+            call()
+            errors[name] = "no error"
+        except (RuntimeError, TypeError, ValueError) as e:
+            errors[name] = f"{type(e).__name__}: {e}"
+    t = torch.ones(4)
+    allreduce_with_priority(t, 3).wait()
+    assert torch.equal(t, torch.full((4,), float(world)))
+    report(phases=phases, checked=checked, errors=errors, order=be.recent_order())
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     scenario, *args = sys.argv[1:]
     if scenario == "collectives":
@@ -380,6 +467,8 @@ if __name__ == "__main__":
         scenario_rail_traffic()
     elif scenario == "groups":
         scenario_groups()
+    elif scenario == "priority":
+        scenario_priority()
     elif scenario == "exit":
         scenario_exit_without_destroy()
     elif scenario == "train":

@@ -63,10 +63,55 @@ def register():
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["cpu"])
 
 
+def _nezha_backend(group, what):
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    be = pg._get_backend(torch.device("cpu"))
+    if not isinstance(be, NezhaBackend):
+        raise TypeError(f"{what} needs a process group whose CPU backend is nezha, got "
+                        f"{type(be).__name__} (init_process_group(\"nezha\"))")
+    return pg, be
+
+
+def allreduce_with_priority(tensor, priority, group=None):
+    """SUM allreduce of `tensor` (CPU, in place) that may overtake prioritised collectives
+    issued before it and still queued: priority 0..2**31-1, higher first, ties in issue order.
+    Returns a Work (wait(), get_future()). Never overtakes an operation issued without a
+    priority. Every rank must issue it at the same point, as any collective (rank 0 decides
+    the order for all ranks; runtime/python/README.md)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"allreduce_with_priority: priority must be an int in 0..2**31-1, got "
+                        f"{type(priority).__name__} {priority!r}")
+    if not 0 <= priority <= 2**31 - 1:
+        raise ValueError(f"allreduce_with_priority: priority {priority} is out of range "
+                         "(want 0..2**31-1, higher runs first)")
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"allreduce_with_priority: tensor must be a torch.Tensor, got "
+                        f"{type(tensor).__name__}")
+    _, be = _nezha_backend(group, "allreduce_with_priority")
+    return be.allreduce_with_priority(tensor, priority)
+
+
+def priority_hook(state, bucket):
+    """DDP comm hook: each gradient bucket's allreduce gets priority bucket.index(), so the
+    bucket the next forward pass needs first is reduced first when several wait in the queue.
+
+        model.register_comm_hook(None, nezha.torch.priority_hook)   # or a process group
+
+    DDP fills buckets in reverse parameter order (index 0 holds the last layers, the first
+    gradients ready in backward), so the highest index holds the first layers: issued last,
+    it overtakes the buckets still queued. Averages like DDP's default hook (divide, then sum).
+    `state`: the process group (None = the default group), as DDP's built-in hooks take it."""
+    pg, be = _nezha_backend(state, "priority_hook")
+    t = bucket.buffer()
+    t.div_(pg.size())
+    fut = be.allreduce_with_priority(t, bucket.index()).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
 register()
 # Stops every nezha backend's threads before Python finalizes, for jobs that never call
 # destroy_process_group: a backend thread that releases a tensor while the interpreter is
 # finalizing would abort the process (NezhaBackend::shutdown in csrc/backend.h says why).
 atexit.register(_C._shutdown_all)
 
-__all__ = ["BACKEND_NAME", "NezhaBackend", "register"]
+__all__ = ["BACKEND_NAME", "NezhaBackend", "allreduce_with_priority", "priority_hook", "register"]
