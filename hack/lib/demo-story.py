@@ -33,7 +33,7 @@ def load_samples(path):
 
 
 def window_rates(samples, rails, start, end):
-    """Mean Mbit/s per rail (and steps/s) between the first and last sample in [start, end]."""
+    """Mean Mbit/s per rail (and collectives/s) between the first and last sample in [start, end]."""
     inside = [s for s in samples if start <= s["t"] <= end]
     if len(inside) < 2 or inside[-1]["t"] - inside[0]["t"] < 1.0:
         return None
@@ -123,7 +123,7 @@ def main(argv):
     ]
     shaped = f"each rail shaped to {m['rate_mbit']} Mbit/s" if m.get("rate_mbit") else "rails unshaped"
     print(f"Throughput from rank 0's runtime metrics (allreduce data, Mbit/s; {shaped}):")
-    header = f"  {'phase':<26}{'window':>8}" + "".join(f"{r:>12}" for r in rails) + f"{'total':>10}{'steps/s':>9}"
+    header = f"  {'phase':<26}{'window':>8}" + "".join(f"{r:>12}" for r in rails) + f"{'total':>10}{'ops/s':>9}"
     print(header)
     results = {}
     for name, start, end in phases:
