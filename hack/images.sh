@@ -181,7 +181,10 @@ build_runtime() {
 # libraries. The rest (cuDNN's engine libraries, cuSOLVER, ...; 1.4 GB) is dlopened only on
 # CUDA use, and triton (1 GB) only by torch.compile: both are left out, as are pip, setuptools,
 # cmake, pytest and the build tooling.
-TRAIN_DEPS=(typing_extensions.py filelock fsspec jinja2 markupsafe mpmath networkx sympy numpy numpy.libs)
+# The torch wheel's other top-level packages, then its Python dependencies (and numpy, which torch
+# warns about at import when it is missing).
+TRAIN_DEPS=(torchgen functorch typing_extensions.py filelock fsspec jinja2 markupsafe mpmath networkx sympy
+  numpy numpy.libs)
 
 train_example_fresh() {
   local tarball=$1 ref=$2

@@ -232,8 +232,10 @@ EOF
     local pod pid i burst=$((RATE_MBIT * 250))
     [ "$burst" -ge 16384 ] || burst=16384
     for pod in "$JOB-0" "$JOB-1"; do
-      pid=$(container_pid "$pod" train) || fail "no running train container in $pod"
-      [ -n "$pid" ] || fail "containerd lists no task for $pod's train container"
+      pid=$(container_pid "$pod" train) && [ -n "$pid" ] || {
+        kc logs "$pod" -n "$JOB_NS" -c train --tail 15 >&2 || true
+        fail "no running train container in $pod (exited at start? its log's last lines are above)"
+      }
       for i in 0 1; do
         nsenter -t "$pid" -n tc qdisc replace dev "nz$i" root tbf rate "${RATE_MBIT}mbit" burst "$burst" latency 20ms
       done
