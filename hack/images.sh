@@ -214,6 +214,7 @@ build_train_example() {
   dist=/usr/local/lib/python$pyver/dist-packages
   local stage=$OUT_STAGE/train-example
   rm -rf "$stage"
+  mkdir -p "$NEZHA_IMAGES_OUT"
   mkdir -p "$stage/tmp" "$stage/usr/local/bin"
   chmod 0777 "$stage/tmp"
   # torchrun as pip's console script would be (Trainer v2's torch runtime runs it; it reads PET_*).
@@ -277,7 +278,6 @@ main() {
     train-example)
       validate_name
       OUT_STAGE=$NEZHA_IMAGES_OUT/stage
-      mkdir -p "$NEZHA_IMAGES_OUT" "$OUT_STAGE"
       build_train_example
       return 0
       ;;
