@@ -75,12 +75,13 @@ def wrap(model, mode):
 
 
 def train(steps=20, batch=32, mode="ddp", lr=0.05, on_step=None, seconds=None, log_every=0,
-          result=None):
+          result=None, clip_grad=None):
     """Trains in the current process group; returns rank-averaged losses per step (all ranks).
 
     steps = 0 with `seconds`: no step limit. `seconds`: stop once rank 0 has trained that long
     (its flag rides in the loss allreduce, so every rank stops after the same step). `result`,
-    a dict, receives the trained model under "model"."""
+    a dict, receives the trained model under "model". `clip_grad`: clip the gradient norm (long
+    runs: without it, lr 0.05 reaches a loss near 0 and then diverges within a few hundred steps)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if batch % world:
         raise ValueError(f"--batch {batch} is not divisible by world size {world}")
@@ -101,6 +102,8 @@ def train(steps=20, batch=32, mode="ddp", lr=0.05, on_step=None, seconds=None, l
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
+        if clip_grad:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
         opt.step()
         stop = 1.0 if seconds and rank == 0 and time.monotonic() - started >= seconds else 0.0
         avg = torch.stack([loss.detach(), torch.tensor(stop)])
@@ -151,6 +154,7 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, default=None,
                    help="train until rank 0 has trained this long (with --steps 0: no step limit)")
     p.add_argument("--log-every", type=int, default=0, help="rank 0 prints its loss every N steps")
+    p.add_argument("--clip-grad", type=float, default=None, help="clip the gradient norm (long runs)")
     a = p.parse_args(argv)
     torch_env_from_nezha()
     if a.backend == "nezha":
@@ -159,7 +163,7 @@ def main(argv=None):
     dist.init_process_group(a.backend, timeout=timedelta(seconds=120))
     result = {}
     losses = train(a.steps, a.batch, a.mode, a.lr, seconds=a.seconds, log_every=a.log_every,
-                   result=result)
+                   result=result, clip_grad=a.clip_grad)
     rank = dist.get_rank()
     if rank == 0:
         print(f"step {len(losses)}: loss {losses[-1]:.4f} (first {losses[0]:.4f})", file=sys.stderr)

@@ -210,7 +210,8 @@ spec:
             image: nezha/train-example:$IMAGE_TAG
             imagePullPolicy: Never
             command: ["python3", "/opt/nezha/examples/train_cnn.py", "--backend", "nezha",
-                      "--steps", "0", "--seconds", "$SECONDS_TRAIN", "--log-every", "250"]
+                      "--steps", "0", "--seconds", "$SECONDS_TRAIN", "--lr", "0.01",
+                      "--clip-grad", "1", "--log-every", "250"]
             env:
               # Give up on a rail after 3 s without progress (default 30 s).
               - {name: NEZHA_IO_TIMEOUT_MS, value: "3000"}
