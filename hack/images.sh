@@ -186,11 +186,16 @@ build_runtime() {
 TRAIN_DEPS=(torchgen functorch typing_extensions.py filelock fsspec jinja2 markupsafe mpmath networkx sympy
   numpy numpy.libs)
 
-train_example_fresh() {
-  local tarball=$1 ref=$2
-  [ -f "$tarball" ] && [ -f "$tarball.ref" ] && [ "$(cat "$tarball.ref")" = "$ref" ] || return 1
-  [ -z "$(find "$NEZHA_TORCH_BUILD/nezha" "$REPO/examples" "$NEZHA_TORCH_VENV/.nezha-stamp" \
-    "$REPO/hack/images.sh" -newer "$tarball" -print -quit)" ]
+# train_example_key REF: the image reference and a hash of the contents of what it packs that can
+# change between builds (`make build-torch` rewrites the nezha package's files on every run, so
+# their times say nothing; the venv is identified by its stamp).
+train_example_key() {
+  {
+    echo "$1"
+    cat "$NEZHA_TORCH_VENV/.nezha-stamp" 2>/dev/null
+    find "$NEZHA_TORCH_BUILD/nezha" "$REPO/examples" "$REPO/hack/images.sh" -type f \
+      ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -d' ' -f1
 }
 
 build_train_example() {
@@ -206,8 +211,10 @@ build_train_example() {
   require_cmd ldd realpath
   tarball=$NEZHA_IMAGES_OUT/train-example.tar
   ref=$NEZHA_IMAGE_PREFIX/train-example:$NEZHA_IMAGE_TAG
-  if train_example_fresh "$tarball" "$ref"; then
-    log "$ref is up to date ($tarball)"
+  local key
+  key=$(train_example_key "$ref")
+  if [ -f "$tarball" ] && [ "$(cat "$tarball.key" 2>/dev/null)" = "$key" ]; then
+    log "$ref is up to date ($tarball; nothing it packs changed)"
     return 0
   fi
   # Debian's python looks in /usr/local/lib/pythonX.Y/dist-packages: no PYTHONPATH needed.
@@ -260,7 +267,7 @@ build_train_example() {
   imagebuilder --tag "$ref" --output "$tarball" "${args[@]}" \
     --env PATH=/usr/local/bin:/usr/bin:/bin --env HOME=/tmp --env PYTHONUNBUFFERED=1 \
     --workdir /opt/nezha/examples --cmd '["python3","/opt/nezha/examples/train_cnn.py"]'
-  echo "$ref" >"$tarball.ref"
+  echo "$key" >"$tarball.key"
   log "built $ref in $tarball ($(du -h "$tarball" | cut -f1))"
 }
 
