@@ -243,6 +243,15 @@ build_train_example() {
       fail "$site/$d is missing (torch's dependency; run: hack/setup-torch.sh)"
     fi
   done
+  # The packages' metadata: torch 2.15 registers its built-in backends (gloo, ...) and torchrun's
+  # log specs through entry points in torch's dist-info.
+  local info
+  for d in torch typing_extensions filelock fsspec jinja2 markupsafe mpmath networkx sympy numpy; do
+    for info in "$site/$d"-*.dist-info; do
+      [ -d "$info" ] || fail "no $d-*.dist-info in $site (run: hack/setup-torch.sh)"
+      args+=(--dir "$info:$dist/$(basename "$info")")
+    done
+  done
   for applet in "${RUNTIME_APPLETS[@]}"; do
     args+=(--symlink "/bin/$applet=busybox")
   done
