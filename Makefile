@@ -56,6 +56,10 @@ IMAGE_ENV = $(if $(REGISTRY),NEZHA_IMAGE_PREFIX=$(REGISTRY)/nezha) $(if $(TAG),N
 images: build-go build-runtime ## Build the operator, rail-agent and runtime images as tarballs (no Docker needed).
 	$(IMAGE_ENV) hack/images.sh
 
+.PHONY: images-train-example
+images-train-example: build-torch ## The demo's worker image nezha/train-example (python3, torch, the nezha backend, examples/; ~3 GB, so not in `make images`).
+	$(IMAGE_ENV) hack/images.sh train-example
+
 .PHONY: push
 push: images ## Push the image tarballs to REGISTRY (crane) and print their digests: make push REGISTRY=... TAG=...
 	$(IMAGE_ENV) hack/images.sh push
@@ -192,7 +196,7 @@ SCALE_NODES   ?= 500
 .PHONY: demo
 demo: ## The product demo: local cluster, helm install, a job on 2 rails, a rail cut mid-training, the story and a plot (root; DEMO_KEEP=1 keeps the cluster).
 	@[ "$$(id -u)" -eq 0 ] || { echo "make demo: needs root (the local cluster, rail links and qdiscs)" >&2; exit 1; }
-	$(MAKE) images
+	$(MAKE) images images-train-example
 	hack/setup.sh cluster
 	hack/demo.sh
 
@@ -201,7 +205,7 @@ demo-runtime: build-runtime build-bench ## Runtime-only demo: 4 ranks on a 800/3
 	$(PYTHON) bench/run_bench.py --quick
 
 .PHONY: test-demo
-test-demo: images ## Runs `make demo`'s script end to end and checks its story (root; ~5 min warm).
+test-demo: images images-train-example ## Runs `make demo`'s script end to end and checks its story (root; ~5 min warm).
 	hack/setup.sh cluster
 	$(PYTHON) -m pytest -q e2e/demo
 

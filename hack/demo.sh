@@ -12,18 +12,21 @@
 #   --rate MBIT     emulated speed of each rail in Mbit/s (default 200; 0 = unshaped veths)
 #   --out DIR       where the manifests, samples, rank 0's log and the plot go (default build/demo)
 #
-# Needs root, `make images` (the Makefile's demo target builds them) and `make setup`. Steps:
+# Needs root, `make images` and `make images-train-example` (the Makefile's demo target builds
+# them) and `make setup`. Steps:
 #   1. the local cluster (hack/local-cluster.sh up; reused if it is already up, then left up);
 #      its two rails are host veths nzr0/nzr1 that Multus gives pods as macvlans
-#   2. the three images from `make images` loaded into it; `helm upgrade --install` of charts/nezha
+#   2. the four images loaded into it (operator, rail-agent, runtime, train-example);
+#      `helm upgrade --install` of charts/nezha
 #   3. one RailClass per rail (macvlan on the rail's host interface, chained with nezha-rail)
-#   4. a MultiRailJob of two workers training on both rails: the runtime image's nezha-bench
-#      training loop (an allreduce of a 4 MiB gradient buffer per step, every result checked);
+#   4. a MultiRailJob of two workers training on both rails: examples/train_cnn.py (a small CNN,
+#      DDP) with torch.distributed backend "nezha", image nezha/train-example, for --seconds;
 #      each worker's rail interfaces are shaped to --rate with TBF, because the local cluster's
 #      rails are veths limited only by the CPU
 #   5. the host end of rail 1 set down mid-training (what a pulled cable does), then up again
 #   6. the story: `kubectl get mrj` before/during/after, the job's events, throughput per phase
-#      from rank 0's runtime metrics (/metrics on port 9402), and a PNG plot
+#      from rank 0's runtime metrics (/metrics on port 9402, served by libnezha inside the torch
+#      process), each rank's final loss and parameter digest (they must agree), and a PNG plot
 #   7. the cluster taken down if this run brought it up (not with --keep / DEMO_KEEP=1)
 #
 # The kind cluster (hack/kind.sh) is not used: it has never run on Nezha's development machines

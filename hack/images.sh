@@ -3,6 +3,9 @@
 #
 #   hack/images.sh            build all three into build/images/ (no root)
 #   hack/images.sh --list     print the tarball paths, one a line
+#   hack/images.sh train-example   build only the training-example image (large; not part of the
+#                             default build): nezha/train-example:<tag>, see build_train_example
+#   hack/images.sh --list-train-example  print its tarball path
 #   hack/images.sh push       push the three tarballs to $NEZHA_IMAGE_PREFIX/<name>:$NEZHA_IMAGE_TAG
 #                             with crane (pinned in versions.sh, built by hack/setup.sh); prints
 #                             each pushed reference with its digest and writes them to
@@ -13,6 +16,12 @@
 #   build/images/runtime.tar     nezha/runtime:<tag>      /opt/nezha/{bin,lib,include[,python]},
 #                                the shared libraries nezha-bench/nezha-tune need (as ldd names
 #                                them, dynamic loader included) and a static busybox as /bin/sh
+#   build/images/train-example.tar  nezha/train-example:<tag>  (only with `train-example`)
+#                                Debian's python3.11, the pinned torch from the venv of
+#                                hack/setup-torch.sh (only the libraries torch loads: ~2.9 GB, not
+#                                the venv's 5.5 GB), the nezha package with its c10d backend from
+#                                `make build-torch` (build/python-torch), torchrun, and
+#                                examples/ in /opt/nezha/examples
 #
 # The contents match images/*/Dockerfile. Load them into the local cluster with
 # `hack/local-cluster.sh load-image build/images/<name>.tar` (root).
@@ -25,6 +34,8 @@
 #   NEZHA_RUNTIME_BUILD   build/runtime      CMake build dir with nezha-bench, nezha-tune, libnezha
 #                                            (`make build-runtime`); this script does not build it
 #   NEZHA_IMAGES_OUT      build/images       where tarballs (and their staging trees) go
+#   NEZHA_TORCH_BUILD     build/python-torch the nezha package built against the pinned torch
+#                                            (`make build-torch`); train-example only
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PROG=images.sh
@@ -39,6 +50,7 @@ NEZHA_IMAGE_TAG=${NEZHA_IMAGE_TAG:-$(chart_app_version)}
 NEZHA_IMAGE_PREFIX=${NEZHA_IMAGE_PREFIX:-nezha}
 NEZHA_RUNTIME_BUILD=${NEZHA_RUNTIME_BUILD:-$REPO/build/runtime}
 NEZHA_IMAGES_OUT=${NEZHA_IMAGES_OUT:-$REPO/build/images}
+NEZHA_TORCH_BUILD=${NEZHA_TORCH_BUILD:-$REPO/build/python-torch}
 
 # Busybox applets linked into the runtime image: the operator's init container needs sh and cp;
 # the rest make a worker pod debuggable (addresses, links, connectivity); awk, wget and timeout
@@ -158,6 +170,116 @@ build_runtime() {
     --cmd '["/bin/sh","-c","cp -a /opt/nezha/. /nezha-runtime/"]'
 }
 
+# ---- the training-example image (hack/images.sh train-example) ----------------------------------
+# What a user's torch training image is, with Nezha in it: Debian's python3 (the interpreter the
+# pinned venv was made from), torch from that venv, the nezha package with its c10d backend
+# (`make build-torch`) and examples/. Only `train-example` builds it: it is ~3 GB.
+#
+# Measured (torch 2.15.0 from PyPI, Nov 2026): `import torch` needs every library in the NEEDED
+# closure of torch/_C*.so even on CPU (libtorch.so and libtorch_python.so link libtorch_cuda.so,
+# which links cuBLAS, cuFFT, cuSPARSE, NCCL, ...): 1.6 GB of the venv's 3.0 GB of nvidia-*
+# libraries. The rest (cuDNN's engine libraries, cuSOLVER, ...; 1.4 GB) is dlopened only on
+# CUDA use, and triton (1 GB) only by torch.compile: both are left out, as are pip, setuptools,
+# cmake, pytest and the build tooling.
+# The torch wheel's other top-level packages, then its Python dependencies (and numpy, which torch
+# warns about at import when it is missing).
+TRAIN_DEPS=(torchgen functorch typing_extensions.py filelock fsspec jinja2 markupsafe mpmath networkx sympy
+  numpy numpy.libs)
+
+# train_example_key REF: the image reference and a hash of the contents of what it packs that can
+# change between builds (`make build-torch` rewrites the nezha package's files on every run, so
+# their times say nothing; the venv is identified by its stamp).
+train_example_key() {
+  {
+    echo "$1"
+    cat "$NEZHA_TORCH_VENV/.nezha-stamp" 2>/dev/null
+    find "$NEZHA_TORCH_BUILD/nezha" "$REPO/examples" "$REPO/hack/images.sh" -type f \
+      ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -d' ' -f1
+}
+
+build_train_example() {
+  local py pyver site dist tarball ref
+  py=$(readlink -f "$NEZHA_TORCH_VENV/bin/python" 2>/dev/null) ||
+    fail "NEZHA_TORCH_VENV: $NEZHA_TORCH_VENV/bin/python is missing (run: hack/setup-torch.sh)"
+  pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  site=$NEZHA_TORCH_VENV/lib/python$pyver/site-packages
+  [ -d "$site/torch" ] || fail "no torch in $site (run: hack/setup-torch.sh)"
+  compgen -G "$NEZHA_TORCH_BUILD/nezha/_C*.so" >/dev/null ||
+    fail "NEZHA_TORCH_BUILD: no nezha/_C*.so in $NEZHA_TORCH_BUILD (run: make build-torch)"
+  [ -x "$BUSYBOX" ] || fail "missing $BUSYBOX (Debian package busybox-static; run hack/setup.sh)"
+  require_cmd ldd realpath
+  tarball=$NEZHA_IMAGES_OUT/train-example.tar
+  ref=$NEZHA_IMAGE_PREFIX/train-example:$NEZHA_IMAGE_TAG
+  local key
+  key=$(train_example_key "$ref")
+  if [ -f "$tarball" ] && [ "$(cat "$tarball.key" 2>/dev/null)" = "$key" ]; then
+    log "$ref is up to date ($tarball; nothing it packs changed)"
+    return 0
+  fi
+  # Debian's python looks in /usr/local/lib/pythonX.Y/dist-packages: no PYTHONPATH needed.
+  dist=/usr/local/lib/python$pyver/dist-packages
+  local stage=$OUT_STAGE/train-example
+  rm -rf "$stage"
+  mkdir -p "$NEZHA_IMAGES_OUT"
+  mkdir -p "$stage/tmp" "$stage/usr/local/bin"
+  chmod 0777 "$stage/tmp"
+  # torchrun as pip's console script would be (Trainer v2's torch runtime runs it; it reads PET_*).
+  printf '%s\n' '#!/usr/bin/python3' 'import sys' 'from torch.distributed.run import main' \
+    'sys.exit(main())' >"$stage/usr/local/bin/torchrun"
+  chmod 0755 "$stage/usr/local/bin/torchrun"
+  local args=(--dir "$stage"
+    --file "$py:/usr/bin/python$pyver" --symlink "/usr/bin/python3=python$pyver"
+    --dir "/usr/lib/python$pyver:/usr/lib/python$pyver"
+    --dir "$site/torch:$dist/torch" --dir "$NEZHA_TORCH_BUILD/nezha:$dist/nezha"
+    --dir "$REPO/examples:/opt/nezha/examples" --file "$BUSYBOX:/bin/busybox")
+  local d applet
+  for d in "${TRAIN_DEPS[@]}"; do
+    if [ -d "$site/$d" ]; then
+      args+=(--dir "$site/$d:$dist/$d")
+    elif [ -f "$site/$d" ]; then
+      args+=(--file "$site/$d:$dist/$d")
+    else
+      fail "$site/$d is missing (torch's dependency; run: hack/setup-torch.sh)"
+    fi
+  done
+  # The packages' metadata: torch 2.15 registers its built-in backends (gloo, ...) and torchrun's
+  # log specs through entry points in torch's dist-info.
+  local info
+  for d in torch typing_extensions filelock fsspec jinja2 markupsafe mpmath networkx sympy numpy; do
+    for info in "$site/$d"-*.dist-info; do
+      [ -d "$info" ] || fail "no $d-*.dist-info in $site (run: hack/setup-torch.sh)"
+      args+=(--dir "$info:$dist/$(basename "$info")")
+    done
+  done
+  for applet in "${RUNTIME_APPLETS[@]}"; do
+    args+=(--symlink "/bin/$applet=busybox")
+  done
+  # Every shared library the interpreter, its extension modules, torch and the nezha backend load:
+  # system ones where ldd found them; the nvidia-* ones at their venv path under dist-packages,
+  # where torch's RPATH ($ORIGIN/../../nvidia/...) looks. Those inside trees packed above are
+  # already there.
+  local real path rel
+  while read -r real path; do
+    path=$(realpath -s -m "$path")
+    case $path in
+      "$site"/*)
+        rel=${path#"$site"/}
+        case $rel in torch/* | numpy/* | numpy.libs/* | nezha/*) continue ;; esac
+        args+=(--file "$real:$dist/$rel")
+        ;;
+      *) args+=(--file "$real:$path") ;;
+    esac
+  done < <(shared_libs "$py" "/usr/lib/python$pyver"/lib-dynload/*.so "$site"/torch/_C*.so \
+    "$site/torch/lib/libtorch_global_deps.so" "$NEZHA_TORCH_BUILD"/nezha/_C*.so |
+    while read -r real path; do printf '%s %s\n' "$real" "$(realpath -s -m "$path")"; done | sort -u)
+  imagebuilder --tag "$ref" --output "$tarball" "${args[@]}" \
+    --env PATH=/usr/local/bin:/usr/bin:/bin --env HOME=/tmp --env PYTHONUNBUFFERED=1 \
+    --workdir /opt/nezha/examples --cmd '["python3","/opt/nezha/examples/train_cnn.py"]'
+  echo "$key" >"$tarball.key"
+  log "built $ref in $tarball ($(du -h "$tarball" | cut -f1))"
+}
+
 main() {
   case "${1:-}" in
     "") ;;
@@ -165,11 +287,21 @@ main() {
       printf '%s\n' "$NEZHA_IMAGES_OUT"/{operator,rail-agent,runtime}.tar
       return 0
       ;;
+    --list-train-example)
+      printf '%s\n' "$NEZHA_IMAGES_OUT/train-example.tar"
+      return 0
+      ;;
+    train-example)
+      validate_name
+      OUT_STAGE=$NEZHA_IMAGES_OUT/stage
+      build_train_example
+      return 0
+      ;;
     push)
       push
       return 0
       ;;
-    *) die "unknown argument '$1' (want no argument, --list or push)" ;;
+    *) die "unknown argument '$1' (want no argument, --list, train-example, --list-train-example or push)" ;;
   esac
   validate
   OUT_STAGE=$NEZHA_IMAGES_OUT/stage

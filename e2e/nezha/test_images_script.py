@@ -36,3 +36,16 @@ def test_list_names_three_tarballs(tmp_path):
     proc = images_sh("--list", NEZHA_IMAGES_OUT=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(tmp_path / f"{n}.tar") for n in ("operator", "rail-agent", "runtime")]
+
+
+def test_train_example_without_the_torch_build_is_refused_by_name(tmp_path):
+    proc = images_sh("train-example", NEZHA_IMAGES_OUT=str(tmp_path), NEZHA_TORCH_BUILD="/nonexistent-nze")
+    assert proc.returncode != 0
+    assert "NEZHA_TORCH_BUILD" in proc.stderr and "make build-torch" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir()), "nothing is built when a setting is bad"
+
+
+def test_list_train_example_names_its_tarball(tmp_path):
+    proc = images_sh("--list-train-example", NEZHA_IMAGES_OUT=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(tmp_path / "train-example.tar")]

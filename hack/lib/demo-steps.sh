@@ -51,11 +51,15 @@ demo_check_prereqs() {
     [ -f "$t" ] || fail "image $t is missing (run: make images, or use make demo, which builds them)"
     IMAGE_TARBALLS+=("$t")
   done
+  # The workers' image: torch, the nezha backend and examples/ (~3 GB; not in `make images`).
+  t=$("$REPO/hack/images.sh" --list-train-example)
+  [ -f "$t" ] || fail "image $t is missing (run: make images-train-example, or use make demo, which builds it)"
+  IMAGE_TARBALLS+=("$t")
   IMAGE_TAG=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/charts/nezha/Chart.yaml")
   [ -n "$IMAGE_TAG" ] || fail "charts/nezha/Chart.yaml has no appVersion"
   mkdir -p "$OUT"
   OUT=$(cd "$OUT" && pwd)
-  rm -f "$OUT"/{samples.jsonl,markers.json,story.txt,demo-throughput.png,rank0.log}
+  rm -f "$OUT"/{samples.jsonl,markers.json,story.txt,demo-throughput.png,rank0.log,rank1.log,final.jsonl}
 }
 
 # ---- 1. cluster -------------------------------------------------------------------------------
@@ -185,9 +189,10 @@ demo_job() {
   fi
   cat >"$OUT/job.yaml" <<EOF
 # Two workers, one per rank, each wired to both rails by the operator (Multus networks, NEZHA_*
-# environment, the runtime). The training step is the runtime image's nezha-bench loop: an
-# allreduce of a 4 MiB gradient buffer per step, every result checked, for --loop-seconds.
-# A torch image would run its training script here instead (one line: the command).
+# environment). Each trains examples/train_cnn.py (a small CNN, DDP) with torch.distributed
+# backend "nezha" (the c10d backend in runtime/python) for $SECONDS_TRAIN s; rank and rendezvous
+# come from the operator's NEZHA_* (no launcher), and the runtime's /status and /metrics are
+# served from inside each torch process on port $CONTROL_PORT.
 apiVersion: nezha.io/v1alpha1
 kind: MultiRailJob
 metadata:
@@ -202,9 +207,11 @@ spec:
         terminationGracePeriodSeconds: 1
         containers:
           - name: train
-            image: nezha/runtime:$IMAGE_TAG
+            image: nezha/train-example:$IMAGE_TAG
             imagePullPolicy: Never
-            command: ["nezha-bench", "--loop-seconds", "$SECONDS_TRAIN", "--max-bytes", "4M"]
+            command: ["python3", "/opt/nezha/examples/train_cnn.py", "--backend", "nezha",
+                      "--steps", "0", "--seconds", "$SECONDS_TRAIN", "--lr", "0.01",
+                      "--clip-grad", "1", "--log-every", "250"]
             env:
               # Give up on a rail after 3 s without progress (default 30 s).
               - {name: NEZHA_IO_TIMEOUT_MS, value: "3000"}
@@ -226,8 +233,10 @@ EOF
     local pod pid i burst=$((RATE_MBIT * 250))
     [ "$burst" -ge 16384 ] || burst=16384
     for pod in "$JOB-0" "$JOB-1"; do
-      pid=$(container_pid "$pod" train) || fail "no running train container in $pod"
-      [ -n "$pid" ] || fail "containerd lists no task for $pod's train container"
+      pid=$(container_pid "$pod" train) && [ -n "$pid" ] || {
+        kc logs "$pod" -n "$JOB_NS" -c train --tail 15 >&2 || true
+        fail "no running train container in $pod (exited at start? its log's last lines are above)"
+      }
       for i in 0 1; do
         nsenter -t "$pid" -n tc qdisc replace dev "nz$i" root tbf rate "${RATE_MBIT}mbit" burst "$burst" latency 20ms
       done
@@ -286,7 +295,10 @@ demo_story() {
   kill "$SAMPLER_PID" 2>/dev/null || true
   wait "$SAMPLER_PID" 2>/dev/null || true
   SAMPLER_PID=""
-  kc logs "$JOB-0" -n "$JOB_NS" -c train >"$OUT/rank0.log" 2>&1 || true
+  local r
+  for r in 0 1; do kc logs "$JOB-$r" -n "$JOB_NS" -c train >"$OUT/rank$r.log" 2>&1 || true; done
+  # Every rank's last line of training: steps, final rank-averaged loss, parameter digest.
+  sed -n 's/^FINAL //p' "$OUT/rank0.log" "$OUT/rank1.log" >"$OUT/final.jsonl"
   snapshot "at the end"
   local phase
   phase=$(job_field .status.phase)
@@ -301,6 +313,9 @@ demo_story() {
     echo "\$ kubectl logs $JOB-0 | grep -v tune   # rank 0's runtime: failover and re-admission"
     grep '^nezha: rank 0: ' "$OUT/rank0.log" | grep -v ' tune ' | head -n 12
   fi
+  echo
+  echo "\$ kubectl logs $JOB-{0,1} | grep FINAL   # each rank's final loss and model digest"
+  jq -r '"rank \(.rank): \(.steps) steps, loss \(.loss), parameters sha256 \(.params[0:16])..."' "$OUT/final.jsonl" || true
   jq -n --arg train "$T_TRAIN" --arg cut "$T_CUT" --arg restore "$T_RESTORE" --arg healthy "$T_JOB_HEALTHY" \
     --arg finish "$T_END" --arg phase "$phase" --arg rate "$RATE_MBIT" --arg link "${RAIL_LINKS[1]}" \
     --arg r0 "${RAILS[0]}" --arg r1 "${RAILS[1]}" --arg node "$NODE" '{
@@ -313,6 +328,10 @@ demo_story() {
   "$PY" "$REPO/hack/lib/demo-story.py" --samples "$OUT/samples.jsonl" --markers "$OUT/markers.json" \
     --png "$OUT/demo-throughput.png" | tee "$OUT/story.txt" || story_rc=$?
   [ "$phase" = Succeeded ] || fail "$JOB ended $phase (rank 0's log: $OUT/rank0.log)"
+  # The ranks trained the same steps to the same loss and bit-identical models, through the cut.
+  [ "$(wc -l <"$OUT/final.jsonl")" -eq 2 ] || fail "want a FINAL line from both ranks in $OUT/rank{0,1}.log"
+  [ "$(jq -c '[.steps, .loss, .params]' "$OUT/final.jsonl" | sort -u | wc -l)" -eq 1 ] ||
+    fail "the ranks disagree at the end: $(tr '\n' ' ' <"$OUT/final.jsonl")"
   [ "$story_rc" -ne 3 ] || fail "the runtime did not re-admit ${RAILS[1]} after the cut (rank 0's log: $OUT/rank0.log)"
   [ "$story_rc" -eq 0 ] || fail "demo-story.py failed (rc $story_rc)"
 }
