@@ -158,3 +158,14 @@ def test_backend_refuses_to_make_up_a_token():
 def test_backend_env_errors(env, message):
     with pytest.raises(nezha.ConfigError, match=message):
         communicator_env(0, 2, env)
+
+
+def test_torch_backend_without_its_extension_says_how_to_get_it():
+    """The source tree (like the runtime image's /opt/nezha/python) has no nezha._C: importing
+    nezha.torch names the fix instead of a bare 'cannot import _C'."""
+    code = "import nezha.torch"
+    env = dict(os.environ, PYTHONPATH=launch.PKG_ROOT)
+    out = subprocess.run([launch.PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "nezha.torch needs the C++ extension nezha._C" in out.stderr, out.stderr
+    assert "pip install --no-build-isolation ./runtime/python" in out.stderr, out.stderr

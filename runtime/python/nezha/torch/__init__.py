@@ -19,7 +19,16 @@ import torch
 import torch.distributed as dist
 
 from .._env import communicator_env
-from .. import _C
+try:
+    from .. import _C
+except ImportError as e:
+    # The runtime image's /opt/nezha/python (what the operator injects) is the ctypes binding
+    # only: the c10d extension must be compiled against the torch that imports it.
+    raise ImportError(
+        f"nezha.torch needs the C++ extension nezha._C built against this torch "
+        f"({torch.__version__}); this nezha package ({__file__}) has none: install it with "
+        "`pip install --no-build-isolation ./runtime/python` in the training image, and do not "
+        "inject Nezha's runtime into images that ship it (runtime/python/README.md)") from e
 
 BACKEND_NAME = "nezha"
 NezhaBackend = _C.NezhaBackend
