@@ -2,9 +2,14 @@
 
 engine.py     event queue (time, then insertion order)
 network.py    per-rail alpha-beta links, per-rank NIC queues (contention), rail failures
-algorithms.py ring, recursive halving/doubling, binomial tree, recursive doubling as step programs
+algorithms.py ring, recursive halving/doubling, binomial tree, recursive doubling as step programs;
+              the all-to-all and dissemination agreement patterns
 collective.py runs one algorithm's program on one rail for all ranks (or symmetry classes)
-control.py    the control-mesh agreement round (all-to-all today; tree and epoch variants)
+control.py    the control-mesh agreement round (all-to-all today; tree, dissemination, epoch what-ifs)
+roundfree.py  round-free small operations: one round per 16 small cold operations
 scheduler.py  the runtime's cold/hot rules, split, tuner and chunking (runtime/src/schedule/)
 failover.py   a rail failing under an operation: detection, agreement, retire round, replay
+liveness.py   heartbeats (traffic per rank) and a host losing every rail (when every peer knows)
+waves.py      a restored rail re-entering between waves of the operation in flight
+control_report.py  the report's control-plane section and its issue-18 PASS/MISS lines
 """

@@ -11,6 +11,10 @@ sender's message waits in the receiver's mailbox until the receiver gets there.
   rhd   Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather on p
         ranks, the same fold-in
   tree  binomial reduce to rank 0, then binomial broadcast of the whole vector
+  dis   dissemination (an agreement what-if, not an allreduce the runtime runs): step k sends the
+        running max to (i + 2^k) mod n and takes one from (i - 2^k) mod n, ceil(log2 n) steps of
+        the whole vector; exact for any n because max is idempotent (a value counted twice is
+        still the max)
 
 The reduction's CPU cost is not a separate term: it is in the rails' beta (the fit to the test
 bed measures both together).
@@ -131,7 +135,28 @@ def alltoall(rank, n, nbytes):
     return [(("a2a", 0), [((rank + d) % n, nbytes) for d in range(1, n)], n - 1)]
 
 
-PROGRAMS = {"ring": ring, "rd": rd, "rhd": rhd, "tree": tree, "a2a": alltoall}
+def dissemination(rank, n, nbytes):
+    """Dissemination max (Hensgen, Finkel and Manber's barrier pattern carrying a vector): after
+    step k every rank holds the max over the 2^(k+1) ranks ending at itself, so after
+    ceil(log2 n) steps it holds the max over all n (overlaps only repeat values max ignores)."""
+    steps, k = [], 1
+    while k < n:
+        steps.append((("dis", k), [((rank + k) % n, nbytes)], 1))
+        k *= 2
+    return steps
+
+
+def dissemination_max(values):
+    """The values every rank holds after the dissemination steps (the pattern of `dissemination`
+    applied to numbers: a check that it computes the max for any n, not just powers of two)."""
+    n, cur, k = len(values), list(values), 1
+    while k < n:
+        cur = [max(cur[i], cur[(i - k) % n]) for i in range(n)]
+        k *= 2
+    return cur
+
+
+PROGRAMS = {"ring": ring, "rd": rd, "rhd": rhd, "tree": tree, "a2a": alltoall, "dis": dissemination}
 
 
 def program(algo, rank, n, nbytes):
@@ -146,7 +171,7 @@ def program(algo, rank, n, nbytes):
 
 def symmetric(algo, n):
     """Whether every rank runs the same program up to relabelling (so ranks fold onto classes)."""
-    return algo in ("ring", "a2a") or (algo in ("rd", "rhd") and n & (n - 1) == 0)
+    return algo in ("ring", "a2a", "dis") or (algo in ("rd", "rhd") and n & (n - 1) == 0)
 
 
 def runtime_choice(n, nbytes, elem=4, ring_threshold=64 << 10):

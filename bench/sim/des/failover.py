@@ -72,7 +72,7 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
     if fail_rail not in per:
         raise ValueError(f"rail {fail_rail} carries nothing of this operation")
     eng = Engine()
-    parts_all = [p for parts, _ in per.values() for p in parts] + [("a2a" if scheme == "all-to-all" else "rd", 0)]
+    parts_all = [p for parts, _ in per.values() for p in parts] + [(control.algo_for(scheme), 0)]
     net = Network(eng, policy.links, classes_for(n, parts_all, policy.fold))
     runs = {r: RailRun(eng, net, r, n, parts, net.classes, tag=("data", r)).start(0.0) for r, (parts, _) in per.items()}
     # When would the failed rail have finished? (a twin run without the failure)
@@ -92,7 +92,7 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
         gray_end = runs[fail_rail].end_time()
         if verdict_at is None:  # it finished slowly before any verdict: no failover
             eng.now = gray_end
-            final = _round(eng, net, min(policy.live()), n, ROUND_FIELDS * nr, "all-to-all" if scheme == "all-to-all" else "tree")
+            final = _round(eng, net, min(policy.live()), n, ROUND_FIELDS * nr, control.changed_round(scheme))
             return FailoverResult(healthy_seconds or 0.0, eng.now, fail_at, float("nan"), gray_end, final, 0.0, 0.0, 0.0, 0,
                                   0, [c for _, cs in per.values() for c in cs], [], [], 0.0)
         detected = verdict_at
@@ -106,11 +106,11 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
     ctl0 = sum(net.sent_bytes)
     alive = [i for i in range(nr) if i != fail_rail and policy.alive[i]]
     mesh_rail = min(alive)
-    agree = _round(eng, net, mesh_rail, n, ROUND_FIELDS * nr, "all-to-all" if scheme == "all-to-all" else "tree")
+    agree = _round(eng, net, mesh_rail, n, ROUND_FIELDS * nr, control.changed_round(scheme))
     if fail_rail < mesh_rail:  # the primary copy went out on the dead rail
         eng.now += control.RESEND_AFTER
         agree += control.RESEND_AFTER
-    retire = _round(eng, net, mesh_rail, n, n * 1 + 1, "all-to-all" if scheme == "all-to-all" else "tree")
+    retire = _round(eng, net, mesh_rail, n, n * 1 + 1, control.changed_round(scheme))
     ctl = (sum(net.sent_bytes) - ctl0) / net.classes
     # Chunks that stand: every unflagged rail's, and the failed rail's leading chunks done everywhere.
     lead = runs[fail_rail].leading_done(at=verdict_at)
@@ -130,7 +130,7 @@ def run_failover(policy, nbytes, ratios, fail_rail, fail_frac=0.5, kind="black h
     eng.run()
     replay = (max(run.end_time() for run in rruns) - t0) if rruns else 0.0
     eng.now = t0 + replay
-    final = _round(eng, net, mesh_rail, n, ROUND_FIELDS * nr, "all-to-all" if scheme == "all-to-all" else "tree")
+    final = _round(eng, net, mesh_rail, n, ROUND_FIELDS * nr, control.changed_round(scheme))
     return FailoverResult(
         healthy_seconds=healthy_seconds if healthy_seconds is not None else 0.0, seconds=eng.now, fail_at=fail_at,
         detected_at=detected, attempt_end=attempt_end, agree_round=agree, retire_round=retire, replay=replay,

@@ -17,7 +17,8 @@ alike; the network only sees class indices.
 
 A gray rail (slow) multiplies the wire time of every message starting after it turned gray.
 A failed rail drops every message whose transmission starts at or after the failure (a black hole
-or a cut link: nothing more arrives); what was in flight before still lands.
+or a cut link: nothing more arrives); what was in flight before still lands. A cut host
+(fail_rank) is the same for every message from or to one rank, on every rail.
 """
 
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ class Network:
         self.tx_free = [[0.0] * classes for _ in range(nr)]
         self.rx_free = [[0.0] * classes for _ in range(nr)]
         self.failed_at = [None] * nr
+        self.rank_failed_at = {}  # class -> time its host lost every rail
         self.slow_from = [(float("inf"), 1.0)] * nr
         self.sent_bytes = [0] * nr
         self.delivered_bytes = [0] * nr
@@ -81,6 +83,13 @@ class Network:
         """Rail `rail` carries nothing that starts at or after time t."""
         self.failed_at[rail] = t
 
+    def fail_rank(self, rank, t):
+        """Every rail of rank `rank`'s host is cut at time t: nothing from or to it starts later."""
+        self.rank_failed_at[rank] = t
+
+    def _rank_cut(self, src, dst, t):
+        return any(r in self.rank_failed_at and t >= self.rank_failed_at[r] for r in (src, dst))
+
     def alive(self, rail, t=None):
         f = self.failed_at[rail]
         return f is None or (self.engine.now if t is None else t) < f
@@ -96,7 +105,7 @@ class Network:
         self.tx_free[rail][src] = tx_end
         self.sent_bytes[rail] += nbytes
         self.messages[rail] += 1
-        if not self.alive(rail, start):
+        if not self.alive(rail, start) or (self.rank_failed_at and self._rank_cut(src, dst, start)):
             self.dropped_bytes[rail] += nbytes
             return  # the sender blocks forever too: its socket never drains
         self.engine.at(tx_end, on_sent)

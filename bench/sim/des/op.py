@@ -37,25 +37,26 @@ def primary_rail(policy):
     return min(policy.live())
 
 
-def run_op(policy, nbytes, ratios=None, scheme="all-to-all", force=None, changed=False):
-    """One operation as it runs inside a loop of the same operation (what a benchmark times):
-    a shaped rail whose sender puts out more bytes per operation than its rate refills, by more
+def run_op(policy, nbytes, ratios=None, scheme="all-to-all", force=None, changed=False, hold_round=True):
+    """One operation as it runs inside a loop of the same operation (what a benchmark times);
+    hold_round=False: without its per-op round (a round-free operation, roundfree.py).
+    A shaped rail whose sender puts out more bytes per operation than its rate refills, by more
     than the bucket holds over the loop (LOOP_OPS operations), runs with an empty bucket in that
     loop, so the operation is simulated again with it empty."""
-    res = _run_op(policy, nbytes, ratios, scheme, force, changed, ())
+    res = _run_op(policy, nbytes, ratios, scheme, force, changed, (), hold_round)
     drained = tuple(r for r, link in enumerate(policy.links)
                     if link.burst and LOOP_OPS * (res.net.sent_bytes[r] / res.net.classes - res.seconds / link.beta)
                     > link.burst)
-    return _run_op(policy, nbytes, ratios, scheme, force, changed, drained) if drained else res
+    return _run_op(policy, nbytes, ratios, scheme, force, changed, drained, hold_round) if drained else res
 
 
-def _run_op(policy, nbytes, ratios, scheme, force, changed, empty_buckets):
+def _run_op(policy, nbytes, ratios, scheme, force, changed, empty_buckets, hold_round=True):
     slices = policy.plan(nbytes, ratios, force)
     hot = len(slices) > 1
     chunks = chunked(slices, policy.elem)
     per = rail_parts(policy, chunks)
     eng = Engine()
-    parts_all = [p for parts, _ in per.values() for p in parts] + [("a2a" if scheme == "all-to-all" else "rd", 0)]
+    parts_all = [p for parts, _ in per.values() for p in parts] + [(control.algo_for(scheme), 0)]
     net = Network(eng, policy.links, classes_for(policy.n, parts_all, policy.fold), empty_buckets)
     runs = {r: RailRun(eng, net, r, policy.n, parts, net.classes, tag=("data", r)).start(0.0) for r, (parts, _) in per.items()}
     eng.run()
@@ -68,7 +69,8 @@ def _run_op(policy, nbytes, ratios, scheme, force, changed, empty_buckets):
     if hot:
         data_end += policy.split_cost
     eng.now = max(eng.now, data_end)
-    rnd = control.start_round(eng, net, primary_rail(policy), policy.n, ROUND_FIELDS * nr, scheme, changed)
+    rnd = control.start_round(eng, net, primary_rail(policy), policy.n, ROUND_FIELDS * nr, scheme, changed) \
+        if hold_round else None
     eng.run()
     end = rnd.end_time() if rnd else data_end
     return OpResult(end, hot, slices, rail_seconds, rail_bytes, end - data_end, net)

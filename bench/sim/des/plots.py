@@ -49,9 +49,11 @@ def plot_all(res, rows, out, stamp):
     _save(fig, out, "gain", stamp, files, "gain")
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for scheme in ("all-to-all", "tree", "epoch"):
+    for scheme in ("all-to-all", "tree", "dissemination", "epoch"):
         axes[0].plot(RANKS, [res["agreement_per_op"][n][scheme] * 1e3 for n in RANKS], marker="o", label=scheme)
         axes[1].plot(RANKS, [res["small_op_over_no_round"][n][scheme] for n in RANKS], marker="o", label=scheme)
+    axes[1].plot(RANKS, [res["small_op_over_no_round"][n]["all-to-all, round-free"] for n in RANKS], marker="x",
+                 ls="--", label="all-to-all, round-free ops (runtime)")
     axes[0].set_ylabel("agreement round per operation (ms)")
     axes[0].set_yscale("symlog", linthresh=0.01)
     axes[1].set_ylabel("1 KiB allreduce / the same without a round")
@@ -82,6 +84,8 @@ def plot_all(res, rows, out, stamp):
     ax.grid(True, axis="x", alpha=0.3)
     _save(fig, out, "failover", stamp, files, "failover")
 
+    plot_control(res, out, stamp, files)
+
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for key in sorted({(r["source"], r["ranks"], r["series"]) for r in rows}):
         pts = [r for r in rows if (r["source"], r["ranks"], r["series"]) == key]
@@ -97,3 +101,39 @@ def plot_all(res, rows, out, stamp):
     ax.grid(True, alpha=0.3)
     _save(fig, out, "validation", stamp, files, "validation")
     return files
+
+
+def plot_control(res, out, stamp, files):
+    """Issue 18's control traffic per rank vs N: the agreement round's messages, heartbeat
+    messages per second, and when every peer knows a cut host is gone."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    tr = res["agreement_traffic"]
+    ns = sorted(tr)
+    for scheme, style in (("all-to-all", "-"), ("tree", ":"), ("dissemination", "--")):
+        axes[0].plot(ns, [tr[n][scheme]["messages"] for n in ns], style, marker="o",
+                     label=scheme + (" (runtime)" if scheme == "all-to-all" else " (what-if)"))
+    axes[0].set_ylabel("messages per rank per operation")
+    axes[0].set_title("Agreement round")
+    hb = res["heartbeats"]
+    hn = sorted(hb)
+    for scheme, label in (("all-to-all", "all-to-all (runtime)"), ("neighbours", "log2 N neighbours (what-if)")):
+        axes[1].plot(hn, [hb[n][scheme]["messages_per_s"] for n in hn], marker="o", label=label)
+    axes[1].set_ylabel("heartbeat messages per rank per second (2 rails)")
+    axes[1].set_title("Heartbeats")
+    for ax in axes[:2]:
+        ax.set_yscale("log")
+    cut = res["host_cut"]
+    cn = sorted(cut)
+    for scheme, label in (("all-to-all", "heartbeats all-to-all (runtime)"), ("neighbours", "neighbours + verdict flood (what-if)"),
+                          ("off", "heartbeats off")):
+        axes[2].plot(cn, [cut[n][scheme]["max_s"] for n in cn], marker="o", label=label)
+    axes[2].axhline(1.0, color="red", lw=0.8, ls="--", label="issue 18: 1 s")
+    axes[2].set_ylabel("host cut -> last peer knows (s, worst)")
+    axes[2].set_title("A host loses every rail")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ranks N")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Control traffic per rank vs N (simulated)")
+    _save(fig, out, "control", stamp, files, "control")

@@ -6,20 +6,38 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
              larger size (simulated, learned ratios), next to the runtime's own autoColdThreshold
              computed from its probe at that N
   gain       per N and size: best single rail / Nezha adaptive (threshold rule, learned split)
-  agreement  the per-operation round at each N (all-to-all today, tree, epoch)
+  agreement  the per-operation round at each N (all-to-all today, tree, dissemination, epoch):
+             time, messages and bytes per rank; a 1 KiB operation with and without round-free
+             small operations (one round per 16)
   failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
-             slower), at 16, 128 and 1,024 ranks
+             slower), at 16, 128 and 1,024 ranks, all-to-all / tree / dissemination rounds
+  liveness   heartbeat traffic per rank per second (all-to-all today, neighbours what-if) and a
+             host losing every rail: when every peer knows (liveness.py)
+  waves      a restored rail re-entering mid-operation on the test bed's rails (against the
+             measured share back), and what a round per wave costs at 1,024 ranks (waves.py)
   split      the learned share of the slower rail per N (Nezha v2 Fig. 11's quantity)
 """
 
-from . import control
+import glob
+import json
+import os
+import statistics
+
+from . import control, liveness, waves
 from .failover import run_failover
 from .fit import policy_for
 from .op import ROUND_FIELDS, learn_ratios, run_op
+from .roundfree import loop_seconds
 
 RANKS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GAIN_RANKS = (4, 8, 64, 1024)
 FAILOVER_RANKS = (16, 128, 1024)
+FAILOVER_SCHEMES = ("all-to-all", "tree", "dissemination")
+TRAFFIC_RANKS = tuple(sorted(RANKS + (1000,)))  # and one N that is no power of two
+TRAFFIC_SCHEMES = ("all-to-all", "tree", "dissemination")
+CUT_RANKS = (2, 16, 128, 1024)
+WAVE_RANKS = (128, 1024)
+RESTORE_PHASES = 8  # restore instants spread over one operation on the survivors
 SCENARIOS = {"homogeneous 500/500": (500, 500), "heterogeneous 800/300": (800, 300)}
 # 32 KiB .. 16 MiB in half-octave steps (multiples of 4 bytes: float32 elements)
 THRESHOLD_SIZES = tuple(int(2 ** (k / 2)) // 4 * 4 for k in range(30, 49))
@@ -65,9 +83,78 @@ def agreement(fit, n):
     pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
     per_op = {scheme: control.round_seconds(pol.links, 0, n, ROUND_FIELDS * 2, scheme, changed=False, fold=pol.fold)
               for scheme in control.SCHEMES}
-    small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / run_op(pol, 1024, scheme="epoch").seconds
-             for scheme in control.SCHEMES}
+    none = run_op(pol, 1024, scheme="epoch").seconds
+    small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / none for scheme in control.SCHEMES}
+    for scheme in ("all-to-all", "dissemination"):  # with round-free small operations (runtime: all-to-all)
+        small[f"{scheme}, round-free"] = loop_seconds(pol, 1024, scheme)[0] / none
     return per_op, small
+
+
+def agreement_traffic(fit, n):
+    """Per scheme: one round's seconds, messages and bytes one rank sends (2 rails' vectors)."""
+    pol_links = policy_for((500, 500), 2, fit, alpha=fit.get("alpha_scale"), bucket=False).links
+    out = {}
+    for scheme in TRAFFIC_SCHEMES:
+        secs, msgs, nbytes = control.round_traffic(pol_links, 0, n, ROUND_FIELDS * 2, scheme, fold=_fold_for(n))
+        out[scheme] = {"seconds": secs, "messages": msgs, "bytes": nbytes}
+    return out
+
+
+def heartbeats(fit, n):
+    links = policy_for((500, 500), 2, fit, alpha=fit.get("alpha_scale"), bucket=False).links
+    return {scheme: liveness.heartbeat_load(links, n, scheme) for scheme in liveness.SCHEMES}
+
+
+def host_cut(fit, n):
+    links = policy_for((500, 500), 2, fit, alpha=fit.get("alpha_scale"), bucket=False).links
+    out = {scheme: liveness.host_cut_sweep(links, n, scheme) for scheme in liveness.SCHEMES}
+    off = liveness.without_heartbeats()
+    out["off"] = {"max_s": off, "median_s": off, "min_s": off, "verdict_messages": 0}
+    return out
+
+
+def restore_on_the_bed(fit):
+    """The failure-timing benchmark's restore case in the simulator: 2 ranks, 800/300 Mbit/s
+    (fitted TBF rails), a loop of 64 MiB allreduces, r1 restored at RESTORE_PHASES instants
+    over one operation; share back with waves and without."""
+    pol = policy_for((800, 300), 2, fit)
+    op, _ = waves.op_with_rail_out(pol, 64 << 20, 1, 0)
+    out = {"op_while_cut_s": op, "rebuild_s": waves.rebuild_time(pol, 1)}
+    for label, wb in (("waves", waves.WAVE_BYTES), ("off", 0)):
+        # instants spread by the golden ratio: not in step with the waves (an eighth of an operation each)
+        got = [waves.run_restore(pol, 64 << 20, 1, 2 * op + (k * 0.6180339887498949 % 1.0) * op, wb).share_back
+               for k in range(RESTORE_PHASES)]
+        out[label] = {"mean_s": statistics.mean(got), "max_s": max(got), "min_s": min(got)}
+    return out
+
+
+def wave_cost(fit, n):
+    """A 64 MiB operation while one of two 500 Mbit/s rails is out: seconds without waves and
+    with (a round after every 8 MiB wave), per round scheme."""
+    pol = policy_for((500, 500), n, fit, alpha=fit.get("alpha_scale"), bucket=False, fold=_fold_for(n))
+    out = {}
+    for scheme in ("all-to-all", "dissemination"):
+        plain, _ = waves.op_with_rail_out(pol, 64 << 20, 1, 0, scheme)
+        waved, rounds = waves.op_with_rail_out(pol, 64 << 20, 1, waves.WAVE_BYTES, scheme)
+        out[scheme] = {"plain_s": plain, "waves_s": waved, "rounds": rounds}
+    return out
+
+
+def measured_failover_timing(results_dir):
+    """The newest failure-timing run (bench/run_failover_timing.py) under results_dir or its
+    issue18-perf/: {"path", "all_down_peer_s", "share_back_s"} per configuration, or None."""
+    paths = sorted(glob.glob(os.path.join(results_dir, "failover-timing-*.json")) +
+                   glob.glob(os.path.join(results_dir, "issue18-perf", "failover-timing-*.json")),
+                   key=os.path.basename)
+    if not paths:
+        return None
+    with open(paths[-1]) as f:
+        d = json.load(f)
+    out = {"path": paths[-1]}
+    for cfg, r in d.get("results", {}).items():
+        out[cfg] = {"all_down_peer_s": [max(x["per_rank_s"]) for x in r.get("all_down", []) if x.get("per_rank_s")],
+                    "share_back_s": [x["share_back_s"] for x in r.get("restore", []) if x.get("share_back_s") is not None]}
+    return out
 
 
 def failover(fit, n, kind, scheme):
@@ -86,7 +173,7 @@ def split_share(fit, n, size):
 
 def run_all(fit, log=print):
     res = {"threshold": {}, "gain": {}, "agreement_per_op": {}, "small_op_over_no_round": {}, "failover": {},
-           "split_share_300": {}}
+           "split_share_300": {}, "agreement_traffic": {}, "heartbeats": {}, "host_cut": {}, "wave_cost": {}}
     for label, rates in SCENARIOS.items():
         for algo in ("runtime", "best"):
             key = f"{label}, {algo} algorithms"
@@ -102,10 +189,21 @@ def run_all(fit, log=print):
         per_op, small = agreement(fit, n)
         res["agreement_per_op"][n] = per_op
         res["small_op_over_no_round"][n] = small
+    for n in TRAFFIC_RANKS:
+        res["agreement_traffic"][n] = agreement_traffic(fit, n)
     log("agreement done")
+    for n in RANKS:
+        res["heartbeats"][n] = heartbeats(fit, n)
+    for n in CUT_RANKS:
+        res["host_cut"][n] = host_cut(fit, n)
+    log("heartbeats and host cut done")
+    res["restore_bed"] = restore_on_the_bed(fit)
+    for n in WAVE_RANKS:
+        res["wave_cost"][n] = wave_cost(fit, n)
+    log("waves done")
     for n in FAILOVER_RANKS:
         for kind in ("link event", "black hole", "gray"):
-            for scheme in ("all-to-all", "tree"):
+            for scheme in FAILOVER_SCHEMES:
                 r = run_failover_dict(failover(fit, n, kind, scheme))
                 res["failover"][f"N={n}, {kind}, {scheme}"] = r
     log("failover done")

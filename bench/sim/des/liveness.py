@@ -1,0 +1,151 @@
+"""Heartbeats and the unreachable-peer verdict (runtime/src/failover/control_mesh.cc beat(),
+silentPeers(), inspectRound(); runtime/README.md "Failover", detection (5)).
+
+Runtime: every rank's heartbeat thread sends a HERE frame (the 20-byte mesh header, no payload:
+mesh_frame.cc) on every rail's control connection to every peer every NEZHA_PEER_SILENCE_MS / 5
+(100 ms). A peer heard on no rail for the peer silence (500 ms) is unreachable: a round or a
+slice waiting for it fails when it looks again (every beat). So a host whose rails are all cut
+fails every peer within silence + one beat (~0.6 s). Per rank: (N-1) x rails frames per beat,
+O(N * rails) messages per second, which is what issue 18's O(log N) target is about.
+
+What-if "neighbours" (issue 18; not the runtime): a rank beats only to its ceil(log2 N)
+dissemination out-neighbours (i + 2^k) mod N on every rail. The ranks that stop hearing it
+declare it unreachable and flood the verdict over the same graph (each rank forwards it once to
+its out-neighbours, a frame with one double: the rank), so every rank knows a few message steps
+later. O(log N * rails) messages per rank per second.
+
+Without heartbeats (NEZHA_PEER_SILENCE_MS=0) every rail of a cut host stands still, nobody's
+fault for the watchdog: the slice's no-progress deadline max(floor, 4 x predicted) expires, the
+rank asks where the peer is, and nothing answers within the silence window (= floor): ~2 s.
+
+Simulated: the cut host's own frames through the network (its NIC queue serialises its N-1
+frames per rail: the last peer hears it milliseconds after the first at 1,024 ranks) and the
+verdict's flood; the other ranks' heartbeats, tiny frames that do not touch the cut host's, are
+counted (heartbeat_load) but not simulated. Beat phases differ per rank (a fixed spread).
+"""
+
+import math
+import statistics
+
+from . import control
+from .engine import Engine
+from .network import Network
+
+PEER_SILENCE = 0.5  # NEZHA_PEER_SILENCE_MS
+BEAT = PEER_SILENCE / 5  # the heartbeat thread's period
+HERE_BYTES = control.frame_bytes(0)  # kMeshHere: header only
+NOTICE_BYTES = control.frame_bytes(1)  # what-if: "rank r is unreachable"
+PROGRESS_FLOOR = 1.0  # NEZHA_PROGRESS_FLOOR_MS: slice deadline floor and the silence window without beats
+SCHEMES = ("all-to-all", "neighbours")
+
+
+def log2_ceil(n):
+    return max(0, math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def out_neighbours(rank, n):
+    """The dissemination pattern's targets of `rank`: (rank + 2^k) mod n, k < ceil(log2 n)."""
+    return sorted({(rank + (1 << k)) % n for k in range(log2_ceil(n))} - {rank})
+
+
+def targets(rank, n, scheme):
+    if scheme == "all-to-all":
+        return [p for p in range(n) if p != rank]
+    if scheme == "neighbours":
+        return out_neighbours(rank, n)
+    raise ValueError(f"heartbeat scheme: want one of {', '.join(SCHEMES)}, got {scheme!r}")
+
+
+def phase(rank):
+    """When rank's heartbeat thread ticks within a beat (a fixed, well spread offset)."""
+    return (rank * 0.6180339887498949) % 1.0 * BEAT
+
+
+def heartbeat_load(links, n, scheme):
+    """Per rank: heartbeat messages and bytes per second (every rail), and the share of the time
+    the sender spends putting one beat's frames out (per-message gap + bytes, all rails in turn:
+    one heartbeat thread sends them)."""
+    peers = len(targets(0, n, scheme))
+    msgs = peers * len(links) / BEAT
+    busy = sum(peers * (link.gap + HERE_BYTES * link.beta) for link in links)
+    return {"peers": peers, "messages_per_s": msgs, "bytes_per_s": msgs * HERE_BYTES, "sender_busy": busy / BEAT}
+
+
+def _first_check(rank, t):
+    """The first of rank's looks (one per beat, at its phase) at or after t."""
+    k = math.ceil((t - phase(rank)) / BEAT - 1e-12)
+    return phase(rank) + max(k, 0) * BEAT
+
+
+def host_cut(links, n, scheme="all-to-all", cut_at=1.0, cut_rank=0):
+    """Every rail of cut_rank's host is cut at cut_at; returns, per other rank, the seconds from
+    the cut until it knows the host is unreachable (and fails its round), plus the messages the
+    verdict cost. No folding: the cut breaks the ranks' symmetry."""
+    eng = Engine()
+    net = Network(eng, links, n)
+    heard = [[None] * n for _ in links]  # per rail, per rank: last HERE from the cut host
+    watchers = targets(cut_rank, n, scheme)
+
+    def beat(t):
+        for r in range(len(links)):
+            for p in watchers:
+                net.send(r, cut_rank, p, HERE_BYTES, lambda: None, lambda r=r, p=p: _heard(r, p))
+
+    def _heard(r, p):
+        heard[r][p] = eng.now
+
+    t = phase(cut_rank)
+    while t < cut_at:
+        eng.at(t, beat, t)
+        t += BEAT
+    net.fail_rank(cut_rank, cut_at)
+    eng.run()
+    known = {}
+    for p in watchers:
+        last = max((h[p] for h in heard if h[p] is not None), default=0.0)
+        known[p] = _first_check(p, last + PEER_SILENCE)
+    notices = 0
+    if scheme == "neighbours":  # the watchers flood the verdict to everyone else
+        learned = dict(known)
+        eng2 = Engine()
+        net2 = Network(eng2, links, n)
+        net2.fail_rank(cut_rank, cut_at)
+        rail = 0
+
+        def tell(src):
+            nonlocal notices
+            for q in out_neighbours(src, n):
+                if q != cut_rank:
+                    notices += 1
+                    net2.send(rail, src, q, NOTICE_BYTES, lambda: None, lambda q=q: learn(q))
+
+        def learn(q):
+            if q not in learned or learned[q] > eng2.now:
+                learned[q] = eng2.now
+                tell(q)
+
+        for p, t_known in sorted(known.items(), key=lambda kv: kv[1]):
+            eng2.at(t_known, tell, p)
+        eng2.run()
+        known = learned
+    others = [p for p in range(n) if p != cut_rank]
+    if any(p not in known for p in others):
+        raise RuntimeError("a rank never learned that the cut host is unreachable")
+    after = [known[p] - cut_at for p in others]
+    return {"max_s": max(after), "median_s": statistics.median(after), "min_s": min(after),
+            "verdict_messages": notices}
+
+
+def host_cut_sweep(links, n, scheme, cuts=5):
+    """host_cut at `cuts` instants spread over one beat (the cut's phase against the beats
+    matters at small N); the worst and the median over all of them."""
+    runs = [host_cut(links, n, scheme, cut_at=1.0 + j * BEAT / cuts) for j in range(cuts)]
+    return {"max_s": max(r["max_s"] for r in runs), "median_s": statistics.median(r["median_s"] for r in runs),
+            "min_s": min(r["min_s"] for r in runs), "verdict_messages": max(r["verdict_messages"] for r in runs)}
+
+
+def without_heartbeats():
+    """Seconds from a host cut to its peers' error with heartbeats off: the slice's no-progress
+    deadline (its floor, for operations predicted under 250 ms a chunk), then a whole silence
+    window (= the floor) for the unanswered "where are you?"."""
+    return PROGRESS_FLOOR + PROGRESS_FLOOR
