@@ -173,3 +173,42 @@ def test_failover_with_dissemination_rounds_replays_the_same_and_sends_less():
     assert dis.retire_round < a2a.retire_round and dis.agree_round < a2a.agree_round
     # agreement + retire rounds: 6 messages each per rank, frames of 14 and 65 doubles
     assert dis.control_bytes == pytest.approx(6 * (control.frame_bytes(14) + control.frame_bytes(65)))
+
+
+def _fake_results():
+    ns = (2, 4, 16, 128, 1000, 1024)
+    tr = {n: {"all-to-all": {"seconds": 1e-5 * n, "messages": n - 1, "bytes": 132 * (n - 1)},
+              "tree": {"seconds": 1e-4 * _log2(n), "messages": _log2(n), "bytes": 132 * _log2(n)},
+              "dissemination": {"seconds": 1e-4 * _log2(n), "messages": _log2(n), "bytes": 132 * _log2(n)}}
+          for n in ns}
+    hb = {n: {s: liveness.heartbeat_load(TWO, n, s) for s in liveness.SCHEMES} for n in (2, 4, 16, 128, 1024)}
+    cut = {n: {"all-to-all": {"max_s": 0.59, "median_s": 0.5, "min_s": 0.4, "verdict_messages": 0},
+               "neighbours": {"max_s": 0.5, "median_s": 0.45, "min_s": 0.4, "verdict_messages": 10 * n},
+               "off": {"max_s": 2.0, "median_s": 2.0, "min_s": 2.0, "verdict_messages": 0}} for n in (2, 16, 1024)}
+    small = {n: {"all-to-all": 2.0, "all-to-all, round-free": 1.1, "dissemination, round-free": 1.01} for n in (4, 128, 1024)}
+    fo = {f"N=1024, {k}, {s}": {"fail_at_s": 1.0, "detected_at_s": 1.001, "agree_round_s": 0.01, "retire_round_s": 0.1,
+                                 "replay_s": 1.2, "replay_round_s": 0.01, "stall_s": 1.4, "control_bytes_per_rank": 8e6}
+          for k in ("link event", "black hole") for s in ("all-to-all", "dissemination")}
+    return {"agreement_traffic": tr, "heartbeats": hb, "host_cut": cut, "small_op_over_no_round": small,
+            "restore_bed": {"op_while_cut_s": 0.74, "rebuild_s": 0.028, "waves": {"mean_s": 0.6, "min_s": 0.53, "max_s": 0.62},
+                            "off": {"mean_s": 0.84, "min_s": 0.53, "max_s": 1.17}},
+            "wave_cost": {1024: {s: {"plain_s": 5.0, "waves_s": 5.09, "rounds": 8} for s in ("all-to-all", "dissemination")}},
+            "failover": fo}
+
+
+def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
+    from sim.des import control_report
+
+    res = _fake_results()
+    verdicts = {name.split(" — ")[1].split(" (")[0]: ok for name, ok, _ in control_report.checks(res) if " — " in name}
+    assert verdicts == {"all-to-all round": False, "dissemination round": True, "all-to-all": False,
+                        "neighbours": True}
+    cut_checks = [ok for name, ok, _ in control_report.checks(res) if "loses every rail" in name]
+    assert cut_checks == [True, True]
+    text = "\n".join(control_report.lines(res, {"rel": "x.json", "after": {"all_down_peer_s": [0.61]},
+                                                 "before": {"all_down_peer_s": [1.9]}}))
+    assert "- MISS issue 18: agreement messages per rank per operation" in text
+    assert "- PASS issue 18: agreement messages per rank per operation" in text
+    assert "| 1000 |" in text and "0.61 s after the cut" in text
+    assert control_report.grows_like_log({2: 1, 4: 3, 1024: 1023})[0] is False
+    assert control_report.grows_like_log({2: 1, 4: 2, 1024: 10})[0] is True
