@@ -180,7 +180,7 @@ bench-talb: build-torch ## Priority scheduling (issue 16, TaLB): time until DDP'
 	$(PYTHON) bench/run_talb_bench.py --python $(TORCH_PY)
 
 .PHONY: bench-sim
-bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; plots + report (~1.5 min).
+bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; control traffic per rank (issue 18); plots + report (~2 min).
 	$(PYTHON) bench/sim/run_sim.py
 	$(PYTHON) bench/sim/run_des.py
 
