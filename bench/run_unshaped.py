@@ -130,6 +130,7 @@ class Bench:
                "check": row["check"], "rank_cpu": cpu, "machine_busy_s": round(busy, 3), "rail_tx_bytes": tx,
                "env": {k: v for k, v in ln.env(0).items() if k != "NEZHA_JOB_TOKEN"} | env_extra}
         self.launches.append(rec)
+        self.last_share = "/".join(f"{b / max(sum(tx), 1):.0%}" for b in tx)
         return Launch(iters, sum(c["user_s"] + c["sys_s"] for c in cpu), row["busbw_gbps"], busy)
 
 
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
                             continue
                         pairs[spec.name][p.size].append((short, long))
                         log(f"  {spec.name:34s} {format_bytes(p.size):>5s}  busbw {long.busbw_gbps:6.3f} GB/s  "
-                            f"CPU {short.cpu_s:5.2f}/{long.cpu_s:5.2f} s")
+                            f"CPU {short.cpu_s:5.2f}/{long.cpu_s:5.2f} s  rail tx r0/r1 {b.last_share}")
             doc["launches"] = b.launches
     except TestbedError as e:
         print(f"run_unshaped.py: test bed: {e}", file=sys.stderr)

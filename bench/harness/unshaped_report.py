@@ -28,19 +28,19 @@ def table(cells: dict[str, dict[int, Cell]], order: list[str], sizes: list[int])
     if GLOO not in cells:
         return lines + ["(no gloo-best-rail series: no ratios)"]
     per = {n: ratios(cells, n) for n in nezha}
-    head = f"{'busbw / gloo-best-rail':>22s} " + " ".join(f"{format_bytes(s):>6s}" for s in sizes)
+    head = f"{'busbw / gloo-best-rail':>34s} " + " ".join(f"{format_bytes(s):>6s}" for s in sizes)
     lines.append(head)
     for n in nezha:
-        lines.append(f"{n[:22]:>22s} " + " ".join(f"{_f(per[n].get(s), '6.2f')}" for s in sizes))
+        lines.append(f"{n:>34s} " + " ".join(f"{_f(per[n].get(s), '6.2f')}" for s in sizes))
     cyc = {n: {s: cells[n][s].cycles_per_byte / cells[GLOO][s].cycles_per_byte
                for s in sizes if s in cells[n] and s in cells[GLOO] and cells[GLOO][s].cycles_per_byte > 0}
            for n in nezha}
-    lines.append(f"{'cycles/B / gloo':>22s}")
+    lines.append(f"{'cycles/B / gloo':>34s}")
     for n in nezha:
-        lines.append(f"{n[:22]:>22s} " + " ".join(f"{_f(cyc[n].get(s), '6.2f')}" for s in sizes))
+        lines.append(f"{n:>34s} " + " ".join(f"{_f(cyc[n].get(s), '6.2f')}" for s in sizes))
     best = best_nezha_ratios(cells)
     if best:
-        lines.append(f"{'best nezha / gloo':>22s} " + " ".join(
+        lines.append(f"{'best nezha / gloo':>34s} " + " ".join(
             f"{_f(best[s][1] if s in best else None, '6.2f')}" for s in sizes))
     return lines
 
