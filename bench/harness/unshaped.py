@@ -163,6 +163,8 @@ def verdicts(cells: dict[str, dict[int, Cell]], sizes: list[int]) -> dict:
     best = best_nezha_ratios(cells)
     u = judge({s: r for s, (_, r) in best.items()}, GOAL_BEST_VS_GLOO, 0, sizes)
     u["best_series"] = {s: n for s, (n, _) in best.items()}
+    if ADAPTIVE not in cells:
+        u["status"] = "N/A"  # a run without nezha-adaptive (a knob run) does not judge "best Nezha"
     return {"B": b, "U": u}
 
 

@@ -107,8 +107,11 @@ def test_verdicts_b_uses_single_u_uses_the_better_series():
     v = verdicts(cells_of({64 * K: 1.3, M: 1.06}, {64 * K: 1.0, M: 1.5}, {64 * K: 1.0, M: 1.0}), sizes)
     assert v["B"]["status"] == "PASS"
     assert v["U"]["status"] == "PASS" and v["U"]["best_series"] == {64 * K: SINGLE, M: ADAPTIVE}
-    v = verdicts(cells_of({64 * K: 1.0, M: 1.0}, None, {64 * K: 1.0, M: 1.0}), sizes)
+    v = verdicts(cells_of({64 * K: 1.0, M: 1.0}, {64 * K: 1.1, M: 1.1}, {64 * K: 1.0, M: 1.0}), sizes)
     assert v["B"]["status"] == "MISS" and v["U"]["status"] == "MISS"
+    # A run without nezha-adaptive (a knob run) does not judge (U) at all.
+    v = verdicts(cells_of({64 * K: 1.3, M: 1.3}, None, {64 * K: 1.0, M: 1.0}), sizes)
+    assert v["B"]["status"] == "PASS" and v["U"]["status"] == "N/A"
     # Without the Gloo series nothing can be judged.
     v = verdicts(cells_of({64 * K: 9.0, M: 9.0}, None, None), sizes)
     assert v["B"]["status"] == "MISS" and v["B"]["missing"] == sizes
