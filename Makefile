@@ -168,7 +168,7 @@ bench-failover: build-runtime ## Issue 18 failure timing: all rails down -> erro
 	$(PYTHON) bench/run_failover_timing.py --repeats 3 --baseline
 
 .PHONY: bench-unshaped
-bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails (CPU-bound): nezha single/adaptive vs Gloo, busbw + CPU cycles/byte, PASS/MISS (~3 min).
+bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails (CPU-bound): nezha single/adaptive vs Gloo, busbw + CPU cycles/byte, PASS/MISS (~1.5 min).
 	$(PYTHON) bench/run_unshaped.py
 
 .PHONY: bench-nccl
