@@ -167,6 +167,10 @@ bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPT
 bench-failover: build-runtime ## Issue 18 failure timing: all rails down -> error on every rank, restore -> share back; vs the knobs off, PASS/MISS (~3 min).
 	$(PYTHON) bench/run_failover_timing.py --repeats 3 --baseline
 
+.PHONY: bench-unshaped
+bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails (CPU-bound): nezha single/adaptive vs Gloo, busbw + CPU cycles/byte, PASS/MISS (~1.5 min).
+	$(PYTHON) bench/run_unshaped.py
+
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
 	$(PYTHON) bench/run_nccl_bench.py
