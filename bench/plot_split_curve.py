@@ -50,6 +50,11 @@ def _curve(ax, s: dict, goal: int) -> None:
         if j["settle_op"]:
             ax.plot([j["settle_op"]], [rm[j["settle_op"] - 1]], marker="o", color=color, markersize=6)
         top = max(top, max(ts[: min(len(ts), 10)], default=top) * 1.05)
+    for i, cv in enumerate(s.get("controls", [])):
+        ts = [t * 1e3 for t in cv["times_s"][:cv["judged"]["ops"]]]
+        rm = sc.rolling_median(ts)
+        ax.plot(range(1, len(ts) + 1), [x if x is not None else float("nan") for x in rm], color="gray",
+                linewidth=1.0, linestyle="--", label="control: best static pinned, same length" if i == 0 else None)
     ax.set_ylim(0, top)
     ax.set_xlim(0, max((c.get("judged", {}).get("ops", 0) for c in s["curves"]), default=goal) + 1)
     ax.set_xlabel(f"operation (fresh start; solid: rolling median of {sc.WINDOW})")

@@ -11,7 +11,9 @@ mode (every result checked on every rank), in --repeats rounds, each round:
   (no agreement round, so no update, in the launch) — the adaptive policy's own code path with
   learning frozen; each op's reported split is checked against the pinned one;
 - adaptive curve: one launch from a fresh start (the runtime's defaults: probe, no table, tuning
-  every 5 ops with gain 0.6) long enough for --curve-ops ops; per op its time and split.
+  every 5 ops with gain 0.6) long enough for --curve-ops ops; per op its time and split;
+- control: the best static split so far, pinned, in a launch as long as the adaptive one and
+  judged the same way (what the criterion gives a split that never moves: the noise floor).
 
 The best static split is the candidate with the least median op time over all rounds; each
 adaptive repeat's settle op is where its rolling median (5 ops) stays <= 1.05 x that time through
@@ -116,7 +118,7 @@ def run_scenario(tun, scen: SplitScenario, a, work: str) -> dict:
         with open(tables[c], "w") as f:
             json.dump(sc.pinned_table(rails, scen.ranks, a.bytes, c), f)
     static = {c: {"times_s": [], "launches": []} for c in cands}
-    curves, failures = [], []
+    curves, controls, failures = [], [], []
     log(f"{scen.name}: {scen.ranks} ranks, rails {'/'.join(map(str, scen.rates_mbit))} Mbit/s, "
         f"{len(cands)} static splits x {a.static_seconds:.1f} s + 1 adaptive curve, x {a.repeats} rounds")
     with Testbed(tun.testbed_sh, BED, scen.ranks, len(rails), scen.rates_mbit, mptcp=False) as bed:
@@ -156,14 +158,26 @@ def run_scenario(tun, scen: SplitScenario, a, work: str) -> dict:
                            "times_s": [op[1] / 1e6 for op in trace["ops"]], "splits": trace["op_split"]})
             log(f"  adaptive round {rnd + 1}: {len(trace['ops'])} ops, start split "
                 f"{fmt_split(trace['op_split'][0])}, last {fmt_split(trace['op_split'][-1])}")
-    return judge_scenario(scen, a, cands, static, curves, failures)
+            # Control: the best static split so far, pinned, as long as the adaptive run. The sweep's
+            # launches are short; this shows what the same criterion gives a split that never moves.
+            best_c, _ = sc.best_static(timed)
+            env = {"NEZHA_TABLE": tables[best_c], "NEZHA_TUNE_INTERVAL": str(sc.FROZEN_TUNE_INTERVAL)}
+            trace, why = run.run(f"{scen.name}.control.{rnd}", seconds, env)
+            if trace is None or not sc.pinned_ok(trace["op_split"], best_c):
+                failures.append(f"control round {rnd + 1}: {why or 'the split moved'}")
+                continue
+            controls.append({"round": rnd, "split": list(best_c), "times_s": [op[1] / 1e6 for op in trace["ops"]],
+                             "splits": trace["op_split"]})
+            log(f"  control (static {fmt_split(best_c)} pinned) round {rnd + 1}: {len(trace['ops'])} ops")
+    return judge_scenario(scen, a, cands, static, curves, failures, controls)
 
 
-def judge_scenario(scen: SplitScenario, a, cands, static: dict, curves: list, failures: list) -> dict:
+def judge_scenario(scen: SplitScenario, a, cands, static: dict, curves: list, failures: list,
+                   controls: list = ()) -> dict:
     out = {"name": scen.name, "ranks": scen.ranks, "rates_mbit": list(scen.rates_mbit), "failures": failures,
            "static": [{"split": list(c), "median_s": median(v["times_s"]) if v["times_s"] else None,
                        "timed_ops": len(v["times_s"]), "launches": v["launches"]} for c, v in static.items()],
-           "curves": curves}
+           "curves": curves, "controls": list(controls)}
     timed = {c: v["times_s"] for c, v in static.items() if v["times_s"]}
     if not timed or not curves:
         out.update(best=None, verdict="NOT RUN")
@@ -171,7 +185,7 @@ def judge_scenario(scen: SplitScenario, a, cands, static: dict, curves: list, fa
     best_split, best_s = sc.best_static(timed)
     out["best"] = {"split": list(best_split), "median_s": best_s,
                    "edge_of_sweep": best_split in (cands[0], cands[-1]) and len(scen.rates_mbit) == 2}
-    for cv in curves:
+    for cv in [*curves, *controls]:
         n = min(a.curve_ops, len(cv["times_s"]))
         cv["judged"] = sc.judge_curve(cv["times_s"][:n], cv["splits"][:n], best_s, best_split)
         cv["judged"]["short"] = n < a.curve_ops
@@ -179,12 +193,22 @@ def judge_scenario(scen: SplitScenario, a, cands, static: dict, curves: list, fa
     out["median_curve"] = {"times_s": med, "settle_op": sc.settle_op(med, best_s)}
     settles = [cv["judged"]["settle_op"] for cv in curves]
     out["settle_ops"] = settles
+    out["control_settle_ops"] = [cv["judged"]["settle_op"] for cv in controls]
     out["verdict"] = sc.verdict(settles) if len(curves) == a.repeats else \
         ("MISS" if sc.verdict(settles) == "MISS" else "INCOMPLETE")
     return out
 
 
+def _ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}x"
+
+
+def _dist(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
 def report(doc: dict) -> str:
+    r, d = _ratio, _dist
     info, args = doc["hardware"], doc["args"]
     lines = [f"Issue 18 target D (learned split vs the best static split) on the rail test bed, started {doc['started']}",
              f"hardware: {info['cpu_model']}, {info['cores']} cores, kernel {info['kernel']}; "
@@ -215,14 +239,17 @@ def report(doc: dict) -> str:
             j = cv.get("judged")
             if not j:
                 continue
-            r = lambda x: "n/a" if x is None else f"{x:.3f}x"  # noqa: E731
-            d = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
             lines.append(f"    repeat {i + 1}: {j['ops']} ops{' (SHORT)' if j['short'] else ''}; start split "
                          f"{fmt_split(cv['splits'][0])}; settled at op {j['settle_op'] or 'never'}; "
                          f"rolling median at op {sc.GOAL_OPS} {r(j['ratio_at_goal'])}, at the end "
                          f"{r(j['ratio_at_end'])} of best; split at op {sc.GOAL_OPS} {fmt_split(j['split_at_goal'])} "
                          f"(distance {d(j['distance_at_goal'])}), at the end {fmt_split(j['split_at_end'])} "
                          f"(distance {d(j['distance_at_end'])})")
+        for i, cv in enumerate(s.get("controls", [])):
+            j = cv["judged"]
+            lines.append(f"    control {i + 1} (static {fmt_split(cv['split'])} pinned, as long as the adaptive run, "
+                         f"judged the same way): {j['ops']} ops; settled at op {j['settle_op'] or 'never'}; rolling "
+                         f"median at op {sc.GOAL_OPS} {r(j['ratio_at_goal'])}, at the end {r(j['ratio_at_end'])} of best")
         if s.get("median_curve"):
             lines.append(f"    per-op median over repeats: settled at op {s['median_curve']['settle_op'] or 'never'}")
         for f in s["failures"]:
