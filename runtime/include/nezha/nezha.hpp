@@ -156,8 +156,11 @@ struct Options {
   size_t ringThreshold = 64 << 10;    // allreduce slices below this use recursive doubling
   size_t chainThreshold = 256 << 10;  // broadcasts above this: pipelined chain
   size_t socketBuffer = 4 << 20;      // SO_SNDBUF/SO_RCVBUF per data stream; 0 = kernel autotune
-  size_t minSliceBytes = 32 << 10;    // a hot split never gives a rail less than this
-  double tuneGain = 0.6;              // step of the online ratio update (0..1]
+  // TCP rails: ask for an immediate ACK after every receive on a data socket, so a sender
+  // limited by its congestion window never waits out the peer's delayed-ACK timer (40 ms).
+  bool tcpQuickAck = true;
+  size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
+  double tuneGain = 0.6;            // step of the online ratio update (0..1]
   bool verbose = false;
   // SHARP collective library to dlopen for sharp rails; empty = libsharp_coll.so on the loader's
   // search path (NEZHA_SHARP_LIBRARY).

@@ -231,6 +231,7 @@ Options Options::fromEnv() {
   }
   // The kernel doubles SO_SNDBUF/SO_RCVBUF into an int: stay far below that.
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
+  o.tcpQuickAck = paramInt("NEZHA_TCP_QUICKACK", 0, 1) == 1;
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   o.sharpLibrary = paramString("NEZHA_SHARP_LIBRARY");

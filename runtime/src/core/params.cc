@@ -58,6 +58,9 @@ const std::vector<Param>& allParams() {
        "reads its own copy and all must hold the same"},
       {"NEZHA_SOCKET_BUFFER", "4M",
        "socket send/receive buffer per stream (0 = autotune, <= 256M)"},
+      {"NEZHA_TCP_QUICKACK", "1",
+       "TCP rails: 1 = immediate ACK after every receive on a data socket (no delayed-ACK "
+       "stalls), 0 = the kernel's delayed ACKs"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},
       {"NEZHA_PREFLIGHT", "degrade",
        "a rail failing the start-up check: fail | degrade (start without it) | wait | off"},

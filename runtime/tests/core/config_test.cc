@@ -217,6 +217,7 @@ INSTANTIATE_TEST_SUITE_P(
             "ColdThresholdJunk", {{"NEZHA_COLD_THRESHOLD", "big"}}, "NEZHA_COLD_THRESHOLD=\"big\""},
         BadCase{"ColdThresholdUnit", {{"NEZHA_COLD_THRESHOLD", "64X"}}, "unknown unit \"X\""},
         BadCase{"StreamsZero", {{"NEZHA_STREAMS_PER_PEER", "0"}}, "NEZHA_STREAMS_PER_PEER=0"},
+        BadCase{"QuickAckNotABool", {{"NEZHA_TCP_QUICKACK", "2"}}, "NEZHA_TCP_QUICKACK=2"},
         BadCase{"TimeoutJunk", {{"NEZHA_IO_TIMEOUT_MS", "10s"}}, "NEZHA_IO_TIMEOUT_MS=\"10s\""},
         BadCase{"GainRange", {{"NEZHA_TUNE_GAIN", "2"}}, "NEZHA_TUNE_GAIN=2 is out of range"},
         BadCase{"ProbeBytesJunk", {{"NEZHA_PROBE_BYTES", "-1"}}, "NEZHA_PROBE_BYTES=\"-1\""},

@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_channel.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -27,6 +29,7 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       rank_(o.rank),
       size_(o.worldSize),
       nstreams_(o.streamsPerPeer),
+      quickAck_(o.tcpQuickAck),
       token_(o.jobToken),
       ioTimeout_(o.ioTimeout),
       // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
@@ -219,6 +222,14 @@ bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
     } else {
       n = ::recv(q.fd, base + part.done, part.len - part.done, MSG_DONTWAIT);
       if (n == 0) fail(strCat("connection to rank ", q.peer, " closed by peer"));
+      // Whatever arrived is acknowledged now: the sender may be waiting for this ACK to open its
+      // congestion window, and the kernel may otherwise hold it for its delayed-ACK timer
+      // (40 ms) -- on unshaped rails that stalled 256 KiB rings for 10-100 ms at a time
+      // (bench/results/issue18-perf). Quick-ACK mode is not sticky, so it is asked each time.
+      if (quickAck_ && n > 0) {
+        const int one = 1;
+        ::setsockopt(q.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+      }
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;

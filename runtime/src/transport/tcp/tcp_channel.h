@@ -57,6 +57,7 @@ class TcpChannel : public Transport {
   RailSpec spec_;
   std::string address_;
   int rail_, rank_, size_, nstreams_;
+  bool quickAck_;
   std::string token_;
   std::chrono::milliseconds ioTimeout_;
   std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
