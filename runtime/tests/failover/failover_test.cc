@@ -265,14 +265,19 @@ TEST(FailoverTest, FailedRailIsReadmittedAfterHoldDown) {
 // between them, so r1 can re-enter mid-operation and take its share of the rest. Whether the
 // re-admission lands between waves or at an operation's end depends on the clock; either way
 // every result is exact and every rank counts the same wave rounds and re-admissions.
+// The hold-down (3 s) outlasts any one operation even under ThreadSanitizer on a loaded machine
+// (a 16 MiB op took ~0.9 s there; with 100 ms the rail came back before any op ran without it,
+// and no wave was ever needed), and the ranks run operations until the re-admission rather
+// than a fixed count, so the test waits for the event, not for a guessed number of ops.
 TEST(FailoverTest, LargeOpsRunInWavesWhileARailIsOutAndItRejoins) {
   auto comms = testing::makeJob(jobOptions(2, 2, [](Options& o) {
     hotEqualSplit(o);
-    o.readmitHoldDown = std::chrono::milliseconds(100);
+    o.readmitHoldDown = std::chrono::milliseconds(3000);
     o.policy = Policy::kStatic;
   }));
   const int n = 2;
   const size_t count = size_t(4) << 20;  // 16 MiB of int32: 2 chunks per rail when split
+  const int kMaxOps = 400;               // a bound, so a missing re-admission fails, not hangs
   std::atomic<int> done{0};
   std::thread injector([&] {
     while (done.load() < 3) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -282,14 +287,21 @@ TEST(FailoverTest, LargeOpsRunInWavesWhileARailIsOutAndItRejoins) {
   std::vector<double> lastShare(n, 0);
   runRanks(n, [&](int r) {
     std::vector<int32_t> buf(count);
-    for (int i = 0; i < 25; ++i) {
+    int after = -1;  // operations still to run once every rank has seen the re-admission
+    for (int i = 0; i < kMaxOps && after != 0; ++i) {
       for (size_t j = 0; j < count; ++j) buf[j] = input(r, i, j);
       comms[r]->allreduce(buf.data(), buf.data(), count, DataType::kInt32, ReduceOp::kSum);
       for (size_t j = 0; j < count; ++j) wrong[r] += buf[j] != expectedSum(n, i, j);
+      lastShare[r] = comms[r]->lastReport().split.at("r1");
       if (r == 1) done++;
+      // Every rank leaves the loop after the same operation: whether anyone has re-admitted
+      // is agreed with a max over ranks.
+      int32_t readmitted = comms[r]->metrics().readmissions.empty() ? 0 : 1;
+      comms[r]->allreduce(&readmitted, &readmitted, 1, DataType::kInt32, ReduceOp::kMax);
+      if (after > 0) --after;
+      if (after < 0 && readmitted == 1) after = 3;  // a few ops with r1 back, to see its share
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    lastShare[r] = comms[r]->lastReport().split.at("r1");
   });
   injector.join();
   EXPECT_EQ(wrong, std::vector<long>(n, 0));
