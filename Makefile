@@ -150,7 +150,21 @@ test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and 
 .PHONY: e2e
 e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
 	hack/setup.sh cluster
-	$(PYTHON) -m pytest -q e2e --ignore=e2e/demo
+	$(PYTHON) -m pytest -q e2e --ignore=e2e/demo --ignore=e2e/kind
+
+.PHONY: kind
+kind: images ## A 3-node kind cluster (needs Docker) with two rails, Multus, whereabouts and the chart: hack/kind.sh up (down: make kind-down).
+	hack/setup.sh
+	hack/kind.sh up
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster and its rail networks (hack/kind.sh down).
+	hack/kind.sh down
+
+.PHONY: e2e-kind
+e2e-kind: build-go build-runtime ## End-to-end on the 3-node kind cluster (needs Docker): a job on two nodes over two rails, a rail cut on one node.
+	hack/setup.sh
+	$(PYTHON) -m pytest -q e2e/kind
 
 .PHONY: e2e-kubeflow
 e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 + JobSet and training-operator controllers (hack/kubeflow.sh) on the local cluster.
@@ -224,7 +238,7 @@ lint: ## go vet, gofmt, clang-format check, shellcheck on hack/ and the test-bed
 	go vet ./...
 	@out=$$(gofmt -l operator cni hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	find runtime bench -name '*.cc' -o -name '*.h' | grep -v '/build/' | xargs -r clang-format --dry-run --Werror
-	shellcheck -x hack/*.sh .ci/run runtime/tests/testbed/*.sh runtime/fuzz/*.sh
+	shellcheck -x hack/*.sh hack/kind-sandbox/*.sh .ci/run runtime/tests/testbed/*.sh runtime/fuzz/*.sh
 
 .PHONY: clean
 clean: ## Remove build outputs (caches in ~/.cache/nezha are kept).

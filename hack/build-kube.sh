@@ -2,6 +2,7 @@
 # Builds Kubernetes and etcd binaries from the Go module proxy into the cache:
 #   hack/build-kube.sh envtest   kube-apiserver, etcd, kubectl (for envtest: KUBEBUILDER_ASSETS)
 #   hack/build-kube.sh node      + kube-controller-manager, kube-scheduler, kubelet (local cluster)
+#   hack/build-kube.sh kind      + kubeadm, kube-proxy (the locally built kind node image)
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging repos with
 # ./staging), so we build from a small wrapper module that pins every staging repo instead.
 set -euo pipefail
@@ -13,7 +14,8 @@ set_name=${1:-envtest}
 case "$set_name" in
   envtest) cmds=(kube-apiserver kubectl) ;;
   node) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet) ;;
-  *) echo "build-kube.sh: unknown set '$set_name' (want envtest or node)" >&2; exit 2 ;;
+  kind) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy) ;;
+  *) echo "build-kube.sh: unknown set '$set_name' (want envtest, node or kind)" >&2; exit 2 ;;
 esac
 
 mkdir -p "$NEZHA_KUBE_BIN"
@@ -50,6 +52,8 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 GO
     (cd "$src" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1) || log "go mod tidy reported problems in $src; the build below will say if they matter"

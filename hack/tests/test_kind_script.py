@@ -1,0 +1,56 @@
+"""hack/kind.sh and hack/kind-sandbox/node-image.sh: bad input gets a clear error naming the knob,
+before anything is built or created (no Docker needed for these).
+
+Run: /usr/bin/python3 -m pytest -q hack/tests/test_kind_script.py
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KIND_SH = os.path.join(REPO, "hack", "kind.sh")
+NODE_IMAGE_SH = os.path.join(REPO, "hack", "kind-sandbox", "node-image.sh")
+
+
+def run(args, **env):
+    return subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, **env), timeout=120)
+
+
+@pytest.mark.parametrize("knob,value", [
+    ("NEZHA_KIND_NAME", "Bad_Name"),
+    ("NEZHA_KIND_RAILS", "0"),
+    ("NEZHA_KIND_RAILS", "five"),
+    ("NEZHA_KIND_RAIL_NET", "10.1.2"),
+    ("NEZHA_KIND_SANDBOX", "yes"),
+])
+def test_bad_knob_is_named(knob, value):
+    proc = run([KIND_SH, "up"], **{knob: value})
+    assert proc.returncode == 2, proc
+    assert knob in proc.stderr and value in proc.stderr, proc.stderr
+
+
+def test_unknown_command_is_refused():
+    proc = run([KIND_SH, "sideways"])
+    assert proc.returncode == 2 and "unknown command 'sideways'" in proc.stderr, proc.stderr
+
+
+def test_no_command_prints_usage():
+    proc = run([KIND_SH])
+    assert proc.returncode == 2 and "hack/kind.sh up" in proc.stderr, proc.stderr
+
+
+def test_node_image_ref_names_the_kubernetes_version_and_is_stable():
+    first = run([NODE_IMAGE_SH, "--ref"])
+    second = run([NODE_IMAGE_SH, "--ref"])
+    assert first.returncode == 0, first.stderr
+    version = run(["bash", "-c", f'source "{REPO}/hack/versions.sh"; echo "$KUBE_VERSION"']).stdout.strip()
+    assert re.fullmatch(rf"nezha\.local/kind-node:{re.escape(version)}-[0-9a-f]{{12}}\n", first.stdout), first.stdout
+    assert first.stdout == second.stdout
+
+
+def test_node_image_refuses_unknown_arguments():
+    proc = run([NODE_IMAGE_SH, "--fast"])
+    assert proc.returncode == 2 and "unknown argument '--fast'" in proc.stderr, proc.stderr
