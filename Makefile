@@ -175,6 +175,10 @@ bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails 
 bench-split: build-runtime ## Issue 18 target D: adaptive split's per-op curve vs the best of a static-split sweep (2 ranks, 800/300 and 600/200/400 Mbit/s, 16 MiB), PASS if within 5 % by op 50 (~5 min).
 	$(PYTHON) bench/run_split_curve.py
 
+.PHONY: bench-alltoall
+bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS (~2 min).
+	$(PYTHON) bench/run_alltoall.py
+
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
 	$(PYTHON) bench/run_nccl_bench.py
