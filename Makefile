@@ -176,8 +176,8 @@ bench-split: build-runtime ## Issue 18 target D: adaptive split's per-op curve v
 	$(PYTHON) bench/run_split_curve.py
 
 .PHONY: bench-alltoall
-bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS (~2 min).
-	$(PYTHON) bench/run_alltoall.py
+bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS; then nezha-tune --algorithms at both (~3 min).
+	$(PYTHON) bench/run_alltoall.py --tune
 
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).

@@ -8,10 +8,13 @@ libnezha had before), in the same job on the same rails, so the ratio is side by
 hosts x 2 rails shaped --rates (default 500,250 Mbit/s: 750 per host), adaptive policy.
 Verdicts (harness/alltoall.py; this change's own criteria, issue 18 has no alltoall number):
 exact results, no size slower than 0.95x the old path, and >= n/2 x faster at the largest size.
-Writes alltoall-<stamp>.{json,txt} to --out.
+With --tune, then `nezha-tune --algorithms` at each world size on the same bed (merging the
+files, so the last one holds the rows of every N): its alltoall section times pairwise and
+direct per size in one job (ratio to pairwise), and the table it writes is kept next to the
+results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt} to --out.
 
   run_alltoall.py [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
-                  [--warmup 3] [--iters 10] [--rates 500,250] [--out DIR] [--note TEXT]
+                  [--warmup 3] [--iters 10] [--rates 500,250] [--tune] [--out DIR] [--note TEXT]
 """
 
 import argparse
@@ -49,12 +52,45 @@ def parse_args(argv):
     ap.add_argument("--rates", default="500,250", help="Mbit/s per rail, every host (sum <= 1500)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--note", default="")
+    ap.add_argument("--tune", action="store_true", help="then nezha-tune --algorithms at each world size")
     a = ap.parse_args(argv)
     a.worlds = [int(w) for w in a.worlds.split(",")]
     a.rates = [int(r) for r in a.rates.split(",")]
     if sum(a.rates) > 1500 or min(a.worlds) < 2 or max(a.worlds) > 4:
         ap.error("want rails summing to <= 1500 Mbit/s and worlds in 2..4")
     return a
+
+
+def tune(a, tun, bed, work, port, rails, out, text) -> bool:
+    """nezha-tune --algorithms at each world size, merged into one table; its alltoall lines
+    (pairwise vs direct per size) go into the report."""
+    tool = os.path.join(os.path.dirname(tun.nezha_bench), "nezha-tune")
+    table = os.path.join(work, "algo.json")
+    for world in a.worlds:
+        port += 11
+        argv_ = [tool, "--algorithms", "--min-bytes", "1K", "--max-bytes", "4M", "--factor", "4",
+                 "--warmup", "3", "--iters", "10", "--out", table]
+        if os.path.exists(table):
+            argv_ += ["--merge", table]
+        env = {"NEZHA_RAILS": ",".join(f"r{k}=r{k}:tcp" for k in range(rails)),
+               "NEZHA_WORLD_SIZE": str(world), "NEZHA_RENDEZVOUS": f"{bed.addr(0, 0)}:{port}",
+               "NEZHA_JOB_TOKEN": secrets.token_hex(32), "NEZHA_POLICY": "adaptive"}
+        log(f"{world} ranks: nezha-tune {' '.join(argv_[1:])}")
+        res = run_ranks(bed, world, lambda r: argv_, lambda r: {**env, "NEZHA_RANK": str(r)}, 900, work,
+                        f"tune{world}")
+        if not res.ok():
+            text.append(f"nezha-tune at {world} ranks FAILED: {res.failure()}")
+            return False
+        with open(res.logs[0]) as f:
+            lines = f.read().splitlines()
+        section = alltoall.tune_section(lines)
+        out.setdefault("tune", {})[world] = lines
+        text += ["", f"nezha-tune --algorithms, {world} ranks, alltoall (us per operation, ratio to pairwise):"]
+        text += section
+    with open(table) as f:
+        out["algo_table"] = json.load(f)
+    text += ["", "nezha-tune's alltoall rows: " + json.dumps(out["algo_table"].get("alltoall"))]
+    return True
 
 
 def main(argv) -> int:
@@ -98,6 +134,8 @@ def main(argv) -> int:
             out["worlds"][world] = {"rows": rs, "verdicts": vs, "nezha_bench": raw}
             text += ["", alltoall.table(world, rs)] + [f"  {name}: {v} ({d})" for name, v, d in vs]
             ok = ok and all(v == "PASS" for _, v, _ in vs)
+        if a.tune:
+            ok = tune(a, tun, bed, work, port, rails, out, text) and ok
     out["loadavg_end"] = list(os.getloadavg())
     text.append(f"# load average at end {out['loadavg_end']}")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -105,6 +143,9 @@ def main(argv) -> int:
     base = os.path.join(a.out, f"alltoall-{stamp}")
     with open(base + ".json", "w") as f:
         json.dump(out, f, indent=1)
+    if out.get("algo_table"):
+        with open(base + "-algo.json", "w") as f:
+            json.dump(out["algo_table"], f, indent=2)
     with open(base + ".txt", "w") as f:
         f.write("\n".join(text) + "\n")
     print("\n".join(text))

@@ -46,3 +46,17 @@ def table(world: int, rs: list[dict]) -> str:
         lines.append(f"{format_bytes(r['bytes']):>8} {r['new_us']:>11.1f} {r['composed_us']:>12.1f} "
                      f"{r['speedup']:>7.2f}x {'hot' if r['hot'] else 'cold':>6} {r['check']:>6}")
     return "\n".join(lines)
+
+
+def tune_section(lines: list[str]) -> list[str]:
+    """The alltoall block of nezha-tune --algorithms output (header line to the next '#')."""
+    out, inside = [], False
+    for ln in lines:
+        if ln.startswith("# alltoall,"):
+            inside = True
+            continue
+        if inside and ln.startswith("#"):
+            break
+        if inside:
+            out.append(ln)
+    return out

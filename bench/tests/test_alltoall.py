@@ -34,3 +34,10 @@ def test_table_lists_every_size():
     rs = alltoall.rows({"results": [result(4096, 10.0, 20.0, hot=False)]})
     text = alltoall.table(2, rs)
     assert "4K" in text and "2.00x" in text and "cold" in text
+
+
+def test_tune_section_is_the_alltoall_block():
+    lines = ["# allreduce, 2 ranks: us per operation (ratio to ring)", "1024 1 2",
+             "# alltoall, 2 ranks: us per operation (ratio to pairwise)", "  size(B) pairwise direct  winner",
+             "  1024 10.0 (1.00x) 5.0 (0.50x)  direct", "# allreduce cold vs hot, 2 ranks", "1024 1 2"]
+    assert alltoall.tune_section(lines) == lines[3:5]
