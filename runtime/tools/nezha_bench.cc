@@ -118,9 +118,8 @@ Row measureSize(nezha::Communicator& c, const tools::BenchArgs& a, size_t sizeBy
     c.barrier();
     auto c0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.iters; ++i) composed();
-    row.composedUs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count() / a.iters *
-        1e6;
+    row.composedUs = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count() /
+                     a.iters * 1e6;
     // The new path's result is what --check looks at.
     runOp(c, a, in.data(), out.data(), inout.data(), count);
   }

@@ -125,10 +125,9 @@ int tuneAlgorithms(Communicator& c, const BenchArgs& a, const std::string& merge
   c.setColdThreshold(never);
   for (const auto& [op, key] : algoTableOps()) {
     std::vector<Candidate> cands;
-    for (Algorithm alg :
-         {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-          Algorithm::kBinomialTree, Algorithm::kPipelinedChain, Algorithm::kPairwise,
-          Algorithm::kDirect}) {
+    for (Algorithm alg : {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                          Algorithm::kHalvingDoubling, Algorithm::kBinomialTree,
+                          Algorithm::kPipelinedChain, Algorithm::kPairwise, Algorithm::kDirect}) {
       if (implements(alg, op)) cands.push_back({alg, false});
     }
     if (op == OpKind::kAllreduce && sharpRail) cands.push_back({Algorithm::kRing, true});

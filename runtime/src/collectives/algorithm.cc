@@ -58,7 +58,7 @@ std::string algorithmsFor(OpKind op) {
 
 AlgoOptions AlgoOptions::builtin(size_t ringThreshold, size_t chainThreshold) {
   AlgoOptions o;
-  AlgoRule rd, ring, tree, chain, anyRing, direct, pairwise;
+  AlgoRule rd, ring, tree, chain, anyRing, fewRanks, direct, pairwise;
   rd.maxBytes = ringThreshold;
   rd.algorithm = Algorithm::kRecursiveDoubling;
   rd.offload = true;
@@ -76,10 +76,12 @@ AlgoOptions AlgoOptions::builtin(size_t ringThreshold, size_t chainThreshold) {
   o.fallback[OpKind::kBroadcast] = {tree, small, chain};
   o.fallback[OpKind::kAllgather] = {anyRing};
   o.fallback[OpKind::kReduceScatter] = {anyRing};
+  fewRanks.maxRanks = kAlltoallDirectMaxRanks;
+  fewRanks.algorithm = Algorithm::kDirect;
   direct.maxBytes = kAlltoallDirectBytes;
   direct.algorithm = Algorithm::kDirect;
   pairwise.algorithm = Algorithm::kPairwise;
-  o.fallback[OpKind::kAlltoall] = {direct, pairwise};
+  o.fallback[OpKind::kAlltoall] = {fewRanks, direct, pairwise};
   o.rules = o.fallback;
   return o;
 }

@@ -33,9 +33,13 @@ bool implements(Algorithm a, OpKind op);
 std::string algorithmsFor(OpKind op);
 
 constexpr size_t kAnyBytes = ~size_t(0);
-// Built-in alltoall rule: slices below this post every message at once (latency-bound), larger
-// ones go pairwise (one peer pair per step, so a rank's link is not shared by n-1 streams at
-// once). Not an env knob: the algorithm table is the knob.
+// Built-in alltoall rules: up to kAlltoallDirectMaxRanks ranks every message is posted at once
+// (direct) at every size: on the test bed it tied pairwise at 2 ranks (the same single step)
+// and beat it by 11-14 % at 1-4 MiB with 4 ranks (bench/results/issue18-perf). Above that,
+// slices from kAlltoallDirectBytes go pairwise: one peer pair per step bounds what converges on
+// a rank's link at once (incast), the textbook reason, not measured here (no bed that large).
+// Not env knobs: the algorithm table is the knob.
+constexpr int kAlltoallDirectMaxRanks = 8;
 constexpr size_t kAlltoallDirectBytes = 256 << 10;
 
 // One row of a per-operation table: slices of fewer than maxBytes bytes among minRanks..maxRanks
@@ -67,8 +71,8 @@ struct AlgoOptions {
   std::map<OpKind, std::vector<AlgoRule>> fallback;
   // The built-in rules: allreduce below ringThreshold by recursive doubling, else ring (and
   // SHARP for cold allreduces); broadcast up to chainThreshold by binomial tree, else chain;
-  // allgather and reduce_scatter by ring; alltoall below kAlltoallDirectBytes direct, else
-  // pairwise.
+  // allgather and reduce_scatter by ring; alltoall direct up to kAlltoallDirectMaxRanks ranks
+  // or below kAlltoallDirectBytes, else pairwise.
   static AlgoOptions builtin(size_t ringThreshold = 64 << 10, size_t chainThreshold = 256 << 10);
 
   // The first matching rule for a slice of `bytes` among `ranks` ranks (built-in if none).

@@ -1,12 +1,12 @@
 // Alltoall on one rail: every message goes straight from its sender to its receiver, once.
 //
-// Pairwise exchange (large messages): n-1 steps; in step s rank r sends to r+s and receives
-// from r-s, so every rank talks to exactly one peer in each direction at a time and its link
-// is never shared by n-1 streams competing for it. Steps are separate exchanges (the step
-// barrier is the point: it bounds what is in flight per rank).
+// Pairwise exchange (large messages among many ranks): n-1 steps; in step s rank r sends to
+// r+s and receives from r-s, so every rank talks to exactly one peer in each direction at a
+// time and its link is never shared by n-1 streams converging on it (incast). Steps are
+// separate exchanges (the step barrier is the point: it bounds what is in flight per rank).
 //
-// Direct (small messages): every send and receive posted in one exchange: one round of
-// latency instead of n-1, which is what small messages pay for.
+// Direct (small messages, few ranks): every send and receive posted in one exchange: one round
+// of latency instead of n-1; with few peers the link is best kept full by all of them at once.
 //
 // Each rail carries only its part of each message (messagePart), so the same two functions
 // run a cold operation whole on one rail and a hot one split across rails.

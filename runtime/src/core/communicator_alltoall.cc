@@ -54,8 +54,8 @@ void runAlltoall(Impl& m, AlltoallLayout l, size_t maxPair, size_t widestBytes) 
     packed.resize(total * es);
     size_t at = 0;
     for (size_t p = 0; p < l.sendCount.size(); ++p) {
-      if (l.sendCount[p]) std::memcpy(packed.data() + at * es, l.send + l.sendDispl[p] * es,
-                                      l.sendCount[p] * es);
+      if (l.sendCount[p])
+        std::memcpy(packed.data() + at * es, l.send + l.sendDispl[p] * es, l.sendCount[p] * es);
       l.sendDispl[p] = at;
       at += l.sendCount[p];
     }

@@ -1,9 +1,9 @@
 // Rooted collectives (reduce, gather, scatter) composed from the multi-rail collectives in
-// communicator.cc (alltoall/alltoallv have their own data path: communicator_alltoall.cc). Composition is the point: every byte still moves
-// through an operation the scheduler splits across rails and the failover layer replays on
-// survivors, so these inherit both properties without a second code path. The price is
-// bandwidth (see nezha.hpp); the validation below makes bad arguments an error on every rank
-// instead of a hang on some.
+// communicator.cc (alltoall/alltoallv have their own data path: communicator_alltoall.cc).
+// Composition is the point: every byte still moves through an operation the scheduler splits across
+// rails and the failover layer replays on survivors, so these inherit both properties without a
+// second code path. The price is bandwidth (see nezha.hpp); the validation below makes bad
+// arguments an error on every rank instead of a hang on some.
 #include <cstring>
 #include <vector>
 

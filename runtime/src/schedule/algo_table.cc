@@ -77,10 +77,8 @@ Json ranksJson(Json row, int minRanks, int maxRanks) {
 
 const std::vector<std::pair<OpKind, const char*>>& algoTableOps() {
   static const std::vector<std::pair<OpKind, const char*>> ops = {
-      {OpKind::kAllreduce, "allreduce"},
-      {OpKind::kBroadcast, "broadcast"},
-      {OpKind::kAllgather, "allgather"},
-      {OpKind::kReduceScatter, "reduce_scatter"},
+      {OpKind::kAllreduce, "allreduce"}, {OpKind::kBroadcast, "broadcast"},
+      {OpKind::kAllgather, "allgather"}, {OpKind::kReduceScatter, "reduce_scatter"},
       {OpKind::kAlltoall, "alltoall"},
   };
   return ops;

@@ -17,7 +17,7 @@
 //                    {"algorithm": "pipelined_chain"} ],
 //     "allgather": [ {"algorithm": "ring"} ],
 //     "reduce_scatter": [ {"algorithm": "ring"} ],
-//     "alltoall": [ {"max_bytes": 262144, "algorithm": "direct"},
+//     "alltoall": [ {"max_ranks": 8, "algorithm": "direct"},
 //                   {"algorithm": "pairwise"} ]
 //   }
 //

@@ -139,8 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AlltoallTest,
                                            Param{"direct", 3, true}, Param{"direct", 4, true}),
                          paramName);
 
-// The built-in rules (no table): direct below 256 KiB per slice, pairwise above; one rail.
-TEST(AlltoallBuiltin, BothBandsOnOneRailAndOneRank) {
+// The built-in rules (no table; direct at these rank counts), on one rail and on one rank.
+TEST(AlltoallBuiltin, SmallAndLargeOnOneRailAndOneRank) {
   for (int ranks : {1, 3}) {
     auto comms = makeJob(jobOptions(ranks, 1));
     const size_t n = static_cast<size_t>(ranks);

@@ -21,8 +21,10 @@ TEST(AlgoTableTest, BuiltinMatchesTheThresholds) {
   EXPECT_EQ(o.choose(OpKind::kAllgather, 1 << 30, 8), Algorithm::kRing);
   EXPECT_EQ(o.choose(OpKind::kReduceScatter, 1, 8), Algorithm::kRing);
   EXPECT_EQ(o.choose(OpKind::kAlltoall, 1, 3), Algorithm::kDirect);
-  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes - 1, 4), Algorithm::kDirect);
-  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes, 4), Algorithm::kPairwise);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, size_t(1) << 30, kAlltoallDirectMaxRanks),
+            Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes - 1, 64), Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes, 9), Algorithm::kPairwise);
   // SHARP for every cold allreduce, as before the table existed; no cold rows.
   EXPECT_TRUE(t.offloadAllreduce(1, 4));
   EXPECT_TRUE(t.offloadAllreduce(size_t(1) << 40, 4));
