@@ -98,10 +98,10 @@ test-asan: ## Runtime unit and in-process tests under AddressSanitizer + Undefin
 	ctest --test-dir build/asan --output-on-failure -L unit
 
 .PHONY: test-tsan
-test-tsan: ## The multi-threaded failover, control-mesh and listener tests under ThreadSanitizer.
+test-tsan: ## The multi-threaded failover, control-mesh, listener and alltoall tests under ThreadSanitizer.
 	cmake -S runtime -B build/tsan $(SAN_FLAGS) -DNEZHA_SANITIZE=thread >/dev/null
 	cmake --build build/tsan -j2
-	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor'
+	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor|Alltoall'
 
 .PHONY: fuzz
 fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 60) each.
@@ -188,6 +188,10 @@ bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails 
 .PHONY: bench-split
 bench-split: build-runtime ## Issue 18 target D: adaptive split's per-op curve vs the best of a static-split sweep (2 ranks, 800/300 and 600/200/400 Mbit/s, 16 MiB), PASS if within 5 % by op 50 (~5 min).
 	$(PYTHON) bench/run_split_curve.py
+
+.PHONY: bench-alltoall
+bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS; then nezha-tune --algorithms at both (~3 min).
+	$(PYTHON) bench/run_alltoall.py --tune
 
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).

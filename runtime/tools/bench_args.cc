@@ -27,7 +27,8 @@ enum Flag {
   kQuiet,
   kJson,
   kLoopSeconds,
-  kTrace
+  kTrace,
+  kVsComposed
 };
 // --json and --out are the same flag: nezha-bench writes results there, nezha-tune the table.
 const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
@@ -46,6 +47,7 @@ const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
                                       {"out", required_argument, nullptr, kJson},
                                       {"loop-seconds", required_argument, nullptr, kLoopSeconds},
                                       {"trace", required_argument, nullptr, kTrace},
+                                      {"vs-composed", no_argument, nullptr, kVsComposed},
                                       {nullptr, 0, nullptr, 0}};
 
 double positiveSeconds(const std::string& v, const char* flag, double max) {
@@ -107,6 +109,9 @@ void applyFlag(int flag, const std::string& v, BenchArgs& a) {
     case kTrace:
       a.trace = v;
       return;
+    case kVsComposed:
+      a.vsComposed = true;
+      return;
   }
   NEZHA_ENFORCE(false, "unhandled flag ", flag);
 }
@@ -133,6 +138,9 @@ bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
   if (a.minBytes == 0) a.minBytes = 1;
   if (a.maxBytes < a.minBytes) throw ConfigError("--max-bytes is smaller than --min-bytes");
   if (!a.trace.empty() && a.loopSeconds <= 0) throw ConfigError("--trace needs --loop-seconds");
+  if (a.vsComposed && a.op != OpKind::kAlltoall) {
+    throw ConfigError("--vs-composed compares alltoall paths: it needs --op alltoall");
+  }
   if (a.loopSeconds > 0 && (a.op != OpKind::kAllreduce || a.reduce != ReduceOp::kSum)) {
     throw ConfigError("--loop-seconds runs allreduce with --reduce sum only");
   }
@@ -150,15 +158,29 @@ std::vector<size_t> sizeSweep(size_t minBytes, size_t maxBytes, double factor) {
   return out;
 }
 
+namespace {
+bool blocked(OpKind op) {
+  return op == OpKind::kAllgather || op == OpKind::kReduceScatter || op == OpKind::kAlltoall;
+}
+}  // namespace
+
 size_t countFor(OpKind op, size_t bytes, size_t es, int world) {
-  size_t per = (op == OpKind::kAllgather || op == OpKind::kReduceScatter)
-                   ? es * static_cast<size_t>(world)
-                   : es;
+  size_t per = blocked(op) ? es * static_cast<size_t>(world) : es;
   return std::max<size_t>(1, bytes / per);
 }
 
+size_t inputCount(OpKind op, size_t count, int world) {
+  const bool all = op == OpKind::kReduceScatter || op == OpKind::kAlltoall;
+  return all ? count * static_cast<size_t>(world) : count;
+}
+
+size_t outputCount(OpKind op, size_t count, int world) {
+  const bool all = op == OpKind::kAllgather || op == OpKind::kAlltoall;
+  return all ? count * static_cast<size_t>(world) : count;
+}
+
 size_t bytesFor(OpKind op, size_t count, size_t es, int world) {
-  if (op == OpKind::kAllgather || op == OpKind::kReduceScatter) {
+  if (blocked(op)) {
     return count * es * static_cast<size_t>(world);
   }
   return count * es;
@@ -171,6 +193,7 @@ double busBandwidthFactor(OpKind op, int world) {
       return 2 * (n - 1) / n;
     case OpKind::kAllgather:
     case OpKind::kReduceScatter:
+    case OpKind::kAlltoall:
       return (n - 1) / n;
     case OpKind::kBroadcast:
     case OpKind::kBarrier:
@@ -212,7 +235,11 @@ void fillInput(OpKind op, DataType t, ReduceOp red, int rank, int root, void* bu
   for (size_t i = 0; i < n; ++i) {
     double v = value(red, rank, i);
     if (op == OpKind::kBroadcast) v = rank == root ? static_cast<double>(i % 61) : -7.0;
-    if (op == OpKind::kAllgather) v = static_cast<double>((static_cast<size_t>(rank) * 7 + i) % 61);
+    // Alltoall: element i of rank r's send buffer is (7r + i) % 61, so block b of what rank r
+    // receives from p is p's elements [r*count, (r+1)*count).
+    if (op == OpKind::kAllgather || op == OpKind::kAlltoall) {
+      v = static_cast<double>((static_cast<size_t>(rank) * 7 + i) % 61);
+    }
     storeElement(t, buf, i, v);
   }
 }
@@ -232,12 +259,16 @@ size_t checkOutput(OpKind op, DataType t, ReduceOp red, int rank, int world, int
       }
       case OpKind::kReduceScatter:
         return reduced(red, world, static_cast<size_t>(rank) * count + i);
+      case OpKind::kAlltoall: {
+        size_t from = i / count, j = i % count;
+        return static_cast<double>((from * 7 + static_cast<size_t>(rank) * count + j) % 61);
+      }
       case OpKind::kBarrier:
         return 0;
     }
     return 0;
   };
-  size_t n = op == OpKind::kAllgather ? count * static_cast<size_t>(world) : count;
+  size_t n = outputCount(op, count, world);
   for (size_t i = 0; i < n; ++i) {
     double want = expectAt(i), got = loadElement(t, out, i);
     // Inputs are small integers, so results are exact; the tolerance only absorbs float noise.

@@ -24,6 +24,9 @@ struct BenchArgs {
   std::string json;        // nezha-bench: results file; nezha-tune: table output
   double loopSeconds = 0;  // nezha-bench loop mode: > 0 = loop on --max-bytes this long
   std::string trace;       // loop mode: per-op trace file (rank 0)
+  // nezha-bench --op alltoall: also time the allgather-composed alltoall (the path before
+  // issue 18) at every size, in the same run (alltoall_composed.h).
+  bool vsComposed = false;
 };
 
 // Parses the whole command line (argv[0] is the program) with getopt_long, so --flag=value and
@@ -36,7 +39,11 @@ std::vector<size_t> sizeSweep(size_t minBytes, size_t maxBytes, double factor);
 
 // Elements per rank buffer for an operation of `bytes` total (per nccl-tests: allgather counts
 // the gathered output, reduce_scatter the full input).
+// allgather and alltoall count per block (the size is the whole buffer of world blocks).
 size_t countFor(OpKind op, size_t bytes, size_t elemSize, int world);
+// Elements of a rank's send / receive buffer for an operation of `count` (per countFor).
+size_t inputCount(OpKind op, size_t count, int world);
+size_t outputCount(OpKind op, size_t count, int world);
 size_t bytesFor(OpKind op, size_t count, size_t elemSize, int world);
 double busBandwidthFactor(OpKind op, int world);
 

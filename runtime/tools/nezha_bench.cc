@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "alltoall_composed.h"
 #include "bench_args.h"
 #include "bench_loop.h"
 #include "util/json.h"
@@ -16,10 +17,13 @@
 namespace {
 
 const char kUsage[] =
-    "usage: nezha-bench [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
+    "usage: nezha-bench [--op allreduce|broadcast|allgather|reduce_scatter|alltoall]\n"
+    "                   [--dtype float32|...]\n"
     "                   [--reduce sum|prod|min|max] [--min-bytes 1K] [--max-bytes 256M]\n"
     "                   [--factor 2] [--warmup 5] [--iters 20] [--root 0] [--check]\n"
     "                   [--json FILE] [--quiet] [--loop-seconds S --trace FILE]\n"
+    "--vs-composed (alltoall): also time the allgather-composed alltoall every size, side by\n"
+    "  side (composed(us), speedup = composed time / alltoall time).\n"
     "--loop-seconds: allreduce of --max-bytes in a loop for S seconds, every result checked;\n"
     "  rank 0 writes a per-op trace (times, split, failovers) to --trace.\n"
     "One process per rank; configure with NEZHA_RAILS, NEZHA_RANK, NEZHA_WORLD_SIZE,\n"
@@ -34,6 +38,7 @@ namespace tools = nezha::tools;
 struct Row {
   size_t bytes, count;
   double timeUs, algbw, busbw;
+  double composedUs = 0;  // --vs-composed: the allgather-composed alltoall, same size
   nezha::OpReport report;
   std::string check;
 };
@@ -49,6 +54,8 @@ void runOp(nezha::Communicator& c, const tools::BenchArgs& a, const void* in, vo
       return c.allgather(in, out, count, a.dtype);
     case OpKind::kReduceScatter:
       return c.reduceScatter(in, out, count, a.dtype, a.reduce);
+    case OpKind::kAlltoall:
+      return c.alltoall(in, out, count, a.dtype);
     case OpKind::kBarrier:
       return c.barrier();
   }
@@ -73,8 +80,10 @@ void printHeader(nezha::Communicator& c, const tools::BenchArgs& a) {
                 r.bandwidthBytesPerSecond / 1e6);
   }
   std::printf(", cold threshold %zu\n", c.coldThreshold());
-  std::printf("%12s %12s %8s %7s %12s %11s %11s  %-24s %s\n", "size(B)", "count", "type", "redop",
+  std::printf("%12s %12s %8s %7s %12s %11s %11s  %-24s %s", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "split", "check");
+  if (a.vsComposed) std::printf("  %14s %8s", "composed(us)", "speedup");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -84,8 +93,8 @@ Row measureSize(nezha::Communicator& c, const tools::BenchArgs& a, size_t sizeBy
   const int rank = c.rank(), world = c.worldSize();
   const size_t es = nezha::dataTypeSize(a.dtype);
   const size_t count = tools::countFor(a.op, sizeBytes, es, world);
-  const size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
-  const size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
+  const size_t inCount = tools::inputCount(a.op, count, world);
+  const size_t outCount = tools::outputCount(a.op, count, world);
   std::vector<char> in(inCount * es), out(outCount * es), inout(count * es);
   tools::fillInput(a.op, a.dtype, a.reduce, rank, a.root,
                    a.op == OpKind::kBroadcast ? inout.data() : in.data(),
@@ -97,6 +106,23 @@ Row measureSize(nezha::Communicator& c, const tools::BenchArgs& a, size_t sizeBy
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Row row;
   row.report = c.lastReport();
+  if (a.vsComposed) {
+    // The same size through the old path, right after the new one (same run, same rails).
+    std::vector<size_t> counts(static_cast<size_t>(world), count), displs;
+    for (int p = 0; p < world; ++p) displs.push_back(static_cast<size_t>(p) * count);
+    auto composed = [&] {
+      tools::composedAlltoallv(c, in.data(), counts.data(), displs.data(), out.data(),
+                               counts.data(), displs.data(), a.dtype);
+    };
+    for (int i = 0; i < a.warmup; ++i) composed();
+    c.barrier();
+    auto c0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.iters; ++i) composed();
+    row.composedUs = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count() /
+                     a.iters * 1e6;
+    // The new path's result is what --check looks at.
+    runOp(c, a, in.data(), out.data(), inout.data(), count);
+  }
   row.bytes = tools::bytesFor(a.op, count, es, world);
   row.count = count;
   row.timeUs = secs / a.iters * 1e6;
@@ -122,9 +148,11 @@ void printRow(const tools::BenchArgs& a, const Row& row) {
   for (const auto& [name, b] : row.report.railBytes) {
     railBytes += (railBytes.empty() ? "" : ",") + name + "=" + std::to_string(b);
   }
-  std::printf("%12zu %12zu %8s %7s %12.1f %11.3f %11.3f  %-24s %s  [%s]\n", row.bytes, row.count,
+  std::printf("%12zu %12zu %8s %7s %12.1f %11.3f %11.3f  %-24s %s  [%s]", row.bytes, row.count,
               nezha::toString(a.dtype), nezha::toString(a.reduce), row.timeUs, row.algbw, row.busbw,
               splitText(row.report).c_str(), row.check.c_str(), railBytes.c_str());
+  if (a.vsComposed) std::printf("  %14.1f %7.2fx", row.composedUs, row.composedUs / row.timeUs);
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -158,6 +186,10 @@ Json rowJson(const Row& r) {
   for (const auto& [name, b] : r.report.railBytes) rb[name] = b;
   j["rail_bytes"] = rb;
   j["check"] = r.check;
+  if (r.composedUs > 0) {
+    j["composed_time_us"] = r.composedUs;
+    j["speedup_vs_composed"] = r.composedUs / r.timeUs;
+  }
   return j;
 }
 

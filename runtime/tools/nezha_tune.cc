@@ -23,7 +23,8 @@
 namespace {
 
 const char kUsage[] =
-    "usage: nezha-tune [--op allreduce|broadcast|allgather|reduce_scatter] [--dtype float32|...]\n"
+    "usage: nezha-tune [--op allreduce|broadcast|allgather|reduce_scatter|alltoall]\n"
+    "                  [--dtype float32|...]\n"
     "                  [--reduce sum|...] [--min-bytes 4K] [--max-bytes 64M] [--factor 2]\n"
     "                  [--warmup 50] [--iters 10] --out TABLE.json [--quiet]\n"
     "       nezha-tune --algorithms [--merge OLD.json] [--min-bytes 1K] [--max-bytes 4M]\n"
@@ -95,8 +96,8 @@ int run(int argc, char** argv) {
   for (size_t bytesWanted : sizes) {
     size_t count = tools::countFor(a.op, bytesWanted, es, world);
     size_t bytes = tools::bytesFor(a.op, count, es, world);
-    size_t inCount = a.op == OpKind::kReduceScatter ? count * world : count;
-    size_t outCount = a.op == OpKind::kAllgather ? count * world : count;
+    size_t inCount = tools::inputCount(a.op, count, world);
+    size_t outCount = tools::outputCount(a.op, count, world);
     std::vector<char> in(inCount * es), out(outCount * es);
     tools::fillInput(a.op, a.dtype, a.reduce, c.rank(), 0, in.data(), inCount);
 

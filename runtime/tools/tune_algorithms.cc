@@ -40,8 +40,8 @@ Buffers buffersFor(Communicator& c, OpKind op, const BenchArgs& a, size_t bytesW
   Buffers b;
   b.count = countFor(op, bytesWanted, es, world);
   b.bytes = bytesFor(op, b.count, es, world);
-  const size_t inCount = op == OpKind::kReduceScatter ? b.count * world : b.count;
-  const size_t outCount = op == OpKind::kAllgather ? b.count * world : b.count;
+  const size_t inCount = inputCount(op, b.count, world);
+  const size_t outCount = outputCount(op, b.count, world);
   b.in.resize(inCount * es);
   b.out.resize(outCount * es);
   fillInput(op, a.dtype, a.reduce, c.rank(), 0, b.in.data(), inCount);
@@ -87,6 +87,8 @@ double timeOps(Communicator& c, OpKind op, const BenchArgs& a, std::vector<char>
         return c.allgather(in.data(), out.data(), count, a.dtype);
       case OpKind::kReduceScatter:
         return c.reduceScatter(in.data(), out.data(), count, a.dtype, a.reduce);
+      case OpKind::kAlltoall:
+        return c.alltoall(in.data(), out.data(), count, a.dtype);
       case OpKind::kBarrier:
         return c.barrier();
     }
@@ -123,9 +125,9 @@ int tuneAlgorithms(Communicator& c, const BenchArgs& a, const std::string& merge
   c.setColdThreshold(never);
   for (const auto& [op, key] : algoTableOps()) {
     std::vector<Candidate> cands;
-    for (Algorithm alg :
-         {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-          Algorithm::kBinomialTree, Algorithm::kPipelinedChain}) {
+    for (Algorithm alg : {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                          Algorithm::kHalvingDoubling, Algorithm::kBinomialTree,
+                          Algorithm::kPipelinedChain, Algorithm::kPairwise, Algorithm::kDirect}) {
       if (implements(alg, op)) cands.push_back({alg, false});
     }
     if (op == OpKind::kAllreduce && sharpRail) cands.push_back({Algorithm::kRing, true});

@@ -70,9 +70,9 @@ nezha_status_t nezha_reduce_scatter(nezha_comm_t comm, const void* sendbuf, void
                                     size_t recvcount, nezha_dtype_t dtype, nezha_op_t op);
 nezha_status_t nezha_barrier(nezha_comm_t comm);
 
-/* Rooted and personalized collectives, built on the ones above (so split across rails and
- * failover-protected like them; bandwidth costs in nezha.hpp). recvbuf may be NULL on non-roots
- * of reduce/gather, sendbuf on non-roots of scatter. gather's recvbuf and scatter's sendbuf hold
+/* Rooted collectives, built on the ones above (so split across rails and failover-protected
+ * like them; bandwidth costs in nezha.hpp). recvbuf may be NULL on non-roots of reduce/gather,
+ * sendbuf on non-roots of scatter. gather's recvbuf and scatter's sendbuf hold
  * world_size * count elements. */
 nezha_status_t nezha_reduce(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                             nezha_dtype_t dtype, nezha_op_t op, int root);
@@ -80,8 +80,13 @@ nezha_status_t nezha_gather(nezha_comm_t comm, const void* sendbuf, void* recvbu
                             nezha_dtype_t dtype, int root);
 nezha_status_t nezha_scatter(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                              nezha_dtype_t dtype, int root);
-/* Counts and displacements in elements, world_size entries each; recvcounts[p] must equal what
- * rank p sends to this rank (checked on every rank). */
+/* Personalized exchange: each block moves once, straight to its rank, split across rails and
+ * failover-protected. alltoall: sendbuf and recvbuf hold world_size * count elements; block p of
+ * sendbuf goes to rank p, block p of recvbuf comes from rank p. alltoallv: counts and
+ * displacements in elements, world_size entries each; recvcounts[p] must equal what rank p
+ * sends to this rank (checked on every rank). */
+nezha_status_t nezha_alltoall(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              nezha_dtype_t dtype);
 nezha_status_t nezha_alltoallv(nezha_comm_t comm, const void* sendbuf, const size_t* sendcounts,
                                const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                const size_t* rdispls, nezha_dtype_t dtype);

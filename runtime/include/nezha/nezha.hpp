@@ -57,7 +57,8 @@ class RailError : public Error {
 // ---- types ---------------------------------------------------------------------------------
 enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
 enum class ReduceOp { kSum, kProd, kMin, kMax };
-enum class OpKind { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+// kAlltoall last: the numbering of the older kinds is unchanged.
+enum class OpKind { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier, kAlltoall };
 // adaptive: cold/hot with online tuning; static: fixed bandwidth-proportional split (MRIB);
 // single: everything on the rail with the highest probed bandwidth.
 enum class Policy { kAdaptive, kStatic, kSingle };
@@ -272,24 +273,32 @@ class Communicator {
                      ReduceOp op);
   void barrier();
 
-  // Rooted and personalized collectives (core/communicator_compose.cc). Each is built from the
-  // collectives above, so it is split across rails and failover-protected like them, at a
-  // bandwidth cost: reduce = allreduce, gather = allgather, scatter = broadcast of the root's
-  // whole buffer, alltoallv = an allgather of every rank's send buffer (n x the optimal bytes;
-  // a pairwise exchange striped over rails is the planned replacement). recvbuf may be null on
-  // non-root ranks of reduce and gather, sendbuf on non-roots of scatter.
+  // Personalized exchange (core/communicator_alltoall.cc): block p of sendbuf (count elements
+  // at sendbuf + p*count) goes to rank p, which receives it as block `rank()` of its recvbuf.
+  // Each block moves once, straight to its rank, split across rails like the collectives above
+  // (every pair's message is cut in the same proportions, so each rail carries its share of
+  // every message) and failover-protected like them. The algorithm per rail slice comes from
+  // the algorithm table's "alltoall" rows (pairwise exchange or a direct all-at-once post).
+  // The buffers may overlap (then the input is copied first).
+  void alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+  // Rank r sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p, which receives
+  // them at recvbuf + rdispls[r]; recvcounts[p] must equal what p sends here (checked on every
+  // rank: a mismatch is InvalidArgument on all ranks, not a hang). Counts/displacements are in
+  // elements, worldSize entries each. Same data path as alltoall, after one small allgather
+  // of every rank's counts (to check them and agree on the split).
+  void alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                 void* recvbuf, const size_t* recvcounts, const size_t* rdispls, DataType dtype);
+
+  // Rooted collectives (core/communicator_compose.cc). Each is built from the collectives
+  // above, so it is split across rails and failover-protected like them, at a bandwidth cost:
+  // reduce = allreduce, gather = allgather, scatter = broadcast of the root's whole buffer.
+  // recvbuf may be null on non-root ranks of reduce and gather, sendbuf on non-roots of scatter.
   void reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
               int root);
   // recvbuf (root) holds worldSize*count elements.
   void gather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, int root);
   // sendbuf (root) holds worldSize*count elements.
   void scatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, int root);
-  // Rank r sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p, which receives
-  // them at recvbuf + rdispls[r]; recvcounts[p] must equal what p sends here (checked on every
-  // rank: a mismatch is InvalidArgument on all ranks, not a hang). Counts/displacements are in
-  // elements, worldSize entries each.
-  void alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
-                 void* recvbuf, const size_t* recvcounts, const size_t* rdispls, DataType dtype);
 
   // Changes the cold/hot threshold from the next operation on. Like a collective, every rank
   // must make the same call at the same point (nezha-tune uses it to time cold vs hot).

@@ -31,6 +31,7 @@ def _declare(lib):
         "nezha_broadcast": (c_int, [c_void_p, c_void_p, c_size_t, c_int, c_int]),
         "nezha_allgather": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int]),
         "nezha_reduce_scatter": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int]),
+        "nezha_alltoall": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int]),
         "nezha_barrier": (c_int, [c_void_p]),
         "nezha_save_table": (c_int, [c_void_p, c_char_p]),
         "nezha_last_error": (c_char_p, []),

@@ -116,6 +116,17 @@ class Communicator:
         self._call(self._lib.nezha_reduce_scatter, s.ptr, r.ptr, r.count, s.dtype, _reduce_op(op))
         return recv
 
+    def alltoall(self, send, recv):
+        """Block i of `send` (world_size blocks of count elements) goes to rank i; block i of
+        `recv` (same size) comes from rank i. Each block moves once, split across rails."""
+        s = as_buffer(send, "alltoall send", writable=False)
+        r = as_buffer(recv, "alltoall recv", writable=True)
+        _same(s, r, "alltoall", s.count)
+        if s.count % self.world_size:
+            raise InvalidArgument(f"alltoall: {s.count} elements are not {self.world_size} equal blocks")
+        self._call(self._lib.nezha_alltoall, s.ptr, r.ptr, s.count // self.world_size, s.dtype)
+        return recv
+
     def barrier(self):
         self._call(self._lib.nezha_barrier)
 

@@ -30,6 +30,10 @@ def scenario_numpy():
         rs = np.empty(3, dtype=np.float32)
         comm.reduce_scatter(np.arange(3 * world, dtype=np.float32), rs, op="min")
         assert rs.tolist() == list(range(3 * rank, 3 * rank + 3)), rs
+        sent = np.array([100 * rank + p for p in range(world) for _ in range(3)], dtype=np.int32)
+        got = np.empty_like(sent)
+        comm.alltoall(sent, got)
+        assert got.tolist() == [100 * p + rank for p in range(world) for _ in range(3)], got
         b = np.full(7, rank, dtype=np.int64)
         comm.broadcast(b, root=world - 1)
         assert b.tolist() == [world - 1] * 7

@@ -35,6 +35,9 @@ def test_single_rank_collectives_are_identity(solo):
         assert np.array_equal(out, a)
         solo.allgather(a, out)
         assert np.array_equal(out, a)
+        out[:] = 0
+        solo.alltoall(a, out)
+        assert np.array_equal(out, a)
     t = torch.arange(10, dtype=torch.bfloat16)
     solo.allreduce(t)
     solo.broadcast(t, root=0)
@@ -50,6 +53,7 @@ def test_single_rank_collectives_are_identity(solo):
     (lambda c: c.allreduce(np.ones(4), op="avg"), "'avg' is not a reduction"),
     (lambda c: c.allgather(np.ones(4), np.ones(3)), "has 3 elements, want 4"),
     (lambda c: c.reduce_scatter(np.ones(3), np.ones(2)), "has 3 elements, want 2"),
+    (lambda c: c.alltoall(np.ones(4), np.ones(5)), "has 5 elements, want 4"),
     (lambda c: c.broadcast(np.ones(4), root=1), "root 1 is out of range for world size 1"),
     (lambda c: c.allreduce([1.0, 2.0]), "want a numpy array or a torch tensor, got list"),
     (lambda c: c.allreduce(torch.ones(4, dtype=torch.complex64)), "torch.complex64 is not supported"),

@@ -17,6 +17,8 @@ const std::vector<Named>& named() {
       {Algorithm::kHalvingDoubling, "halving_doubling", {OpKind::kAllreduce}},
       {Algorithm::kBinomialTree, "binomial_tree", {OpKind::kBroadcast}},
       {Algorithm::kPipelinedChain, "pipelined_chain", {OpKind::kBroadcast}},
+      {Algorithm::kPairwise, "pairwise", {OpKind::kAlltoall}},
+      {Algorithm::kDirect, "direct", {OpKind::kAlltoall}},
   };
   return all;
 }
@@ -56,7 +58,7 @@ std::string algorithmsFor(OpKind op) {
 
 AlgoOptions AlgoOptions::builtin(size_t ringThreshold, size_t chainThreshold) {
   AlgoOptions o;
-  AlgoRule rd, ring, tree, chain, anyRing;
+  AlgoRule rd, ring, tree, chain, anyRing, fewRanks, direct, pairwise;
   rd.maxBytes = ringThreshold;
   rd.algorithm = Algorithm::kRecursiveDoubling;
   rd.offload = true;
@@ -74,6 +76,12 @@ AlgoOptions AlgoOptions::builtin(size_t ringThreshold, size_t chainThreshold) {
   o.fallback[OpKind::kBroadcast] = {tree, small, chain};
   o.fallback[OpKind::kAllgather] = {anyRing};
   o.fallback[OpKind::kReduceScatter] = {anyRing};
+  fewRanks.maxRanks = kAlltoallDirectMaxRanks;
+  fewRanks.algorithm = Algorithm::kDirect;
+  direct.maxBytes = kAlltoallDirectBytes;
+  direct.algorithm = Algorithm::kDirect;
+  pairwise.algorithm = Algorithm::kPairwise;
+  o.fallback[OpKind::kAlltoall] = {fewRanks, direct, pairwise};
   o.rules = o.fallback;
   return o;
 }

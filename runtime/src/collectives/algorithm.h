@@ -21,6 +21,8 @@ enum class Algorithm : int {
   kHalvingDoubling,    // allreduce (Rabenseifner): halving reduce-scatter + doubling allgather
   kBinomialTree,       // broadcast: log2(n) rounds
   kPipelinedChain,     // broadcast: a forwarding line, time -> bytes / bandwidth
+  kPairwise,           // alltoall: n-1 steps, in step s send to r+s and receive from r-s
+  kDirect,             // alltoall: every message posted at once, one round of latency
 };
 
 const char* toString(Algorithm a);
@@ -31,6 +33,14 @@ bool implements(Algorithm a, OpKind op);
 std::string algorithmsFor(OpKind op);
 
 constexpr size_t kAnyBytes = ~size_t(0);
+// Built-in alltoall rules: up to kAlltoallDirectMaxRanks ranks every message is posted at once
+// (direct) at every size: on the test bed it tied pairwise at 2 ranks (the same single step)
+// and beat it by 11-14 % at 1-4 MiB with 4 ranks (bench/results/issue18-perf). Above that,
+// slices from kAlltoallDirectBytes go pairwise: one peer pair per step bounds what converges on
+// a rank's link at once (incast), the textbook reason, not measured here (no bed that large).
+// Not env knobs: the algorithm table is the knob.
+constexpr int kAlltoallDirectMaxRanks = 8;
+constexpr size_t kAlltoallDirectBytes = 256 << 10;
 
 // One row of a per-operation table: slices of fewer than maxBytes bytes among minRanks..maxRanks
 // ranks run `algorithm`. Rows are tried in order; the first that matches wins.
@@ -61,7 +71,8 @@ struct AlgoOptions {
   std::map<OpKind, std::vector<AlgoRule>> fallback;
   // The built-in rules: allreduce below ringThreshold by recursive doubling, else ring (and
   // SHARP for cold allreduces); broadcast up to chainThreshold by binomial tree, else chain;
-  // allgather and reduce_scatter by ring.
+  // allgather and reduce_scatter by ring; alltoall direct up to kAlltoallDirectMaxRanks ranks
+  // or below kAlltoallDirectBytes, else pairwise.
   static AlgoOptions builtin(size_t ringThreshold = 64 << 10, size_t chainThreshold = 256 << 10);
 
   // The first matching rule for a slice of `bytes` among `ranks` ranks (built-in if none).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithm.h"
@@ -65,6 +66,29 @@ void reduceScatter(Channel& ch, const char* in, size_t inStride, char* out, size
                    DataType dt, ReduceOp op, Scratch& scratch, const AlgoOptions& o);
 void reduceScatterRing(Channel& ch, const char* in, size_t inStride, char* out, size_t count,
                        DataType dt, ReduceOp op, Scratch& scratch);
+
+// Personalized exchange (alltoall.cc). What this rank sends to and receives from each peer;
+// one rail carries the part of every message that its slice [unitBegin, unitBegin+unitCount)
+// of the operation's `units` covers (messagePart), so the rails' slices of one operation tile
+// every message exactly, whatever the split, and a replayed slice rewrites the same bytes.
+struct AlltoallLayout {
+  const char* send = nullptr;
+  char* recv = nullptr;
+  size_t elemSize = 1;
+  // Elements, per peer (worldSize entries); recvCount[p] is what p sends to this rank.
+  std::vector<size_t> sendCount, sendDispl, recvCount, recvDispl;
+  size_t units = 0;      // the unit space the scheduler splits (> 0 when anything moves)
+  size_t unitBytes = 0;  // agreed bytes per unit: the slice size the algorithm choice sees
+};
+// Elements [first, second) of a message of `count` elements that units [a, b) of `units`
+// cover: floor(count*a/units) .. floor(count*b/units), exact in 128-bit arithmetic.
+std::pair<size_t, size_t> messagePart(size_t count, size_t a, size_t b, size_t units);
+// One rail's slice, peers only (this rank's own block is the caller's copy). The algorithm is
+// o.choose(alltoall, unitCount * unitBytes, ranks): the same on every rank.
+void alltoall(Channel& ch, const AlltoallLayout& l, size_t unitBegin, size_t unitCount,
+              const AlgoOptions& o);
+void alltoallPairwise(Channel& ch, const AlltoallLayout& l, size_t unitBegin, size_t unitCount);
+void alltoallDirect(Channel& ch, const AlltoallLayout& l, size_t unitBegin, size_t unitCount);
 
 void barrierDissemination(Channel& ch);
 

@@ -110,6 +110,11 @@ nezha_status_t nezha_scatter(nezha_comm_t comm, const void* sendbuf, void* recvb
   return guard([&] { get(comm).scatter(sendbuf, recvbuf, count, dt(dtype), root); });
 }
 
+nezha_status_t nezha_alltoall(nezha_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              nezha_dtype_t dtype) {
+  return guard([&] { get(comm).alltoall(sendbuf, recvbuf, count, dt(dtype)); });
+}
+
 nezha_status_t nezha_alltoallv(nezha_comm_t comm, const void* sendbuf, const size_t* sendcounts,
                                const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                const size_t* rdispls, nezha_dtype_t dtype) {

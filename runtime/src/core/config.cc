@@ -270,6 +270,8 @@ const char* toString(OpKind op) {
       return "reduce_scatter";
     case OpKind::kBarrier:
       return "barrier";
+    case OpKind::kAlltoall:
+      return "alltoall";
   }
   return "?";
 }
@@ -295,11 +297,12 @@ ReduceOp parseReduceOp(const std::string& s) {
 
 OpKind parseOpKind(const std::string& s) {
   for (OpKind op : {OpKind::kAllreduce, OpKind::kBroadcast, OpKind::kAllgather,
-                    OpKind::kReduceScatter, OpKind::kBarrier}) {
+                    OpKind::kReduceScatter, OpKind::kAlltoall, OpKind::kBarrier}) {
     if (s == toString(op)) return op;
   }
   throw ConfigError(strCat("unknown collective \"", s,
-                           "\" (want allreduce, broadcast, allgather, reduce_scatter or barrier)"));
+                           "\" (want allreduce, broadcast, allgather, reduce_scatter, alltoall "
+                           "or barrier)"));
 }
 
 Policy parsePolicy(const std::string& s) {

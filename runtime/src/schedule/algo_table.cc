@@ -77,10 +77,9 @@ Json ranksJson(Json row, int minRanks, int maxRanks) {
 
 const std::vector<std::pair<OpKind, const char*>>& algoTableOps() {
   static const std::vector<std::pair<OpKind, const char*>> ops = {
-      {OpKind::kAllreduce, "allreduce"},
-      {OpKind::kBroadcast, "broadcast"},
-      {OpKind::kAllgather, "allgather"},
-      {OpKind::kReduceScatter, "reduce_scatter"},
+      {OpKind::kAllreduce, "allreduce"}, {OpKind::kBroadcast, "broadcast"},
+      {OpKind::kAllgather, "allgather"}, {OpKind::kReduceScatter, "reduce_scatter"},
+      {OpKind::kAlltoall, "alltoall"},
   };
   return ops;
 }
@@ -105,12 +104,9 @@ AlgoTable AlgoTable::parse(const std::string& text, const std::string& what, siz
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
     if (ok) continue;
-    if (it.key() == "alltoall") {
-      throw ConfigError(strCat(what, " alltoall: Nezha has no alltoall collective yet"));
-    }
-    throw ConfigError(strCat(what, " ", it.key(),
-                             ": unknown key (known: format, cold_threshold, allreduce, "
-                             "broadcast, allgather, reduce_scatter)"));
+    std::string list;
+    for (const char* k : known) list += strCat(list.empty() ? "" : ", ", k);
+    throw ConfigError(strCat(what, " ", it.key(), ": unknown key (known: ", list, ")"));
   }
   const std::string& format = stringValue(member(root, "format", what), what + " format");
   if (format != kFormat) {

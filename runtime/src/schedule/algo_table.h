@@ -16,13 +16,16 @@
 //     "broadcast": [ {"max_bytes": 262144, "algorithm": "binomial_tree"},
 //                    {"algorithm": "pipelined_chain"} ],
 //     "allgather": [ {"algorithm": "ring"} ],
-//     "reduce_scatter": [ {"algorithm": "ring"} ]
+//     "reduce_scatter": [ {"algorithm": "ring"} ],
+//     "alltoall": [ {"max_ranks": 8, "algorithm": "direct"},
+//                   {"algorithm": "pairwise"} ]
 //   }
 //
 // Rows are tried in order, the first whose ranks (min_ranks..max_ranks, inclusive; defaults 1
 // and unlimited) and size (bytes < max_bytes; default unlimited) match wins; a pair no row
 // covers takes the built-in rule. Sizes are the bytes one rail carries for the operation
-// (allreduce/broadcast: the slice; allgather/reduce_scatter: the slice of all ranks' blocks);
+// (allreduce/broadcast: the slice; allgather/reduce_scatter: the slice of all ranks' blocks;
+// alltoall: the slice's share of the most any rank sends to its peers);
 // a cold operation's slice is the whole operation. "transport": "sharp" (allreduce only) sends
 // a cold allreduce the live SHARP rail can reduce to that rail; "any" (the default) keeps it on
 // byte-moving rails. Every key outside these is refused, naming it.

@@ -34,6 +34,14 @@ int main(void) {
   CHECK(nezha_broadcast(comm, in, 3, NEZHA_INT32, 1) == NEZHA_ERR_INVALID);
   CHECK(strstr(nezha_last_error(), "root 1") != NULL);
   CHECK(nezha_allreduce(comm, in, out, 3, (nezha_dtype_t)42, NEZHA_SUM) == NEZHA_ERR_INVALID);
+  /* alltoall on one rank: its own block comes back; a null buffer is an error. */
+  int32_t a2a[2] = {0, 0};
+  CHECK(nezha_alltoall(comm, in, a2a, 2, NEZHA_INT32) == NEZHA_OK);
+  CHECK(a2a[0] == in[0] && a2a[1] == in[1]);
+  CHECK(nezha_alltoall(comm, NULL, a2a, 2, NEZHA_INT32) == NEZHA_ERR_INVALID);
+  CHECK(strstr(nezha_last_error(), "alltoall") != NULL);
+  size_t one = 2, zero = 0;
+  CHECK(nezha_alltoallv(comm, in, &one, &zero, a2a, &one, &zero, NEZHA_INT32) == NEZHA_OK);
   CHECK(nezha_barrier(comm) == NEZHA_OK);
   CHECK(strcmp(nezha_last_error(), "") == 0);
   nezha_destroy(comm);

@@ -20,6 +20,11 @@ TEST(AlgoTableTest, BuiltinMatchesTheThresholds) {
   EXPECT_EQ(o.choose(OpKind::kBroadcast, 1 << 30, 2), Algorithm::kBinomialTree);
   EXPECT_EQ(o.choose(OpKind::kAllgather, 1 << 30, 8), Algorithm::kRing);
   EXPECT_EQ(o.choose(OpKind::kReduceScatter, 1, 8), Algorithm::kRing);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, 1, 3), Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, size_t(1) << 30, kAlltoallDirectMaxRanks),
+            Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes - 1, 64), Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, kAlltoallDirectBytes, 9), Algorithm::kPairwise);
   // SHARP for every cold allreduce, as before the table existed; no cold rows.
   EXPECT_TRUE(t.offloadAllreduce(1, 4));
   EXPECT_TRUE(t.offloadAllreduce(size_t(1) << 40, 4));
@@ -53,6 +58,26 @@ TEST(AlgoTableTest, FirstMatchingRowWinsAndGapsFallBackToBuiltin) {
   EXPECT_EQ(t.coldThreshold(2), 262144u);
   EXPECT_EQ(t.coldThreshold(4), 262144u);
   EXPECT_EQ(t.coldThreshold(1024), 65536u);
+}
+
+TEST(AlgoTableTest, AlltoallRowsChooseBySizeAndRanks) {
+  AlgoTable t = AlgoTable::parse(R"({
+    "format": "nezha-algo/v1",
+    "alltoall": [{"max_ranks": 2, "algorithm": "pairwise"},
+                 {"min_ranks": 3, "max_bytes": 65536, "algorithm": "direct"},
+                 {"min_ranks": 3, "algorithm": "pairwise"}]
+  })",
+                                 "t.json");
+  const AlgoOptions& o = t.options();
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, 10, 2), Algorithm::kPairwise);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, 65535, 3), Algorithm::kDirect);
+  EXPECT_EQ(o.choose(OpKind::kAlltoall, 65536, 4), Algorithm::kPairwise);
+  // Round trip keeps the rows (and lists no transport: only allreduce has one).
+  const Json j = t.toJson();
+  ASSERT_TRUE(j.contains("alltoall"));
+  EXPECT_FALSE(j["alltoall"][0].contains("transport"));
+  AlgoTable back = AlgoTable::parse(dumpJson(j), "again");
+  EXPECT_EQ(back.options().rules.at(OpKind::kAlltoall), o.rules.at(OpKind::kAlltoall));
 }
 
 TEST(AlgoTableTest, RoundTrip) {
@@ -109,7 +134,21 @@ TEST(AlgoTableTest, ErrorsNameTheField) {
        "allgather[0].transport: \"sharp\" is not any (only allreduce has SHARP)"},
       {"{" + f + R"(, "allreduce": {"algorithm": "ring"}})", "allreduce"},
       {"{" + f + R"(, "allreduce": [{}]})", "allreduce[0]"},
-      {"{" + f + R"(, "alltoall": []})", "alltoall: Nezha has no alltoall collective yet"},
+      {"{" + f + R"(, "alltoall": [{"algorithm": "ring"}]})",
+       "alltoall[0].algorithm: \"ring\" is not a alltoall algorithm (pairwise, direct)"},
+      {"{" + f + R"(, "alltoall": [{"algorithm": "direct"}, {"algorithm": "bruck"}]})",
+       "alltoall[1].algorithm: \"bruck\" is not a alltoall algorithm"},
+      {"{" + f + R"(, "alltoall": [{"algorithm": "pairwise", "transport": "sharp"}]})",
+       "alltoall[0].transport: \"sharp\" is not any (only allreduce has SHARP)"},
+      {"{" + f + R"(, "alltoall": [{"max_bytes": 0, "algorithm": "direct"}]})",
+       "alltoall[0].max_bytes: 0 matches no size"},
+      {"{" + f + R"(, "alltoall": [{"algorithm": "direct", "max_ranks": "4"}]})",
+       "alltoall[0].max_ranks"},
+      {"{" + f + R"(, "alltoall": [{"max_bytes": 4096}]})", "alltoall[0]"},
+      {"{" + f + R"(, "alltoall": {"algorithm": "direct"}})", "alltoall"},
+      {"{" + f + R"(, "all_to_all": []})",
+       "all_to_all: unknown key (known: format, cold_threshold, allreduce, broadcast, "
+       "allgather, reduce_scatter, alltoall)"},
       {"{" + f + R"(, "allreduc": []})", "allreduc: unknown key"},
       {"{" + f + R"(, "cold_threshold": [{"bytes": 1125899906842625}]})",
        "cold_threshold[0].bytes"},

@@ -45,6 +45,8 @@ check_job rs_3x2 3 2 NEZHA_COLD_THRESHOLD=16K -- --op reduce_scatter --dtype flo
   --min-bytes 6 --max-bytes 6M --factor 13
 check_job ag_4x3 4 3 NEZHA_COLD_THRESHOLD=16K -- --op allgather --dtype int32 "${Q[@]}" \
   --min-bytes 16 --max-bytes 8M --factor 13
+check_job a2a_3x2 3 2 NEZHA_COLD_THRESHOLD=16K -- --op alltoall --dtype int64 "${Q[@]}" \
+  --min-bytes 24 --max-bytes 6M --factor 13
 check_job bc_4x2 4 2 NEZHA_COLD_THRESHOLD=16K -- --op broadcast --root 3 --dtype float64 "${Q[@]}" \
   --min-bytes 8 --max-bytes 8M --factor 13
 check_job ar_4x3_80M 4 3 NEZHA_COLD_THRESHOLD=64K -- --op allreduce --dtype float32 --quiet --check \

@@ -67,6 +67,42 @@ TEST(BenchArgsTest, ErrorsNameTheFlag) {
             "--max-bytes is smaller than --min-bytes");
   BenchArgs fresh;
   EXPECT_EQ(parse({"--trace=x"}, fresh), "--trace needs --loop-seconds");
+  BenchArgs other;
+  EXPECT_EQ(parse({"--vs-composed"}, other),
+            "--vs-composed compares alltoall paths: it needs --op alltoall");
+}
+
+// alltoall sizes count the whole send buffer (world blocks), and the check recognises each
+// sender's block: the output a correct alltoall gives passes, a block from the wrong rank fails.
+TEST(BenchArgsTest, AlltoallSizesAndCheck) {
+  BenchArgs a;
+  EXPECT_EQ(parse({"--op=alltoall", "--vs-composed"}, a), "");
+  EXPECT_EQ(a.op, OpKind::kAlltoall);
+  EXPECT_TRUE(a.vsComposed);
+  const int world = 3;
+  const size_t count = countFor(OpKind::kAlltoall, 3 * 4 * 100, 4, world);
+  EXPECT_EQ(count, 100u);
+  EXPECT_EQ(bytesFor(OpKind::kAlltoall, count, 4, world), 1200u);
+  EXPECT_EQ(inputCount(OpKind::kAlltoall, count, world), 300u);
+  EXPECT_EQ(outputCount(OpKind::kAlltoall, count, world), 300u);
+  std::vector<std::vector<float>> in(world, std::vector<float>(world * count));
+  for (int r = 0; r < world; ++r) {
+    fillInput(OpKind::kAlltoall, DataType::kFloat32, ReduceOp::kSum, r, 0, in[r].data(),
+              world * count);
+  }
+  for (int me = 0; me < world; ++me) {
+    std::vector<float> out(world * count);
+    for (int p = 0; p < world; ++p) {
+      for (size_t j = 0; j < count; ++j) out[p * count + j] = in[p][me * count + j];
+    }
+    EXPECT_EQ(checkOutput(OpKind::kAlltoall, DataType::kFloat32, ReduceOp::kSum, me, world, 0,
+                          out.data(), count),
+              0u);
+    std::swap(out[0], out[count]);  // rank 0's and rank 1's first elements swapped
+    EXPECT_GT(checkOutput(OpKind::kAlltoall, DataType::kFloat32, ReduceOp::kSum, me, world, 0,
+                          out.data(), count),
+              0u);
+  }
 }
 
 }  // namespace
