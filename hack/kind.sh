@@ -156,30 +156,13 @@ create_rails() {
 install_multus() {
   cluster_build_multus
   kc apply -f "$(cluster_nad_crd)" >/dev/null
-  kc apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: multus, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: nezha-kind-multus}
-rules:
+  node_plugin_identity multus <<'EOF'
   - apiGroups: ["k8s.cni.cncf.io"]
     resources: ["*"]
     verbs: ["get", "list", "watch"]
   - apiGroups: [""]
     resources: ["pods", "pods/status"]
     verbs: ["get", "update", "patch"]
-  - apiGroups: ["", "events.k8s.io"]
-    resources: ["events"]
-    verbs: ["create", "patch", "update"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: nezha-kind-multus}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: nezha-kind-multus}
-subjects: [{kind: ServiceAccount, name: multus, namespace: kube-system}]
 EOF
   local node tmp
   tmp=$(mktemp -d)
@@ -201,6 +184,34 @@ EOF
     docker cp "$tmp/00-multus.conf" "$node:/etc/cni/net.d/00-multus.conf"
   done
   rm -rf "$tmp"
+}
+
+# node_plugin_identity NAME: the ServiceAccount kube-system/NAME a node-side CNI plugin uses (see
+# sa_kubeconfig), bound to ClusterRole nezha-kind-NAME whose rules (a YAML list) come on stdin,
+# plus recording events, which every such plugin does.
+node_plugin_identity() {
+  local name=$1 rules
+  rules=$(cat)
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: $name, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: nezha-kind-$name}
+rules:
+$rules
+  - apiGroups: ["", "events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: nezha-kind-$name}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: nezha-kind-$name}
+subjects: [{kind: ServiceAccount, name: $name, namespace: kube-system}]
+EOF
 }
 
 # sa_kubeconfig SERVICEACCOUNT: a kubeconfig (on stdout) for a kube-system ServiceAccount, with the
@@ -231,15 +242,7 @@ install_whereabouts() {
   for crd in ippools overlappingrangeipreservations nodeslicepools; do
     kc apply -f "$dir/doc/crds/whereabouts.cni.cncf.io_$crd.yaml" >/dev/null
   done
-  kc apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: whereabouts, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: nezha-kind-whereabouts}
-rules:
+  node_plugin_identity whereabouts <<'EOF'
   - apiGroups: ["whereabouts.cni.cncf.io"]
     resources: ["ippools", "overlappingrangeipreservations", "nodeslicepools"]
     verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -252,15 +255,6 @@ rules:
   - apiGroups: ["k8s.cni.cncf.io"]
     resources: ["network-attachment-definitions"]
     verbs: ["get", "list", "watch"]
-  - apiGroups: ["", "events.k8s.io"]
-    resources: ["events"]
-    verbs: ["create", "patch", "update"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: nezha-kind-whereabouts}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: nezha-kind-whereabouts}
-subjects: [{kind: ServiceAccount, name: whereabouts, namespace: kube-system}]
 EOF
   tmp=$(mktemp -d)
   sa_kubeconfig whereabouts >"$tmp/whereabouts.kubeconfig"

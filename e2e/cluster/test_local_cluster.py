@@ -179,8 +179,13 @@ def test_down_restores_the_host(cluster_run, host_before):
     if during is not None:
         seen = {d.split(":")[0] for d in host_state.differences(host_before, during)}
         # The kubelet rewrote kernel.panic & co., the pods had cni-* netns, mounts and cgroups.
-        assert {"processes", "links", "cni_netns", "mounts", "sysctls", "cgroups", "paths", "state_dir",
-                "iptables"} <= seen, seen
+        expected = {"processes", "links", "cni_netns", "mounts", "sysctls", "cgroups", "paths", "state_dir",
+                    "iptables"}
+        if host_before["sysctls"] == during["sysctls"]:
+            # Already at the kubelet's values before we started: another kubelet on this kernel
+            # set them (a kind node's, which shares the host's /proc/sys) and nothing restores them.
+            expected.discard("sysctls")
+        assert expected <= seen, (expected - seen, seen)
     diffs = host_state.differences(host_before, after)
     assert not diffs, "the host differs after down:\n" + "\n".join(diffs)
     # down is idempotent.

@@ -114,7 +114,7 @@ def release(kube, images):
         remove_leftovers(kube)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def installed_release(kube, release):
     """The release, installed again if an earlier module (test_product's uninstall test) removed
     it: modules must not depend on the order pytest runs them in."""
