@@ -106,7 +106,7 @@ kubeadmConfigPatches:
     dns:
       imageTag: $COREDNS_VERSION
 EOF
-    args=(--image "$NODE_IMAGE" --retain)
+    args=(--image "$NODE_IMAGE")
   fi
   "$KIND" create cluster --name "$NAME" --config "$config" --kubeconfig "$KUBECONFIG_PATH" "${args[@]}"
 }
