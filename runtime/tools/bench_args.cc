@@ -28,6 +28,7 @@ enum Flag {
   kJson,
   kLoopSeconds,
   kTrace,
+  kReadyFile,
   kVsComposed
 };
 // --json and --out are the same flag: nezha-bench writes results there, nezha-tune the table.
@@ -47,6 +48,7 @@ const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
                                       {"out", required_argument, nullptr, kJson},
                                       {"loop-seconds", required_argument, nullptr, kLoopSeconds},
                                       {"trace", required_argument, nullptr, kTrace},
+                                      {"ready-file", required_argument, nullptr, kReadyFile},
                                       {"vs-composed", no_argument, nullptr, kVsComposed},
                                       {nullptr, 0, nullptr, 0}};
 
@@ -109,6 +111,10 @@ void applyFlag(int flag, const std::string& v, BenchArgs& a) {
     case kTrace:
       a.trace = v;
       return;
+    case kReadyFile:
+      if (v.empty()) throw ConfigError("--ready-file needs a file name");
+      a.readyFile = v;
+      return;
     case kVsComposed:
       a.vsComposed = true;
       return;
@@ -138,6 +144,9 @@ bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
   if (a.minBytes == 0) a.minBytes = 1;
   if (a.maxBytes < a.minBytes) throw ConfigError("--max-bytes is smaller than --min-bytes");
   if (!a.trace.empty() && a.loopSeconds <= 0) throw ConfigError("--trace needs --loop-seconds");
+  if (!a.readyFile.empty() && a.loopSeconds <= 0) {
+    throw ConfigError("--ready-file needs --loop-seconds");
+  }
   if (a.vsComposed && a.op != OpKind::kAlltoall) {
     throw ConfigError("--vs-composed compares alltoall paths: it needs --op alltoall");
   }

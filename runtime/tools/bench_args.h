@@ -24,6 +24,9 @@ struct BenchArgs {
   std::string json;        // nezha-bench: results file; nezha-tune: table output
   double loopSeconds = 0;  // nezha-bench loop mode: > 0 = loop on --max-bytes this long
   std::string trace;       // loop mode: per-op trace file (rank 0)
+  // Loop mode, rank 0: created once the loop is running (kLoopReadyOps done), so a harness can
+  // start a fault on a job known to be moving data instead of sleeping and hoping it is.
+  std::string readyFile;
   // nezha-bench --op alltoall: also time the allgather-composed alltoall (the path before
   // issue 18) at every size, in the same run (alltoall_composed.h).
   bool vsComposed = false;

@@ -1,10 +1,13 @@
 #include "bench_loop.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
+#include "core/error.h"
 #include "util/json.h"
 
 namespace nezha::tools {
@@ -29,6 +32,22 @@ struct LoopRun {
   double errorUnix = 0;
 };
 
+// Operations done before --ready-file appears: past the first (which also connects lazily built
+// state) and enough for the split to reflect measured timing, yet a fraction of a second.
+constexpr size_t kLoopReadyOps = 20;
+
+// Written to a temporary name and renamed, so a harness polling for the file never sees it
+// half-made. Returns "" or what went wrong.
+std::string createReadyFile(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr || std::fputs("running\n", f) < 0 || std::fclose(f) != 0 ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return strCat("cannot create --ready-file ", path, ": ", std::strerror(errno));
+  }
+  return "";
+}
+
 // Element 0 carries the stop flag (rank 0 sets 1 once its time is up), so every rank stops after
 // the same operation without a separate round. The other elements are rank+1 and must sum to
 // exactly world(world+1)/2 in every operation (float32 is exact for these integers).
@@ -40,10 +59,12 @@ LoopRun loop(Communicator& c, const BenchArgs& a) {
   const float want = static_cast<float>(world * (world + 1) / 2);
   run.startUnix = unixNow();
   const auto t0 = std::chrono::steady_clock::now();
+  std::string readyError;
   for (;;) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    in[0] = rank == 0 && elapsed >= a.loopSeconds ? 1.0f : 0.0f;
+    // A ready file that cannot be made stops every rank after the next operation (an error).
+    in[0] = rank == 0 && (elapsed >= a.loopSeconds || !readyError.empty()) ? 1.0f : 0.0f;
     const auto s = std::chrono::steady_clock::now();
     try {
       c.allreduce(in.data(), out.data(), run.count, DataType::kFloat32, ReduceOp::kSum);
@@ -63,7 +84,15 @@ LoopRun loop(Communicator& c, const BenchArgs& a) {
                    run.ops.size(), bad);
     }
     run.ops.push_back(OpRecord{unixNow(), us, c.lastReport().split, c.lastReport().replayed});
+    if (rank == 0 && !a.readyFile.empty() && run.ops.size() == kLoopReadyOps) {
+      readyError = createReadyFile(a.readyFile);
+      if (!readyError.empty()) std::fprintf(stderr, "nezha-bench: rank 0: %s\n", readyError.c_str());
+    }
     if (out[0] != 0.0f) break;
+  }
+  if (run.error.empty() && !readyError.empty()) {
+    run.error = readyError;
+    run.errorUnix = unixNow();
   }
   return run;
 }

@@ -687,6 +687,10 @@ int runStream(const Args& a, RingTransport& t, std::ostringstream& json) {
   return bad ? 1 : 0;
 }
 
+// Ring operations done before a --seconds loop writes DIR/running: past the first (connection
+// set-up) and a few in steady state.
+constexpr int kRingRunningOps = 3;
+
 int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   const size_t count = a.bytes / sizeof(float);
   const int n = a.world;
@@ -725,6 +729,9 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
       }
     }
     ++ops;
+    // A --seconds loop tells failure scenarios it is moving data (run_nccl.sh waits for this
+    // file before a fault, rather than a fixed pause that a slow start-up can outlast).
+    if (a.seconds > 0 && a.rank == 0 && ops == kRingRunningOps) writeBlob(a.dir, "running", "1", 1);
   }
   std::vector<double> sorted = opSeconds;
   std::sort(sorted.begin(), sorted.end());

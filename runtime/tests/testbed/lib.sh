@@ -96,9 +96,24 @@ trace_get() { python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print
 loop_job() {
   local name=$1 hosts=$2 rails=$3 secs=$4
   shift 4
+  rm -f "$WORK/$name.ready"
   run_job "$name" "$hosts" "$rails" NEZHA_COLD_THRESHOLD=0 NEZHA_MIN_SLICE_BYTES=0 \
     NEZHA_IO_TIMEOUT_MS=10000 "$@" -- --quiet --max-bytes 4M --loop-seconds "$secs" \
-    --trace "$WORK/$name.trace.json"
+    --trace "$WORK/$name.trace.json" --ready-file "$WORK/$name.ready"
+}
+# until_running NAME PID: waits until loop job NAME is moving data (rank 0 creates its ready file
+# after its first 20 operations), so a fault lands in a running job however long the start-up
+# took; a fixed sleep raced slow rendezvous (a gray rail shaped before the first operation is
+# measured slow and simply given no share: nothing to fail over). Bounded (30 s), and gives up
+# early if the job (PID) has ended; never fails the script itself: the scenario's checks do.
+until_running() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    [ -e "$WORK/$1.ready" ] && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "loop job $1 never reported running"
 }
 all_rc() { # name hosts want: every rank's exit code equals want
   local i

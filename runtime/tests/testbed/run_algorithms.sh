@@ -40,7 +40,7 @@ JSON
 # Rail cut on rank 1 (the rank rank 0 folds into) in the middle of the loop.
 loop_job hdcut 3 2 6 NEZHA_ALGO_TABLE="$TABLE" &
 job=$!
-sleep 2.5
+until_running hdcut "$job"
 cut_rail 1 1
 wait $job || true
 restore_rail 1 1
@@ -58,7 +58,7 @@ fi
 # Black hole on rank 2's r1 (a participant that never folds): the watchdog takes r1 out.
 loop_job hdhole 3 2 6 NEZHA_ALGO_TABLE="$TABLE" NEZHA_READMIT_HOLDDOWN_MS=0 &
 job=$!
-sleep 2.5
+until_running hdhole "$job"
 hole_rail 2 1 add
 wait $job || true
 hole_rail 2 1 delete

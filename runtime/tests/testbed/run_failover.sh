@@ -63,7 +63,7 @@ METRICSLINT=$WORK/metricslint
 # over r0 at once, both redo r1's unfinished part on r0.
 loop_job cut1 2 2 6 &
 job=$!
-sleep 2.5
+until_running cut1 "$job"
 cut_rail 1 1
 wait $job || true
 restore_rail 1 1
@@ -82,7 +82,7 @@ fi
 # The same rail cut on every host (three ranks).
 loop_job cutall 3 2 6 &
 job=$!
-sleep 2.5
+until_running cutall "$job"
 for h in 0 1 2; do cut_rail $h 0; done
 wait $job || true
 for h in 0 1 2; do restore_rail $h 0; done
@@ -100,7 +100,7 @@ fi
 cut_rail 1 1
 loop_job rdvcut 2 2 8 NEZHA_READMIT_HOLDDOWN_MS=1000 &
 job=$!
-sleep 3
+until_running rdvcut "$job"
 restore_rail 1 1
 restored_at=$(date +%s.%N)
 wait $job || true
@@ -122,7 +122,7 @@ fi
 # re-entering more than once or twice while it flaps.
 loop_job flap 2 2 8 &
 job=$!
-sleep 1.5
+until_running flap "$job"
 for _ in $(seq 10); do
   cut_rail 0 1
   sleep 0.2
@@ -144,7 +144,7 @@ fi
 # Restore: the rail comes back after the hold-down and carries its share again.
 loop_job readmit 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 NEZHA_VERBOSE=1 &
 job=$!
-sleep 2
+until_running readmit "$job"
 cut_rail 1 1
 sleep 2
 restore_rail 1 1
@@ -201,7 +201,7 @@ fi
 # hole lasts, so r1 never re-enters then; once the hole is gone, a probe passes and r1 is back.
 loop_job hole 2 2 14 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
-sleep 2
+until_running hole "$job"
 hole_rail 1 1 add
 sleep 5
 healed_at=$(date +%s.%N)
@@ -228,7 +228,7 @@ fi
 # the share its probe measured. Results exact throughout.
 loop_job gray 2 2 16 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
-sleep 2
+until_running gray "$job"
 "$TESTBED" exec --name "$BED" --host 1 -- tc qdisc replace dev r1 root tbf rate 5mbit burst 128kb latency 50ms
 sleep 6
 healed_at=$(date +%s.%N)
@@ -255,7 +255,7 @@ fi
 # bound is generous (the loop would run 30 s): it catches a hang, not a slow machine.
 loop_job cutboth 2 2 30 &
 job=$!
-sleep 2
+until_running cutboth "$job"
 cut_rail 1 0
 cut_rail 1 1
 cut_at=$(date +%s.%N)

@@ -102,14 +102,26 @@ for shape in "2 1" "3 2" "4 3" "2 3"; do
   fi
 done
 
+# until_ring_running NAME PID: waits (bounded, 30 s; gives up early if PID ended) for a --seconds
+# ring loop's rank 0 to write NAME/running after its first operations.
+until_ring_running() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    [ -e "$WORK/$1/running" ] && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "ring loop $1 never reported running"
+}
+
 # 3. Failures in the middle of transfers. A loop of 8 MiB allreduces runs for SECONDS; a fault
-# starts at 2 s and ends at 4 s. Every op must be exact, the faulty rail must fail over on the
-# rank that sends over it, and it must come back and carry data again after the fault ends.
+# starts once the loop is moving data and lasts 2 s. Every op must be exact, the faulty rail must
+# fail over on the rank that sends over it, and it must come back and carry data again after the fault ends.
 fault_run() { # name fault-on fault-off
   local name=$1 on=$2 off=$3
   run "$name" 2 2 NEZHA_NCCL_STALL_MS=500 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 &
   local job=$!
-  sleep 2 # the fault must land while transfers run
+  until_ring_running "$name" "$job" # the fault must land while transfers run
   $on
   sleep 2
   $off
@@ -148,7 +160,7 @@ fault_run blackhole hole_on hole_off
 # allreduce loop. Results stay exact; the rail is measured slow and carries little while it is.
 run gray 2 2 -- --mode ring --bytes 8000000 --iters 1 --seconds 6 &
 job=$!
-sleep 2
+until_ring_running gray "$job"
 "$TESTBED" shape --name "$BED" --host 1 --rail 1 --rate 20 >/dev/null
 sleep 2
 "$TESTBED" shape --name "$BED" --host 1 --rail 1 --rate 0 >/dev/null
@@ -163,7 +175,7 @@ fi
 # 4. Every rail gone: a clear error on the sending side, never a hang or a wrong result.
 run alldown 2 1 NEZHA_NCCL_STALL_MS=300 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 --timeout-ms 20000 &
 job=$!
-sleep 2
+until_ring_running alldown "$job"
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -I INPUT -i r0 -j DROP
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -I OUTPUT -o r0 -j DROP
 wait $job || true

@@ -78,7 +78,7 @@ export TRANSPORTS="tcp rdma"
 # and re-admitted once the link is back.
 loop_job cut 2 2 9 NEZHA_READMIT_HOLDDOWN_MS=1000 &
 job=$!
-sleep 2
+until_running cut "$job"
 cut_rail 1 1
 sleep 2
 restore_rail 1 1
@@ -102,7 +102,7 @@ fi
 # the watchdog takes r1 out, probes fail while the hole lasts, r1 is back after it.
 loop_job hole 2 2 12 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
-sleep 2
+until_running hole "$job"
 hole_rail 1 1 add
 sleep 4
 healed_at=$(date +%s.%N)
@@ -126,7 +126,7 @@ fi
 # after. Results exact throughout.
 loop_job gray 2 2 14 NEZHA_READMIT_HOLDDOWN_MS=500 &
 job=$!
-sleep 2
+until_running gray "$job"
 "$TESTBED" exec --name "$BED" --host 1 -- tc qdisc replace dev r1 root tbf rate 5mbit burst 128kb latency 50ms
 sleep 5
 healed_at=$(date +%s.%N)
@@ -150,7 +150,7 @@ fi
 export TRANSPORTS="rdma rdma"
 loop_job cutall 3 2 5 &
 job=$!
-sleep 2
+until_running cutall "$job"
 cut_rail 2 0
 wait $job || true
 restore_rail 2 0

@@ -67,6 +67,12 @@ TEST(BenchArgsTest, ErrorsNameTheFlag) {
             "--max-bytes is smaller than --min-bytes");
   BenchArgs fresh;
   EXPECT_EQ(parse({"--trace=x"}, fresh), "--trace needs --loop-seconds");
+  BenchArgs ready;
+  EXPECT_EQ(parse({"--ready-file=r"}, ready), "--ready-file needs --loop-seconds");
+  EXPECT_EQ(parse({"--loop-seconds=1", "--ready-file="}, ready), "--ready-file needs a file name");
+  BenchArgs looped;
+  EXPECT_EQ(parse({"--loop-seconds=1", "--ready-file", "/tmp/r"}, looped), "");
+  EXPECT_EQ(looped.readyFile, "/tmp/r");
   BenchArgs other;
   EXPECT_EQ(parse({"--vs-composed"}, other),
             "--vs-composed compares alltoall paths: it needs --op alltoall");
