@@ -86,7 +86,8 @@ LoopRun loop(Communicator& c, const BenchArgs& a) {
     run.ops.push_back(OpRecord{unixNow(), us, c.lastReport().split, c.lastReport().replayed});
     if (rank == 0 && !a.readyFile.empty() && run.ops.size() == kLoopReadyOps) {
       readyError = createReadyFile(a.readyFile);
-      if (!readyError.empty()) std::fprintf(stderr, "nezha-bench: rank 0: %s\n", readyError.c_str());
+      if (!readyError.empty())
+        std::fprintf(stderr, "nezha-bench: rank 0: %s\n", readyError.c_str());
     }
     if (out[0] != 0.0f) break;
   }
