@@ -250,6 +250,33 @@ else
   show gray 2
 fi
 
+# Gray from the start: host 1's r1 is already at 5 Mbit/s when the ranks start. Start-up measures
+# it slow, so it gets almost no share (nothing to fail over: the split keeps it out of the way);
+# once the shaping is lifted its share comes back from timing alone. Results exact throughout.
+# (CI once met this by accident: a fault meant for a running job landed during a slow start-up.)
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc replace dev r1 root tbf rate 5mbit burst 128kb latency 50ms
+loop_job grayearly 2 2 10 &
+job=$!
+until_running grayearly "$job"
+sleep 3 # how long the rail stays gray while the job runs
+healed_at=$(date +%s.%N)
+"$TESTBED" exec --name "$BED" --host 1 -- tc qdisc del dev r1 root
+wait $job || true
+T=$WORK/grayearly.trace.json
+# r1's share: the largest of any op that ended while shaped, the mean of the last 50 ops.
+shaped_share="max([s[1] for (e, d), s in zip(t['ops'], t['op_split']) if e < $healed_at])"
+healed_share="sum(s[1] for s in t['op_split'][-50:]) / 50"
+if all_rc grayearly 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
+  [ "$(trace_get "$T" "$shaped_share < 0.05")" = True ] &&
+  [ "$(trace_get "$T" "$healed_share > 0.2")" = True ]; then
+  pass "gray from the start: r1's share at most $(trace_get "$T" "round($shaped_share, 4)") while shaped," \
+    "$(trace_get "$T" "round($healed_share, 2)") after; exact over $(trace_get "$T" "t['completed']") ops"
+else
+  fail "gray from the start: want r1 nearly unused while shaped, its share back after, exact results"
+  show_events "$T" "$healed_at"
+  show grayearly 2
+fi
+
 # Both rails of host 1 cut: every rank fails with the same family of clear error: host 1 names its
 # own down links (whichever detector fires first there), host 0 names the silent peer. The
 # bound is generous (the loop would run 30 s): it catches a hang, not a slow machine.
