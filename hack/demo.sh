@@ -2,9 +2,12 @@
 # The product demo (`make demo`): Nezha installed on a real Kubernetes, a job training on two
 # rails, one rail cut mid-training, the job carrying on and healing.
 #
-#   hack/demo.sh [--keep] [--seconds S] [--cut-after S] [--cut-for S] [--rate MBIT] [--out DIR]
+#   hack/demo.sh [--cluster auto|kind|local] [--keep] [--seconds S] [--cut-after S] [--cut-for S]
+#                [--rate MBIT] [--out DIR]
 #   hack/demo.sh -h | --help
 #
+#   --cluster C     kind (3 nodes, needs Docker), local (one node, needs root) or auto (default, or
+#                   DEMO_CLUSTER): kind where `docker info` answers, the local cluster otherwise
 #   --keep          leave the cluster, the release and the job running at the end (or DEMO_KEEP=1)
 #   --seconds S     how long the job trains (default 100; must leave time for the steps below)
 #   --cut-after S   seconds of two-rail training before the cut (default 20)
@@ -12,27 +15,29 @@
 #   --rate MBIT     emulated speed of each rail in Mbit/s (default 200; 0 = unshaped veths)
 #   --out DIR       where the manifests, samples, rank 0's log and the plot go (default build/demo)
 #
-# Needs root, `make images` and `make images-train-example` (the Makefile's demo target builds
-# them) and `make setup`. Steps:
-#   1. the local cluster (hack/local-cluster.sh up; reused if it is already up, then left up);
-#      its two rails are host veths nzr0/nzr1 that Multus gives pods as macvlans
+# Needs `make images` and `make images-train-example` (the Makefile's demo target builds them) and
+# `make setup`; on kind, Docker; on the local cluster, root. Steps:
+#   1. the cluster, reused if it is already up (then left up):
+#      kind: hack/kind.sh up, 3 nodes, rails = Docker networks (eth1, eth2 on every node), Multus,
+#            whereabouts; the two workers run on different nodes (hack/lib/demo-kind.sh)
+#      local: hack/local-cluster.sh up, one node, rails = host veths nzr0/nzr1
+#            (hack/lib/demo-local.sh)
 #   2. the four images loaded into it (operator, rail-agent, runtime, train-example);
 #      `helm upgrade --install` of charts/nezha
-#   3. one RailClass per rail (macvlan on the rail's host interface, chained with nezha-rail)
+#   3. one RailClass per rail (macvlan on the rail's node interface, chained with nezha-rail)
 #   4. a MultiRailJob of two workers training on both rails: examples/train_cnn.py (a small CNN,
 #      DDP) with torch.distributed backend "nezha", image nezha/train-example, for --seconds;
-#      each worker's rail interfaces are shaped to --rate with TBF, because the local cluster's
-#      rails are veths limited only by the CPU
-#   5. the host end of rail 1 set down mid-training (what a pulled cable does), then up again
+#      the rails are shaped to --rate with TBF (kind: each worker node's eth1/eth2; local: each
+#      worker's rail interfaces), because both clusters' rails are limited only by the CPU
+#   5. rail 1 set down mid-training on one node (what a pulled cable does; kind: eth2 inside rank
+#      1's node, local: the host end of the veth), then up again
 #   6. the story: `kubectl get mrj` before/during/after, the job's events, throughput per phase
 #      from rank 0's runtime metrics (/metrics on port 9402, served by libnezha inside the torch
 #      process), each rank's final loss and parameter digest (they must agree), and a PNG plot
 #   7. the cluster taken down if this run brought it up (not with --keep / DEMO_KEEP=1)
 #
-# The demo runs on the single-node local cluster only. The multi-node kind cluster (hack/kind.sh,
-# `make e2e-kind`) is not wired into it yet: its steps (shaping and cutting a rail on the host
-# end, loading the ~3 GB train-example image) are written for the local cluster. Exit codes: 0 ok,
-# 1 a step failed, 2 bad usage.
+# In Nezha's own sandbox (no registry), kind needs NEZHA_KIND_SANDBOX=1 (hack/kind-sandbox/).
+# Exit codes: 0 ok, 1 a step failed, 2 bad usage.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PROG=demo.sh
@@ -42,10 +47,11 @@ source "$REPO/hack/lib/common.sh"
 source "$REPO/hack/lib/demo-steps.sh"
 
 usage() {
-  sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 KEEP=${DEMO_KEEP:-0}
+CLUSTER=${DEMO_CLUSTER:-auto}
 SECONDS_TRAIN=100
 CUT_AFTER=20
 CUT_FOR=20
@@ -63,6 +69,11 @@ while [ $# -gt 0 ]; do
       exit 0
       ;;
     --keep) KEEP=1 ;;
+    --cluster)
+      need_value "$@"
+      CLUSTER=$2
+      shift
+      ;;
     --seconds)
       need_value "$@"
       SECONDS_TRAIN=$2
@@ -97,6 +108,11 @@ while [ $# -gt 0 ]; do
 done
 
 [[ $KEEP =~ ^[01]$ ]] || die "DEMO_KEEP: want 0 or 1, got '$KEEP'"
+case $CLUSTER in
+  kind | local) ;;
+  auto) if command -v docker >/dev/null && docker info >/dev/null 2>&1; then CLUSTER=kind; else CLUSTER=local; fi ;;
+  *) die "--cluster (or DEMO_CLUSTER): want auto, kind or local, got '$CLUSTER'" ;;
+esac
 uint_in_range --seconds "$SECONDS_TRAIN" 30 3600
 uint_in_range --cut-after "$CUT_AFTER" 5 600
 uint_in_range --cut-for "$CUT_FOR" 5 600
@@ -106,4 +122,12 @@ uint_in_range --rate "$RATE_MBIT" 0 100000
 ((10#$SECONDS_TRAIN >= 10#$CUT_AFTER + 10#$CUT_FOR + 40)) ||
   die "--seconds $SECONDS_TRAIN: want at least --cut-after + --cut-for + 40 = $((10#$CUT_AFTER + 10#$CUT_FOR + 40))"
 
+# The platform_* functions of the chosen cluster.
+if [ "$CLUSTER" = kind ]; then
+  # shellcheck source=hack/lib/demo-kind.sh
+  source "$REPO/hack/lib/demo-kind.sh"
+else
+  # shellcheck source=hack/lib/demo-local.sh
+  source "$REPO/hack/lib/demo-local.sh"
+fi
 demo_main

@@ -5,6 +5,8 @@
 #                             attached to every node, Multus, the images from `make images` and the chart
 #   hack/kind.sh down         delete the cluster and the rail networks
 #   hack/kind.sh kubeconfig   print the path of the cluster's kubeconfig
+#   hack/kind.sh status       print "up" if the cluster exists, "down" if not
+#   hack/kind.sh load-image TARFILE [NODE...]   load a docker-archive into the nodes (default all)
 #
 # What it does, step by step:
 #   1. kind (sigs.k8s.io/kind, KIND_VERSION in hack/versions.sh) built with `go install` into the
@@ -51,7 +53,7 @@ KUBECONFIG_PATH="$NEZHA_CACHE/kind/$NAME.kubeconfig"
 HELM="$NEZHA_TOOLS_BIN/helm-$HELM_VERSION"
 
 usage() {
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -307,13 +309,30 @@ cmd_down() {
   rm -f "$KUBECONFIG_PATH"
 }
 
+cluster_exists() { [ -x "$KIND" ] && "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; }
+
+cmd_load_image() { # TARFILE [NODE...]
+  local tar=$1 nodes
+  shift
+  [ -f "$tar" ] || fail "load-image: no such file: $tar"
+  cluster_exists || fail "load-image: no kind cluster $NAME (run: $PROG up)"
+  nodes=$(IFS=,; echo "$*")
+  "$KIND" load image-archive "$tar" --name "$NAME" ${nodes:+--nodes "$nodes"}
+}
+
 cmd=${1:-}
 [ -n "$cmd" ] || usage
+shift
 validate
 case "$cmd" in
   up) cmd_up ;;
   down) cmd_down ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
+  status) if cluster_exists; then echo up; else echo down; fi ;;
+  load-image)
+    [ $# -ge 1 ] || die "load-image: want a TARFILE argument (then optional node names)"
+    cmd_load_image "$@"
+    ;;
   -h | --help | help) usage ;;
-  *) die "unknown command '$cmd' (want up, down or kubeconfig)" ;;
+  *) die "unknown command '$cmd' (want up, down, kubeconfig, status or load-image)" ;;
 esac

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The steps of hack/demo.sh (the product demo). Sourced after its flags are parsed: REPO, PROG,
-# KEEP, SECONDS_TRAIN, CUT_AFTER, CUT_FOR, RATE_MBIT and OUT are set.
+# KEEP, CLUSTER, SECONDS_TRAIN, CUT_AFTER, CUT_FOR, RATE_MBIT and OUT are set. What differs between
+# clusters (bringing one up, loading images, the rails' interfaces and addresses, shaping, the cut)
+# is in hack/lib/demo-$CLUSTER.sh as platform_* functions; the story is the same on both.
 
-LOCAL_CLUSTER="$REPO/hack/local-cluster.sh"
 # shellcheck source=hack/versions.sh
 source "$REPO/hack/versions.sh"
 HELM="$NEZHA_TOOLS_BIN/helm"
@@ -12,15 +13,15 @@ JOB_NS=default
 RELEASE=nezha
 RELEASE_NS=nezha-system
 RAILS=(demo-rail0 demo-rail1)
-# Rail subnets of the demo's RailClasses (host-local IPAM; outside the cluster's pod and service
-# ranges and the e2e's 10.70/10.71).
-RAIL_SUBNETS=(10.80.0.0/24 10.81.0.0/24)
 CONTROL_PORT=9402
 
 BROUGHT_UP=0    # this run started the cluster (so it takes it down)
-ON_CLUSTER=0    # kubectl points at the local cluster (set after its env is read)
-CUT_LINK=""     # the host link this run set down (so the exit trap sets it up again)
-SAMPLER_PID=""  # the metrics sampler in the background
+ON_CLUSTER=0    # kubectl points at the demo's cluster (set once it is up)
+CUT_LINK=""     # the rail link this run set down (so the exit trap sets it up again)
+CUT_NODE=""     # the node it is on
+CUT_DONE=""     # what the cut did, in words (platform_cut)
+SAMPLER_PID=""  # the metrics sampler in the background (platform_sampler_start)
+WORKER_NODES=() # the nodes the workers may run on (platform_up)
 DEMO_START=$(date +%s)
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -40,8 +41,8 @@ wait_until() {
 
 # ---- prerequisites --------------------------------------------------------------------------
 demo_check_prereqs() {
-  require_root "$PROG (the local cluster, rail links and qdiscs)"
-  require_cmd ip tc nsenter jq curl ctr awk
+  platform_prereqs
+  require_cmd jq awk
   [ -x "$PY" ] || fail "missing $PY (Debian python3; run: make setup)"
   "$PY" -c 'import matplotlib' 2>/dev/null || fail "python3-matplotlib is missing (run: make setup)"
   [ -x "$HELM" ] || fail "helm is missing at $HELM (run: make setup)"
@@ -64,27 +65,8 @@ demo_check_prereqs() {
 
 # ---- 1. cluster -------------------------------------------------------------------------------
 demo_cluster_up() {
-  step "1/7 local cluster (hack/local-cluster.sh)"
-  local rc=0
-  "$LOCAL_CLUSTER" status >/dev/null 2>&1 || rc=$?
-  case $rc in
-    0) log "a local cluster is already up: using it (and leaving it up)" ;;
-    3)
-      BROUGHT_UP=1
-      "$LOCAL_CLUSTER" up
-      ;;
-    *)
-      log "a local cluster is half up (status rc $rc): taking it down first"
-      "$LOCAL_CLUSTER" down
-      BROUGHT_UP=1
-      "$LOCAL_CLUSTER" up
-      ;;
-  esac
-  eval "$("$LOCAL_CLUSTER" env)"
-  ON_CLUSTER=1
-  IFS=, read -ra RAIL_LINKS <<<"$NEZHA_CLUSTER_RAIL_IFACES"
-  [ "${#RAIL_LINKS[@]}" -ge 2 ] || fail "the local cluster has ${#RAIL_LINKS[@]} rail(s); the demo needs 2 (NEZHA_CLUSTER_RAILS)"
-  NODE=$NEZHA_CLUSTER_NODE
+  step "1/7 cluster: $(platform_name)"
+  platform_up
 }
 
 # ---- 2. images and chart ----------------------------------------------------------------------
@@ -92,7 +74,7 @@ demo_install() {
   step "2/7 images and helm install"
   local t
   for t in "${IMAGE_TARBALLS[@]}"; do
-    "$LOCAL_CLUSTER" load-image "$t"
+    platform_load_image "$t"
     log "loaded $(basename "$t")"
   done
   # What an interrupted earlier run may have left (foreground: the workers are gone too).
@@ -102,28 +84,31 @@ demo_install() {
   # quarantine.failures=0: the demo cuts the same rail of the one node on every run; with
   # quarantine by evidence on (3 failures in 10 min), a few runs in a row would rightly quarantine
   # it and keep the next demo job off the only node.
+  local HELM_ARGS
+  platform_helm_args
   "$HELM" upgrade --install "$RELEASE" "$REPO/charts/nezha" -n "$RELEASE_NS" --create-namespace \
-    --set image.pullPolicy=Never --set "cni.binDir=$NEZHA_CNI_BIN_DIR" \
+    --set image.pullPolicy=Never "${HELM_ARGS[@]}" \
     --set operator.quarantine.failures=0 --wait --timeout 5m
   kc get pods -n "$RELEASE_NS" -o wide
 }
 
 # ---- 3. rails ---------------------------------------------------------------------------------
-railnode_rail_up() {
-  [ "$(kc get railnode "$NODE" -o json | jq -r --arg r "$1" \
+railnode_rail_up() { # NODE RAIL
+  [ "$(kc get railnode "$1" -o json | jq -r --arg r "$2" \
     '.status.rails[]? | select(.name == $r) | .operState')" = up ]
 }
 
 demo_rails() {
   step "3/7 a RailClass per rail"
-  local i expected=$RATE_MBIT
+  local i node expected=$RATE_MBIT
   [ "$RATE_MBIT" -gt 0 ] || expected=10000
   : >"$OUT/railclasses.yaml"
   for i in 0 1; do
+    platform_rail_network "$i"
     cat >>"$OUT/railclasses.yaml" <<EOF
 ---
-# Rail $i: a macvlan on the node's ${RAIL_LINKS[$i]}, addresses from host-local, chained with
-# nezha-rail (this rail's own routing table in the pod).
+# Rail $i: a macvlan on each node's $RAIL_IFACE, addresses from $(jq -r .type <<<"$RAIL_IPAM"), chained
+# with nezha-rail (this rail's own routing table in the pod).
 apiVersion: nezha.io/v1alpha1
 kind: RailClass
 metadata:
@@ -131,7 +116,7 @@ metadata:
 spec:
   transport: tcp
   hostInterface:
-    name: ${RAIL_LINKS[$i]}
+    name: $RAIL_IFACE
   expectedBandwidthMbps: $expected
   network:
     config: |
@@ -139,16 +124,18 @@ spec:
         "cniVersion": "1.0.0",
         "name": "${RAILS[$i]}",
         "plugins": [
-          {"type": "macvlan", "master": "${RAIL_LINKS[$i]}", "mode": "bridge",
-           "ipam": {"type": "host-local", "ranges": [[{"subnet": "${RAIL_SUBNETS[$i]}"}]]}},
+          {"type": "macvlan", "master": "$RAIL_IFACE", "mode": "bridge",
+           "ipam": $RAIL_IPAM},
           {"type": "nezha-rail"}
         ]
       }
 EOF
   done
   kc apply --server-side -f "$OUT/railclasses.yaml"
-  for i in 0 1; do
-    wait_until 120 "the RailNode $NODE to report ${RAILS[$i]} up" railnode_rail_up "${RAILS[$i]}"
+  for node in "${WORKER_NODES[@]}"; do
+    for i in 0 1; do
+      wait_until 120 "the RailNode $node to report ${RAILS[$i]} up" railnode_rail_up "$node" "${RAILS[$i]}"
+    done
   done
   kc get railclass "${RAILS[@]}"
 }
@@ -163,20 +150,9 @@ job_running_healthy() {
 job_degraded() { [ "$(job_field .status.phase)" = Degraded ] && [ "$(job_condition RailsHealthy)" = False ]; }
 job_finished() { [[ "$(job_field .status.phase)" =~ ^(Succeeded|Failed)$ ]]; }
 
-# container_pid POD CONTAINER: the host PID of a running container (containerd's task list).
-container_pid() {
-  local cid
-  cid=$(kc get pod "$1" -n "$JOB_NS" -o json | jq -r --arg c "$2" \
-    '.status.containerStatuses[]? | select(.name == $c and .state.running != null) | .containerID' | sed 's|^.*://||')
-  [ -n "$cid" ] || return 1
-  ctr --address "$NEZHA_CONTAINERD_ADDRESS" -n k8s.io task ls | awk -v id="$cid" '$1 == id { print $2 }'
-}
-
-# metrics_show REGEX: rank 0's runtime metrics have a line matching REGEX.
-metrics_show() {
-  local text
-  text=$(curl -fsS --max-time 2 "$METRICS_URL") || return 1
-  grep -Eq "$1" <<<"$text"
+# sampled_training: the sampler has seen rank 0's runtime run operations.
+sampled_training() {
+  [ -s "$OUT/samples.jsonl" ] && jq -se 'map(.ops // 0) | max > 0' "$OUT/samples.jsonl" >/dev/null
 }
 
 demo_job() {
@@ -205,6 +181,7 @@ spec:
     template:
       spec:
         terminationGracePeriodSeconds: 1
+$(platform_worker_affinity)
         containers:
           - name: train
             image: nezha/train-example:$IMAGE_TAG
@@ -225,28 +202,15 @@ spec:
 EOF
   kc apply --server-side -f "$OUT/job.yaml"
   wait_until 180 "$JOB to run on both rails (phase Running, RailsHealthy)" job_running_healthy
-  POD_IP=$(kc get pod "$JOB-0" -n "$JOB_NS" -o jsonpath='{.status.podIP}')
-  METRICS_URL="http://$POD_IP:$CONTROL_PORT/metrics"
   if [ "$RATE_MBIT" -gt 0 ]; then
-    # TBF on each worker's rail interfaces (nz0, nz1: the operator's names), as the rail test bed
-    # shapes its rails: burst of 2 ms of traffic, at least 16 KiB.
-    local pod pid i burst=$((RATE_MBIT * 250))
-    [ "$burst" -ge 16384 ] || burst=16384
-    for pod in "$JOB-0" "$JOB-1"; do
-      pid=$(container_pid "$pod" train) && [ -n "$pid" ] || {
-        kc logs "$pod" -n "$JOB_NS" -c train --tail 15 >&2 || true
-        fail "no running train container in $pod (exited at start? its log's last lines are above)"
-      }
-      for i in 0 1; do
-        nsenter -t "$pid" -n tc qdisc replace dev "nz$i" root tbf rate "${RATE_MBIT}mbit" burst "$burst" latency 20ms
-      done
-    done
-    log "rails shaped to $RATE_MBIT Mbit/s each in both workers"
+    # TBF as the rail test bed shapes its rails: a burst of 2 ms of traffic, at least 16 KiB.
+    TBF_BURST=$((RATE_MBIT * 250))
+    [ "$TBF_BURST" -ge 16384 ] || TBF_BURST=16384
+    platform_shape
   fi
-  "$PY" "$REPO/hack/lib/demo-sample.py" "$METRICS_URL" "$OUT/samples.jsonl" &
-  SAMPLER_PID=$!
-  wait_until 60 "rank 0's runtime to report training steps ($METRICS_URL)" \
-    metrics_show '^nezha_runtime_operations_total\{[^}]*\} [1-9]'
+  # Rank 0's runtime metrics (/metrics on its control port) sampled twice a second.
+  SAMPLER_PID=$(platform_sampler_start)
+  wait_until 60 "rank 0's runtime to report training steps (sampled into $OUT/samples.jsonl)" sampled_training
   T_TRAIN=$(now)
   kc get pods -n "$JOB_NS" -l "nezha.io/job-name=$JOB" -o wide 2>/dev/null || true
 }
@@ -259,26 +223,25 @@ snapshot() {
 }
 
 demo_cut() {
-  step "5/7 training on two rails, then rail ${RAILS[1]} cut on node $NODE"
+  step "5/7 training on two rails, then rail ${RAILS[1]} cut"
   snapshot "before: training on both rails"
   log "training on both rails for ${CUT_AFTER}s"
   sleep "$CUT_AFTER"
-  CUT_LINK=${RAIL_LINKS[1]}
-  ip link set "$CUT_LINK" down
+  platform_cut
   T_CUT=$(now)
-  log "ip link set $CUT_LINK down (the node's end of ${RAILS[1]})"
+  log "$CUT_DONE"
   wait_until 60 "$JOB to turn Degraded" job_degraded
   snapshot "during: ${RAILS[1]} cut"
   echo
-  echo "\$ kubectl get railnode $NODE"
-  kc get railnode "$NODE"
+  echo "\$ kubectl get railnode $CUT_NODE"
+  kc get railnode "$CUT_NODE"
   local left
   left=$(awk -v c="$T_CUT" -v f="$CUT_FOR" -v n="$(now)" 'BEGIN { s = c + f - n; print (s > 0 ? s : 0) }')
   sleep "$left"
-  ip link set "$CUT_LINK" up
+  platform_restore
   CUT_LINK=""
   T_RESTORE=$(now)
-  log "ip link set ${RAIL_LINKS[1]} up"
+  log "${RAIL_LINKS[1]} up again on $CUT_NODE"
   # The runtime re-admits the rail on its own once its end-to-end probe on it passes (the
   # sampler sees that in its metrics); the operator marks the job healthy when the node's agent
   # reports the link up and the workers' runtimes no longer report the rail failed.
@@ -305,7 +268,8 @@ demo_story() {
   {
     echo
     echo "\$ kubectl get events --field-selector involvedObject.name=$JOB   # the job's events"
-    kc get events -n "$JOB_NS" --field-selector "involvedObject.kind=MultiRailJob,involvedObject.name=$JOB" \
+    # By UID too: a kept cluster still has the events of earlier runs' jobs of the same name.
+    kc get events -n "$JOB_NS" --field-selector "involvedObject.kind=MultiRailJob,involvedObject.name=$JOB,involvedObject.uid=$(job_field .metadata.uid)" \
       --sort-by=.metadata.creationTimestamp -o custom-columns='TYPE:.type,REASON:.reason,MESSAGE:.message'
   }
   if grep -q '^nezha: rank 0: ' "$OUT/rank0.log"; then
@@ -318,7 +282,7 @@ demo_story() {
   jq -r '"rank \(.rank): \(.steps) steps, loss \(.loss), parameters sha256 \(.params[0:16])..."' "$OUT/final.jsonl" || true
   jq -n --arg train "$T_TRAIN" --arg cut "$T_CUT" --arg restore "$T_RESTORE" --arg healthy "$T_JOB_HEALTHY" \
     --arg finish "$T_END" --arg phase "$phase" --arg rate "$RATE_MBIT" --arg link "${RAIL_LINKS[1]}" \
-    --arg r0 "${RAILS[0]}" --arg r1 "${RAILS[1]}" --arg node "$NODE" '{
+    --arg r0 "${RAILS[0]}" --arg r1 "${RAILS[1]}" --arg node "$CUT_NODE" '{
       train: ($train | tonumber), cut: ($cut | tonumber), restore: ($restore | tonumber),
       job_healthy: ($healthy | tonumber), end: ($finish | tonumber), phase: $phase,
       rate_mbit: ($rate | tonumber), cut_link: $link, cut_rail: $r1, rails: [$r0, $r1], node: $node}' \
@@ -346,25 +310,25 @@ demo_failure_dump() {
   local r
   for r in 0 1; do kc logs "$JOB-$r" -n "$JOB_NS" -c train >"$dir/rank$r.log" 2>&1 || true; done
   kc logs -n "$RELEASE_NS" deployment/nezha-operator >"$dir/operator.log" 2>&1 || true
-  [ ! -d "${NEZHA_CLUSTER_DIR:-/nonexistent}/logs" ] || cp -r "$NEZHA_CLUSTER_DIR/logs" "$dir/cluster-logs"
+  platform_failure_logs "$dir"
   log "failed after $(($(date +%s) - DEMO_START))s; what the cluster showed is in $dir"
 }
 
 demo_exit() {
   local rc=$1
   trap - EXIT
-  [ -z "$CUT_LINK" ] || ip link set "$CUT_LINK" up || true
+  [ -z "$CUT_LINK" ] || platform_restore || true
   [ -z "$SAMPLER_PID" ] || kill "$SAMPLER_PID" 2>/dev/null || true
+  platform_exit
   [ "$rc" -eq 0 ] || [ "$ON_CLUSTER" = 0 ] || demo_failure_dump
   if [ "$KEEP" = 1 ]; then
     [ "$ON_CLUSTER" = 0 ] || {
       step "7/7 kept (--keep / DEMO_KEEP=1)"
-      echo "the cluster is up:   eval \"\$(hack/local-cluster.sh env)\"; kubectl get mrj,railclass,railnode"
-      echo "take it down with:   hack/local-cluster.sh down"
+      platform_keep_hint
     }
   elif [ "$BROUGHT_UP" = 1 ]; then
     step "7/7 cluster down"
-    "$LOCAL_CLUSTER" down || rc=1
+    platform_down || rc=1
   elif [ "$ON_CLUSTER" = 1 ]; then
     step "7/7 cleaning up (the cluster was up before the demo: left up)"
     kc delete multirailjob "$JOB" -n "$JOB_NS" --ignore-not-found --wait=false >/dev/null 2>&1 || true

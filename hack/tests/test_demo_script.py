@@ -23,7 +23,7 @@ def demo(*args, env=None, prefix=()):
 def test_help_exits_0_and_lists_the_flags():
     proc = demo("--help")
     assert proc.returncode == 0, proc.stderr
-    for flag in ("--keep", "--seconds", "--cut-after", "--cut-for", "--rate", "--out"):
+    for flag in ("--cluster", "--keep", "--seconds", "--cut-after", "--cut-for", "--rate", "--out"):
         assert flag in proc.stdout, proc.stdout
 
 
@@ -34,6 +34,9 @@ def test_help_exits_0_and_lists_the_flags():
     (["--seconds", "40"], {}, "--seconds 40: want at least"),
     (["--cut-for", "0"], {}, "--cut-for: want an integer in 5..600"),
     ([], {"DEMO_KEEP": "yes"}, "DEMO_KEEP: want 0 or 1"),
+    (["--cluster", "minikube"], {}, "--cluster (or DEMO_CLUSTER): want auto, kind or local, got 'minikube'"),
+    ([], {"DEMO_CLUSTER": "k3s"}, "want auto, kind or local, got 'k3s'"),
+    (["--cluster"], {}, "--cluster: needs a value"),
 ])
 def test_bad_usage_exits_2_naming_the_flag(args, env, named):
     proc = demo(*args, env=env)
@@ -43,7 +46,7 @@ def test_bad_usage_exits_2_naming_the_flag(args, env, named):
 
 def test_without_root_it_refuses_before_touching_anything():
     prefix = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] if os.geteuid() == 0 else []
-    proc = demo("--out", "/nonexistent/demo-out", prefix=prefix)
+    proc = demo("--cluster", "local", "--out", "/nonexistent/demo-out", prefix=prefix)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "needs root" in proc.stderr, proc.stderr
 

@@ -37,6 +37,19 @@ def test_unknown_command_is_refused():
     assert proc.returncode == 2 and "unknown command 'sideways'" in proc.stderr, proc.stderr
 
 
+def test_load_image_names_what_is_missing(tmp_path):
+    proc = run([KIND_SH, "load-image"])
+    assert proc.returncode == 2 and "load-image: want a TARFILE" in proc.stderr, proc.stderr
+    missing = str(tmp_path / "nope.tar")
+    proc = run([KIND_SH, "load-image", missing])
+    assert proc.returncode == 1 and f"load-image: no such file: {missing}" in proc.stderr, proc.stderr
+
+
+def test_status_says_down_for_a_cluster_that_does_not_exist():
+    proc = run([KIND_SH, "status"], NEZHA_KIND_NAME="nezha-test-never-made")
+    assert proc.returncode == 0 and proc.stdout == "down\n", proc
+
+
 def test_no_command_prints_usage():
     proc = run([KIND_SH])
     assert proc.returncode == 2 and "hack/kind.sh up" in proc.stderr, proc.stderr
