@@ -101,20 +101,22 @@ loop_job() {
     NEZHA_IO_TIMEOUT_MS=10000 "$@" -- --quiet --max-bytes 4M --loop-seconds "$secs" \
     --trace "$WORK/$name.trace.json" --ready-file "$WORK/$name.ready"
 }
-# until_running NAME PID: waits until loop job NAME is moving data (rank 0 creates its ready file
-# after its first 20 operations), so a fault lands in a running job however long the start-up
-# took; a fixed sleep raced slow rendezvous (a gray rail shaped before the first operation is
-# measured slow and simply given no share: nothing to fail over). Bounded (30 s), and gives up
-# early if the job (PID) has ended; never fails the script itself: the scenario's checks do.
-until_running() {
+# until_exists FILE PID WHAT: waits until FILE exists. Bounded (30 s), and gives up early if PID
+# (the job that makes FILE) has ended; never fails the script itself: the scenario's checks do.
+until_exists() {
   local i
   for ((i = 0; i < 300; i++)); do
-    [ -e "$WORK/$1.ready" ] && return 0
+    [ -e "$1" ] && return 0
     kill -0 "$2" 2>/dev/null || break
     sleep 0.1
   done
-  log "loop job $1 never reported running"
+  log "$3 never reported running"
 }
+# until_running NAME PID: waits until loop job NAME is moving data (rank 0 creates its ready file
+# after its first 20 operations), so a fault lands in a running job however long the start-up
+# took; a fixed sleep raced slow rendezvous (a gray rail shaped before the first operation is
+# measured slow and simply given no share: nothing to fail over).
+until_running() { until_exists "$WORK/$1.ready" "$2" "loop job $1"; }
 all_rc() { # name hosts want: every rank's exit code equals want
   local i
   for ((i = 0; i < $2; i++)); do [ "$(cat "$WORK/$1.rc.$i")" = "$3" ] || return 1; done

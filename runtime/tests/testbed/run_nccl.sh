@@ -14,6 +14,8 @@ BED=nzn1
 WORK=$(mktemp -d /tmp/nzn-testbed.XXXXXX)
 failures=0
 passes=0
+# shellcheck source=runtime/tests/testbed/lib.sh
+source "$(dirname "$(realpath "$0")")/lib.sh" # until_exists; log/pass/fail are this script's own:
 log() { echo "nccl-testbed: $*" >&2; }
 pass() { passes=$((passes + 1)); log "PASS $*"; }
 fail() { failures=$((failures + 1)); log "FAIL $*"; }
@@ -102,17 +104,9 @@ for shape in "2 1" "3 2" "4 3" "2 3"; do
   fi
 done
 
-# until_ring_running NAME PID: waits (bounded, 30 s; gives up early if PID ended) for a --seconds
-# ring loop's rank 0 to write NAME/running after its first operations.
-until_ring_running() {
-  local i
-  for ((i = 0; i < 300; i++)); do
-    [ -e "$WORK/$1/running" ] && return 0
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "ring loop $1 never reported running"
-}
+# until_ring_running NAME PID: until a --seconds ring loop's rank 0 has written NAME/running after
+# its first operations (lib.sh's until_exists).
+until_ring_running() { until_exists "$WORK/$1/running" "$2" "ring loop $1"; }
 
 # 3. Failures in the middle of transfers. A loop of 8 MiB allreduces runs for SECONDS; a fault
 # starts once the loop is moving data and lasts 2 s. Every op must be exact, the faulty rail must
