@@ -36,21 +36,31 @@ struct LoopRun {
 // state) and enough for the split to reflect measured timing, yet a fraction of a second.
 constexpr size_t kLoopReadyOps = 20;
 
+// Values of the stop flag (element 0 of every loop allreduce; only rank 0 adds a non-zero one).
+constexpr float kStopNone = 0.0f, kStopTimeUp = 1.0f, kStopError = 2.0f;
+
 // Written to a temporary name and renamed, so a harness polling for the file never sees it
 // half-made. Returns "" or what went wrong.
 std::string createReadyFile(const std::string& path) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr || std::fputs("running\n", f) < 0 || std::fclose(f) != 0 ||
-      std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return strCat("cannot create --ready-file ", path, ": ", std::strerror(errno));
+  if (f == nullptr) return strCat("cannot create --ready-file ", path, ": ", std::strerror(errno));
+  const bool written = std::fputs("running\n", f) >= 0;
+  const int writeErrno = errno;
+  // Closed on every path: a failed write must not leak the FILE.
+  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = strCat("cannot create --ready-file ", path, ": ",
+                             std::strerror(written ? errno : writeErrno));
+    std::remove(tmp.c_str());  // no half-made file left behind
+    return why;
   }
   return "";
 }
 
-// Element 0 carries the stop flag (rank 0 sets 1 once its time is up), so every rank stops after
-// the same operation without a separate round. The other elements are rank+1 and must sum to
-// exactly world(world+1)/2 in every operation (float32 is exact for these integers).
+// Element 0 carries the stop flag (rank 0 sets it once its time is up, or on an error of its own),
+// so every rank stops after the same operation without a separate round. The other elements are
+// rank+1 and must sum to exactly world(world+1)/2 in every operation (float32 is exact for these
+// integers).
 LoopRun loop(Communicator& c, const BenchArgs& a) {
   const int rank = c.rank(), world = c.worldSize();
   LoopRun run;
@@ -63,8 +73,12 @@ LoopRun loop(Communicator& c, const BenchArgs& a) {
   for (;;) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // A ready file that cannot be made stops every rank after the next operation (an error).
-    in[0] = rank == 0 && (elapsed >= a.loopSeconds || !readyError.empty()) ? 1.0f : 0.0f;
+    // A ready file that cannot be made stops every rank after the next operation, as an error
+    // on every rank (kStopError), so no rank waits in the final check for one that left.
+    in[0] = rank != 0                  ? kStopNone
+            : !readyError.empty()      ? kStopError
+            : elapsed >= a.loopSeconds ? kStopTimeUp
+                                       : kStopNone;
     const auto s = std::chrono::steady_clock::now();
     try {
       c.allreduce(in.data(), out.data(), run.count, DataType::kFloat32, ReduceOp::kSum);
@@ -89,7 +103,11 @@ LoopRun loop(Communicator& c, const BenchArgs& a) {
       if (!readyError.empty())
         std::fprintf(stderr, "nezha-bench: rank 0: %s\n", readyError.c_str());
     }
-    if (out[0] != 0.0f) break;
+    if (out[0] == kStopError && rank != 0) {
+      readyError = "rank 0 could not create its --ready-file";
+      std::fprintf(stderr, "nezha-bench: rank %d: %s\n", rank, readyError.c_str());
+    }
+    if (out[0] != kStopNone) break;
   }
   if (run.error.empty() && !readyError.empty()) {
     run.error = readyError;

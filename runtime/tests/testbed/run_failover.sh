@@ -277,6 +277,22 @@ else
   show grayearly 2
 fi
 
+# A ready file that cannot be made (its directory does not exist): rank 0 says why, and every rank
+# stops after the next operation with exit 3 instead of running on with nothing for the harness to
+# wait on.
+run_job readyfail 2 2 -- --quiet --max-bytes 64K --loop-seconds 60 \
+  --trace "$WORK/readyfail.trace.json" --ready-file "$WORK/no-such-dir/ready" || true
+T=$WORK/readyfail.trace.json
+if all_rc readyfail 2 3 && grep -q "cannot create --ready-file $WORK/no-such-dir/ready: No such file" "$WORK/readyfail.log.0" &&
+  [ "$(trace_get "$T" "t['completed'] == 21 and 'ready-file' in t['error']['message']")" = True ] &&
+  grep -q "rank 0 could not create its --ready-file" "$WORK/readyfail.log.1" &&
+  [ ! -e "$WORK/no-such-dir" ]; then
+  pass "ready file that cannot be made: every rank stopped after op 21 with exit 3, rank 0 names the file"
+else
+  fail "ready file that cannot be made: want exit 3 on every rank after op 21 and the reason in rank 0's log"
+  show readyfail 2
+fi
+
 # Both rails of host 1 cut: every rank fails with the same family of clear error: host 1 names its
 # own down links (whichever detector fires first there), host 0 names the silent peer. The
 # bound is generous (the loop would run 30 s): it catches a hang, not a slow machine.
