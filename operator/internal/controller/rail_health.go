@@ -42,6 +42,10 @@ type railHealth struct {
 	// agentUnconfirmed are rails some worker's node does not confirm up: a stale or missing
 	// RailNode, or no entry for the rail. A drained rail is restored only when confirmed up.
 	agentUnconfirmed map[string]bool
+	// runtimeOnly are the (rail, node) pairs down only because a worker's runtime failed the rail
+	// while the node does not report it down (on several nodes, the peers of a node that lost a
+	// link fail the rail too): the workers' reasons say so instead of blaming the node.
+	runtimeOnly map[railPair]bool
 }
 
 // agentSaysUp is true when every worker's node has a fresh RailNode reporting rail up.
@@ -71,7 +75,8 @@ func (h railHealth) notDown() int32 { return h.healthy + int32(len(h.unknownRail
 // agent report, and holds either way.
 func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes map[string]*nezhav1.RailNode,
 	runtimeFailed map[int32][]string, prevDown map[railPair]bool, f freshness) railHealth {
-	h := railHealth{down: map[railPair]string{}, agentDown: map[railPair]string{}, agentUnconfirmed: map[string]bool{}}
+	h := railHealth{down: map[railPair]string{}, agentDown: map[railPair]string{}, agentUnconfirmed: map[string]bool{},
+		runtimeOnly: map[railPair]bool{}}
 	unreported := map[string]bool{}
 	unknown := map[railPair]bool{}
 	stale := map[string]string{}
@@ -124,6 +129,7 @@ func assessRailHealth(workers []nezhav1.WorkerStatus, railNames []string, nodes 
 					rs.Healthy = false
 					if _, known := h.down[pair]; !known {
 						h.down[pair] = fmt.Sprintf("rail %q failed in the runtime of worker %d on node %q", rs.Name, w.Rank, w.NodeName)
+						h.runtimeOnly[pair] = true
 					}
 				}
 			}

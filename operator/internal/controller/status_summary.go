@@ -33,12 +33,20 @@ const (
 
 // judgeWorker says whether a worker (its rails' Healthy already set by assessRailHealth) is
 // unhealthy, how badly, and why in words. Finished workers are not unhealthy.
-func judgeWorker(w *nezhav1.WorkerStatus, pod *corev1.Pod, missing []string) (unhealthiness, string) {
-	var down []string
+// runtimeOnly (from railHealth) tells a rail the node reports down from one only the worker's
+// runtime failed.
+func judgeWorker(w *nezhav1.WorkerStatus, pod *corev1.Pod, missing []string, runtimeOnly map[railPair]bool) (unhealthiness, string) {
+	var down, nodeDown, runtimeDown []string
 	if w.NodeName != "" {
 		for _, rs := range w.Rails {
-			if !rs.Healthy {
-				down = append(down, rs.Name)
+			if rs.Healthy {
+				continue
+			}
+			down = append(down, rs.Name)
+			if runtimeOnly[railPair{rs.Name, w.NodeName}] {
+				runtimeDown = append(runtimeDown, rs.Name)
+			} else {
+				nodeDown = append(nodeDown, rs.Name)
 			}
 		}
 	}
@@ -50,7 +58,15 @@ func judgeWorker(w *nezhav1.WorkerStatus, pod *corev1.Pod, missing []string) (un
 	case w.Phase == corev1.PodUnknown:
 		return workerUnknown, "pod phase Unknown (node " + w.NodeName + " unreachable?)"
 	case len(down) > 0:
-		return workerRailDown, fmt.Sprintf("rail %s down on node %s", strings.Join(down, ", "), w.NodeName)
+		var why []string
+		if len(nodeDown) > 0 {
+			why = append(why, fmt.Sprintf("rail %s down on node %s", strings.Join(nodeDown, ", "), w.NodeName))
+		}
+		if len(runtimeDown) > 0 {
+			why = append(why, fmt.Sprintf("rail %s failed in its runtime (node %s does not report it down)",
+				strings.Join(runtimeDown, ", "), w.NodeName))
+		}
+		return workerRailDown, strings.Join(why, "; ")
 	case len(missing) > 0:
 		return workerRailMissing, "no interface for rail " + strings.Join(missing, ", ")
 	case w.Phase == corev1.PodRunning && !w.Ready:
@@ -102,7 +118,7 @@ func summarizeWorkers(obs observation, railNames []string, h railHealth, checkAt
 		if checkAttachments {
 			missing = obs.missing[w.Rank]
 		}
-		if how, why := judgeWorker(&w, obs.pods[w.Rank], missing); how != healthyWorker {
+		if how, why := judgeWorker(&w, obs.pods[w.Rank], missing, h.runtimeOnly); how != healthyWorker {
 			counts.Unhealthy++
 			w.Reason = truncate(why, 500)
 			unhealthy = append(unhealthy, ranked{how, w})

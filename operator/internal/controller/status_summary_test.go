@@ -85,6 +85,37 @@ func TestSummarizeWorkersListsWorstFirstAndBounds(t *testing.T) {
 	}
 }
 
+// A link lost on one node of a two-node job: both runtimes fail the rail (the peer learns it
+// through the control mesh), but only the node that lost it is blamed in the worker's reason.
+func TestRuntimeOnlyFailureIsNotBlamedOnTheNode(t *testing.T) {
+	pod := func(rank int, node string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("j-%d", rank), Labels: map[string]string{nezhav1.RankLabel: fmt.Sprint(rank)}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	}
+	obs := observePods([]corev1.Pod{pod(0, "n0"), pod(1, "n1")}, namesOnly([]string{"a", "b"}))
+	nodes := map[string]*nezhav1.RailNode{
+		"n0": tu.MakeRailNode("n0").Rail("a", "eth1", true).Rail("b", "eth2", true).Obj(),
+		"n1": tu.MakeRailNode("n1").Rail("a", "eth1", true).Rail("b", "eth2", false).Obj(),
+	}
+	h := assessRailHealth(obs.workers, []string{"a", "b"}, nodes, map[int32][]string{0: {"b"}, 1: {"b"}}, nil, freshness{now: t0.Time})
+	s := &nezhav1.MultiRailJobStatus{}
+	summarizeWorkers(obs, []string{"a", "b"}, h, false, s)
+	var got []string
+	for _, w := range s.UnhealthyWorkers {
+		got = append(got, fmt.Sprintf("%d %s", w.Rank, w.Reason))
+	}
+	want := []string{"0 rail b failed in its runtime (node n0 does not report it down)", "1 rail b down on node n1"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("listed (-want +got):\n%s", d)
+	}
+	// The rail summary keeps its documented meaning: nodes whose agent or runtime reports it down.
+	wantB := nezhav1.RailSummary{Name: "b", State: nezhav1.RailStateDown, DownWorkers: 2, DownNodes: []string{"n0", "n1"}}
+	if d := cmp.Diff(wantB, s.Rails[1]); d != "" {
+		t.Errorf("rail b (-want +got):\n%s", d)
+	}
+}
+
 func TestDownNodesBounded(t *testing.T) {
 	h := railHealth{down: map[railPair]string{}, downRails: []string{"a"}, placed: true}
 	for i := 0; i < 100; i++ {
