@@ -16,6 +16,14 @@ RUNTIME_BUILD   := build/runtime
 CMAKE_FLAGS     ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 GO_TEST_FLAGS   ?= -count=1 -p 1
 FUZZ_SECONDS    ?= 60
+# make e2e's kind part: auto (where `docker info` answers), 1 (required), 0 (skip). Checked when
+# the makefile is read, so a mistyped value fails before any build (with -j too).
+E2E_KIND        ?= auto
+ifneq ($(filter e2e,$(MAKECMDGOALS)),)
+ifneq ($(words $(E2E_KIND))$(filter auto 1 0,$(E2E_KIND)),1$(strip $(E2E_KIND)))
+$(error make e2e: E2E_KIND must be auto, 1 or 0, not '$(E2E_KIND)')
+endif
+endif
 FUZZ_TARGETS    := fuzz_table fuzz_algo_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame fuzz_qp_address
 SAN_FLAGS       := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 export NEZHA_CACHE
@@ -148,9 +156,13 @@ test-torch: build-torch ## PyTorch 2 backend: every collective vs gloo, DDP and 
 	PYTHONPATH=$(CURDIR)/build/python-torch $(TORCH_PY) -m pytest -q runtime/python/tests_torch2
 
 .PHONY: e2e
-e2e: build-go build-runtime ## End-to-end on a real single-node Kubernetes (hack/local-cluster.sh); slow on a cold cache.
+e2e: build-go build-runtime ## End-to-end: the single-node local cluster (the cluster, the product, Kubeflow), then the 3-node kind cluster where Docker answers (E2E_KIND=auto|1|0).
 	hack/setup.sh cluster
 	$(PYTHON) -m pytest -q e2e --ignore=e2e/demo --ignore=e2e/kind
+	@if [ "$(E2E_KIND)" = 0 ]; then echo "make e2e: the kind part was not run (E2E_KIND=0)"; \
+	elif [ "$(E2E_KIND)" = auto ] && ! docker info >/dev/null 2>&1; then \
+	  echo "make e2e: the kind part was NOT run: no Docker engine answers 'docker info' (E2E_KIND=1 makes this an error)"; \
+	else $(MAKE) e2e-kind; fi
 
 .PHONY: kind
 kind: images ## A 3-node kind cluster (needs Docker) with two rails, Multus, whereabouts and the chart: hack/kind.sh up (down: make kind-down).
@@ -162,9 +174,9 @@ kind-down: ## Delete the kind cluster and its rail networks (hack/kind.sh down).
 	hack/kind.sh down
 
 .PHONY: e2e-kind
-e2e-kind: build-go build-runtime ## End-to-end on the 3-node kind cluster (needs Docker): a job on two nodes over two rails, a rail cut on one node.
+e2e-kind: build-go build-runtime ## End-to-end on the 3-node kind cluster (needs Docker): jobs on two nodes over two rails; a cut, a gray rail and a down rail on one node.
 	hack/setup.sh
-	$(PYTHON) -m pytest -q e2e/kind
+	NEZHA_KIND_REQUIRED=1 $(PYTHON) -m pytest -q e2e/kind
 
 .PHONY: e2e-kubeflow
 e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 + JobSet and training-operator controllers (hack/kubeflow.sh) on the local cluster.

@@ -67,3 +67,12 @@ def test_node_image_ref_names_the_kubernetes_version_and_is_stable():
 def test_node_image_refuses_unknown_arguments():
     proc = run([NODE_IMAGE_SH, "--fast"])
     assert proc.returncode == 2 and "unknown argument '--fast'" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("value", ["maybe", "yes", "", "auto 1"])
+def test_make_e2e_refuses_a_bad_E2E_KIND_before_building(value):
+    # Checked when the Makefile is read: nothing is built, with -j too.
+    proc = run(["make", "-C", REPO, "--no-print-directory", "-j2", "e2e", f"E2E_KIND={value}"])
+    assert proc.returncode == 2, proc
+    assert f"E2E_KIND must be auto, 1 or 0, not '{value}'" in proc.stderr, proc.stderr
+    assert "go build" not in proc.stdout and "cmake" not in proc.stdout, proc.stdout
