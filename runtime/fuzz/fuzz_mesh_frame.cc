@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (f.step >= nezha::kMeshMaxSteps || f.why.size() > nezha::kMeshMaxAbortText) __builtin_trap();
     const std::string again = nezha::encodeMeshFrame(f);
-    if (before.compare(0, again.size(), again) != 0 || before.size() - buffer.size() != again.size())
+    if (before.compare(0, again.size(), again) != 0 ||
+        before.size() - buffer.size() != again.size())
       __builtin_trap();
   }
   return 0;

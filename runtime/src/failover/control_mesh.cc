@@ -237,8 +237,7 @@ bool ControlMesh::sendPrimary(const std::string& frame, int peer) {
 
 void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
   if (size_ > 1)
-    sendEverywhere(encodeMeshFrame(kMeshRailDown, static_cast<uint16_t>(rail), generation),
-                   false);
+    sendEverywhere(encodeMeshFrame(kMeshRailDown, static_cast<uint16_t>(rail), generation), false);
 }
 
 int64_t ControlMesh::nowNs() const {
@@ -367,8 +366,8 @@ std::vector<double> ControlMesh::awaitStep(uint64_t round, const std::string& fr
     }
     lock.unlock();
     chaseStep(round, frame, chase);
-    auto until = std::min(deadline, chase.askedAgain ? chase.nextAsk
-                                                     : std::min(chase.nextAsk, chase.resendAt));
+    auto until = std::min(
+        deadline, chase.askedAgain ? chase.nextAsk : std::min(chase.nextAsk, chase.resendAt));
     // With heartbeats, look again every beat: a source's silence is judged by the clock.
     if (peerSilence_.count() > 0) until = std::min(until, Clock::now() + peerSilence_ / 5);
     readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),

@@ -45,8 +45,8 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "failover/mesh_frame.h"
@@ -181,9 +181,9 @@ class ControlMesh {
     uint32_t origin = 0, kind = 0;
     std::string why;
   };
-  std::map<uint64_t, Abort> aborts_;  // mu_: rounds another rank failed, first word kept
-  uint64_t round_ = 0;                    // the caller's thread only
-  std::atomic<uint64_t> opsStarted_{0};   // this rank
+  std::map<uint64_t, Abort> aborts_;     // mu_: rounds another rank failed, first word kept
+  uint64_t round_ = 0;                   // the caller's thread only
+  std::atomic<uint64_t> opsStarted_{0};  // this rank
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> peerOpsStarted_;  // as last heard
   std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;        // steady ns, any frame
   std::atomic<uint64_t> rounds_{0}, messages_{0}, resentCopies_{0}, abortsSent_{0};
