@@ -5,8 +5,8 @@
 // once and the first copy to arrive counts, so the control plane works as long as any rail still
 // joins two ranks. That is what makes failure agreement safe: run as an allreduce on one rail, a
 // cut landing inside the round could complete it on one rank and not on another and end the job
-// with "no rail left"; here, while some rail still joins every pair of ranks, a round completes
-// on every rank or fails on every rank.
+// with "no rail left"; here, while some rail still joins every pair of ranks and no rank is late
+// past the round's timeout, a round completes on every rank or fails on every rank.
 //
 // Agreement rounds (element-wise max of a vector of doubles) are a dissemination: ceil(log2 N)
 // steps; at step k rank r sends its running max to (r + 2^k) mod N and folds in what
