@@ -210,5 +210,7 @@ def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
     assert "- MISS issue 18: agreement messages per rank per operation" in text
     assert "- PASS issue 18: agreement messages per rank per operation" in text
     assert "| 1000 |" in text and "0.61 s after the cut" in text
+    assert "dissemination round (the runtime's round" in text  # issue 18: the runtime's round
+    assert "all-to-all round (the runtime's round before issue 18" in text
     assert control_report.grows_like_log({2: 1, 4: 3, 1024: 1023})[0] is False
     assert control_report.grows_like_log({2: 1, 4: 2, 1024: 10})[0] is True

@@ -1,5 +1,7 @@
 // The control mesh's frame decoder over a byte stream: frames come out whole or the stream is
-// declared bad; the buffer never shrinks by more than what was decoded.
+// declared bad; the buffer never shrinks by more than what was decoded, and every decoded frame
+// (dissemination steps, aborts with their untrusted reason text, notices) encodes back to exactly
+// the bytes it was taken from.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,14 +13,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (;;) {
     nezha::MeshFrame f;
     std::string why;
-    const size_t before = buffer.size();
+    const std::string before = buffer;
     const nezha::MeshDecode got = nezha::takeMeshFrame(buffer, f, why);
     if (got != nezha::MeshDecode::kFrame) {
-      if (buffer.size() != before) __builtin_trap();
+      if (buffer != before) __builtin_trap();
+      if (got == nezha::MeshDecode::kBad && why.empty()) __builtin_trap();
       break;
     }
-    const std::string again = nezha::encodeMeshFrame(f.type, f.rail, f.seq, f.values);
-    if (before - buffer.size() != again.size()) __builtin_trap();
+    if (f.step >= nezha::kMeshMaxSteps || f.why.size() > nezha::kMeshMaxAbortText) __builtin_trap();
+    const std::string again = nezha::encodeMeshFrame(f);
+    if (before.compare(0, again.size(), again) != 0 ||
+        before.size() - buffer.size() != again.size())
+      __builtin_trap();
   }
   return 0;
 }

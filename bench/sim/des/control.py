@@ -1,17 +1,18 @@
 """The control mesh's agreement round (runtime/src/failover/control_mesh.cc maxReduce).
 
-Today: every rank sends its vector, framed (kMeshHeaderBytes + 8 bytes per double), to every
-peer on the lowest live rail (sendPrimary) and max-reduces the N-1 vectors it receives. Per rank
-that is N-1 sends and N-1 receives per round: O(N) messages, and when the vector itself grows
-with N (the retire round after a failover holds one flag per rank and rail), O(N^2) bytes.
-If the primary rail is the one that just died, the first copies are lost and the round goes
-out again on every rail after kResendAfter (3 ms).
+The runtime's round since issue 18 is "dissemination": step k sends the running max, framed
+(kMeshHeaderBytes + 8 bytes per double), to (i + 2^k) mod N on the lowest live rail
+(sendPrimary) and takes one from (i - 2^k) mod N; ceil(log2 N) messages per rank for any N. If
+the primary rail is the one that just died, the first copy is lost and the step goes out again
+on every rail after kResendAfter (3 ms).
 
-Variants the simulator can price (issue 18; what-ifs, the runtime does not run them): "tree",
-the same max as recursive doubling (log2 N steps on a power of two, plus a fold-in and fold-out
-otherwise), "dissemination" (step k: send the running max to (i + 2^k) mod N, take one from
-(i - 2^k) mod N; ceil(log2 N) messages per rank for any N), and "epoch", a rail-set epoch in
-the slice headers: no round while the rail set holds, one tree round when it changes.
+"all-to-all" is the runtime's round before issue 18 (and what the fit and validation, recorded
+then, hold): every rank sends its vector to every peer and max-reduces the N-1 vectors it
+receives: O(N) messages per rank, and when the vector itself grows with N (the retire round
+after a failover holds one flag per rank and rail), O(N^2) bytes. What-ifs the runtime does not
+run: "tree", the same max as recursive doubling (log2 N steps on a power of two, plus a fold-in
+and fold-out otherwise), and "epoch", a rail-set epoch in the slice headers: no round while the
+rail set holds, one tree round when it changes.
 """
 
 from .collective import RailRun, classes_for

@@ -53,7 +53,9 @@ def plot_all(res, rows, out, stamp):
         axes[0].plot(RANKS, [res["agreement_per_op"][n][scheme] * 1e3 for n in RANKS], marker="o", label=scheme)
         axes[1].plot(RANKS, [res["small_op_over_no_round"][n][scheme] for n in RANKS], marker="o", label=scheme)
     axes[1].plot(RANKS, [res["small_op_over_no_round"][n]["all-to-all, round-free"] for n in RANKS], marker="x",
-                 ls="--", label="all-to-all, round-free ops (runtime)")
+                 ls="--", label="all-to-all, round-free ops (runtime before issue 18)")
+    axes[1].plot(RANKS, [res["small_op_over_no_round"][n]["dissemination, round-free"] for n in RANKS], marker="x",
+                 ls=":", label="dissemination, round-free ops (runtime)")
     axes[0].set_ylabel("agreement round per operation (ms)")
     axes[0].set_yscale("symlog", linthresh=0.01)
     axes[1].set_ylabel("1 KiB allreduce / the same without a round")
@@ -111,7 +113,7 @@ def plot_control(res, out, stamp, files):
     ns = sorted(tr)
     for scheme, style in (("all-to-all", "-"), ("tree", ":"), ("dissemination", "--")):
         axes[0].plot(ns, [tr[n][scheme]["messages"] for n in ns], style, marker="o",
-                     label=scheme + (" (runtime)" if scheme == "all-to-all" else " (what-if)"))
+                     label=scheme + {"dissemination": " (runtime)", "all-to-all": " (before issue 18)"}.get(scheme, " (what-if)"))
     axes[0].set_ylabel("messages per rank per operation")
     axes[0].set_title("Agreement round")
     hb = res["heartbeats"]

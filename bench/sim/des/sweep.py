@@ -6,12 +6,12 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
              larger size (simulated, learned ratios), next to the runtime's own autoColdThreshold
              computed from its probe at that N
   gain       per N and size: best single rail / Nezha adaptive (threshold rule, learned split)
-  agreement  the per-operation round at each N (all-to-all today, tree, dissemination, epoch):
+  agreement  the per-operation round at each N (dissemination: the runtime; all-to-all: before issue 18; tree, epoch):
              time, messages and bytes per rank; a 1 KiB operation with and without round-free
              small operations (one round per 16)
   failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
              slower), at 16, 128 and 1,024 ranks, all-to-all / tree / dissemination rounds
-  liveness   heartbeat traffic per rank per second (all-to-all today, neighbours what-if) and a
+  liveness   heartbeat traffic per rank per second (all-to-all: the runtime, neighbours what-if) and a
              host losing every rail: when every peer knows (liveness.py)
   waves      a restored rail re-entering mid-operation on the test bed's rails (against the
              measured share back), and what a round per wave costs at 1,024 ranks (waves.py)
@@ -85,7 +85,7 @@ def agreement(fit, n):
               for scheme in control.SCHEMES}
     none = run_op(pol, 1024, scheme="epoch").seconds
     small = {scheme: run_op(pol, 1024, scheme=scheme).seconds / none for scheme in control.SCHEMES}
-    for scheme in ("all-to-all", "dissemination"):  # with round-free small operations (runtime: all-to-all)
+    for scheme in ("all-to-all", "dissemination"):  # with round-free small operations (runtime: dissemination)
         small[f"{scheme}, round-free"] = loop_seconds(pol, 1024, scheme)[0] / none
     return per_op, small
 

@@ -19,15 +19,32 @@ namespace nezha {
 using std::chrono::milliseconds;
 
 namespace {
-// Rounds a peer may run ahead of this rank (it finished round k when it heard from everyone,
-// so it can be at most one ahead; more means a broken or hostile sender).
+// Rounds a peer's frames may run ahead of the last round this rank ended (a peer finished round
+// k only when every rank took part in it, so it can be at most one round ahead of the round
+// this rank is in; more means a broken or hostile sender).
 constexpr uint64_t kMaxRoundsAhead = 2;
 // How long a send may wait for room in a socket that already took part of a frame (the frame
 // must be finished or the stream is garbage). Control frames are tiny; this only happens when
 // the connection is dying.
 constexpr auto kFrameFinishBudget = std::chrono::milliseconds(200);
-// A round sent on one rail per peer goes out on every rail if it has not completed this soon.
+// A step sent on one rail goes out on every rail (and its source is asked to send again) when
+// the step this rank waits for has not come this soon.
 constexpr auto kResendAfter = std::chrono::milliseconds(3);
+
+int ceilLog2(int n) {
+  int steps = 0;
+  while ((int64_t{1} << steps) < n) ++steps;
+  return steps;
+}
+
+// A peer's reason text, for an error message: printable ASCII only.
+std::string printable(const std::string& s) {
+  std::string out = s;
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -48,6 +65,7 @@ ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::mil
     : rank_(rank),
       size_(worldSize),
       rails_(rails),
+      steps_(ceilLog2(worldSize)),
       silence_(silence),
       peerSilence_(worldSize > 1 ? peerSilence : std::chrono::milliseconds(0)),
       onRailDown_(std::move(onRailDown)) {
@@ -83,7 +101,7 @@ void ControlMesh::beat() {
   std::unique_lock<std::mutex> lock(beatMu_);
   while (!beatCv_.wait_for(lock, every, [this] { return stop_.load(); })) {
     lock.unlock();
-    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load(), {}), false);
+    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load()), false);
     lock.lock();
   }
 }
@@ -204,28 +222,22 @@ void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, in
   }
 }
 
-bool ControlMesh::sendPrimary(const std::string& frame) {
-  std::vector<std::shared_ptr<Conn>> first(size_);
+bool ControlMesh::sendPrimary(const std::string& frame, int peer) {
+  std::shared_ptr<Conn> first;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : conns_) {
-      if (c->closed) continue;
-      auto& f = first[c->peer];
-      if (!f || c->rail < f->rail) f = c;
+      if (!c->closed && c->peer == peer && (!first || c->rail < first->rail)) first = c;
     }
   }
+  if (!first) return false;
   std::lock_guard<std::mutex> lock(sendMu_);
-  bool all = true;
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && !(first[p] && writeFrame(*first[p], frame, false))) all = false;
-  }
-  return all;
+  return writeFrame(*first, frame, false);
 }
 
 void ControlMesh::notifyRailDown(int rail, uint64_t generation) {
   if (size_ > 1)
-    sendEverywhere(encodeMeshFrame(kMeshRailDown, static_cast<uint16_t>(rail), generation, {}),
-                   false);
+    sendEverywhere(encodeMeshFrame(kMeshRailDown, static_cast<uint16_t>(rail), generation), false);
 }
 
 int64_t ControlMesh::nowNs() const {
@@ -234,7 +246,7 @@ int64_t ControlMesh::nowNs() const {
 }
 
 void ControlMesh::ask(const std::vector<int>& peers, uint64_t op) {
-  const std::string frame = encodeMeshFrame(kMeshWhere, 0, op, {});
+  const std::string frame = encodeMeshFrame(kMeshWhere, 0, op);
   for (int p : peers) sendEverywhere(frame, false, p);
 }
 
@@ -260,40 +272,103 @@ bool ControlMesh::peersBehind(uint64_t op) {
   return false;
 }
 
+ControlMesh::AgreementStats ControlMesh::agreementStats() const {
+  AgreementStats st;
+  st.rounds = rounds_.load();
+  st.messages = messages_.load();
+  st.resentCopies = resentCopies_.load();
+  st.abortsSent = abortsSent_.load();
+  return st;
+}
+
+int ControlMesh::targetOf(int step) const {
+  return static_cast<int>((rank_ + (int64_t{1} << step)) % size_);
+}
+
+int ControlMesh::sourceOf(int step) const {
+  const int64_t back = (int64_t{1} << step) % size_;
+  return static_cast<int>((rank_ - back + size_) % size_);
+}
+
 void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout) {
   if (size_ == 1) return;
   const uint64_t round = ++round_;
   std::unique_lock<std::mutex> reading(readMu_);
-  // Healthy rounds go out once per peer; if the round is not complete soon (a rail died
-  // silently under the first copy), every rail carries a copy. Duplicates are dropped.
-  const std::string frame = encodeMeshFrame(kMeshAgree, 0, round, values);
+  const auto deadline = Clock::now() + timeout;
+  std::vector<double> acc = values;
+  for (int step = 0; step < steps_; ++step) {
+    const std::string frame = encodeMeshStep(round, static_cast<uint16_t>(step), acc);
+    StepChase chase;
+    chase.step = step;
+    chase.source = sourceOf(step);
+    chase.target = targetOf(step);
+    chase.start = Clock::now();
+    chase.resendAt = chase.start + kResendAfter;
+    // The source is asked where it is every quarter of the silence window; one that has not
+    // answered anything for the whole window is unreachable.
+    chase.askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
+    chase.nextAsk = chase.start + chase.askEvery;
+    chase.everywhere = sendStep(round, step, frame);
+    const std::vector<double> got = awaitStep(round, frame, chase, deadline, timeout);
+    if (got.size() != acc.size()) {
+      failRound(round, step, kMeshAbortConfig, static_cast<uint32_t>(rank_),
+                strCat("rank ", chase.source, " sent ", got.size(), " values, this rank ",
+                       acc.size(), " (ranks called different collectives?)"));
+    }
+    for (size_t i = 0; i < acc.size(); ++i) acc[i] = std::max(acc[i], got[i]);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sent_[round] = frame;  // kept for peers that ask again after this rank moved on
-    while (sent_.size() > 3) sent_.erase(sent_.begin());
+    endRound(round);
   }
-  RoundChase chase;
-  chase.start = Clock::now();
-  chase.resendAt = chase.start + kResendAfter;
-  // Missing peers are asked where they are every quarter of the silence window; one that has
-  // not answered anything for the whole window is unreachable.
-  chase.askEvery = std::max(silence_ / 4, std::chrono::milliseconds(1));
-  chase.nextAsk = chase.start + chase.askEvery;
-  chase.everywhere = !sendPrimary(frame);
-  if (chase.everywhere) sendEverywhere(frame, true);
-  const auto deadline = chase.start + timeout;
+  ++rounds_;
+  values = std::move(acc);
+}
+
+bool ControlMesh::sendStep(uint64_t round, int step, const std::string& frame) {
+  bool asked = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_[{round, step}] = frame;  // kept for a target that asks again after this rank moved on
+    // A target can be one round behind this rank, never two (this rank finished the round
+    // before only when every rank had entered it).
+    while (!sent_.empty() && sent_.begin()->first.first + 2 < round) sent_.erase(sent_.begin());
+    asked = wanted_.erase({round, step}) > 0;
+  }
+  ++messages_;
+  const int target = targetOf(step);
+  if (!asked && sendPrimary(frame, target)) return false;
+  sendEverywhere(frame, true, target);
+  return true;
+}
+
+std::vector<double> ControlMesh::awaitStep(uint64_t round, const std::string& frame,
+                                           StepChase& chase, Clock::time_point deadline,
+                                           std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    const RoundState st = inspectRound(round, chase.start);
-    if (st.missingPeers.empty() || !st.unreachable.empty() || Clock::now() >= deadline) {
-      finishRound(round, st, timeout, values);
-      return;
+    auto& slot = inbox_[round];
+    slot.resize(steps_);
+    if (slot[chase.step]) return std::move(*slot[chase.step]);
+    if (auto a = aborts_.find(round); a != aborts_.end()) {
+      const Abort abort = a->second;
+      lock.unlock();
+      failRound(round, chase.step, abort.kind, abort.origin, abort.why);
+    }
+    std::string why = unreachable(chase.source, chase.start);
+    if (why.empty() && Clock::now() >= deadline) {
+      why = strCat("no word from rank(s) ", chase.source, " within ", timeout.count(),
+                   " ms on any rail (dissemination step ", chase.step + 1, " of ", steps_, ")");
+    }
+    if (!why.empty()) {
+      lock.unlock();
+      failRound(round, chase.step, kMeshAbortRail, static_cast<uint32_t>(rank_), why);
     }
     lock.unlock();
-    chaseMissing(round, frame, st.missingPeers, chase);
+    chaseStep(round, frame, chase);
     auto until = std::min(
-        deadline, chase.everywhere ? chase.nextAsk : std::min(chase.nextAsk, chase.resendAt));
-    // With heartbeats, look again every beat: a missing peer's silence is judged by the clock.
+        deadline, chase.askedAgain ? chase.nextAsk : std::min(chase.nextAsk, chase.resendAt));
+    // With heartbeats, look again every beat: a source's silence is judged by the clock.
     if (peerSilence_.count() > 0) until = std::min(until, Clock::now() + peerSilence_ / 5);
     readFor(std::max(std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()),
                      std::chrono::microseconds(0)));
@@ -301,80 +376,79 @@ void ControlMesh::maxReduce(std::vector<double>& values, std::chrono::millisecon
   }
 }
 
-// mu_ held. Who has not sent this round yet, and whether any of them is known unreachable: its
-// control connections closed on every rail, or nothing heard from it for the silence window.
-ControlMesh::RoundState ControlMesh::inspectRound(uint64_t round, Clock::time_point start) {
-  auto& slot = inbox_[round];
-  slot.resize(size_);
-  RoundState st;
-  std::string gone, silent;
-  // With heartbeats a peer's silence is judged at once (a live peer is heard every fifth of the
-  // window); without, only after the round itself waited the window (nothing may have been
-  // sent before it).
+// mu_ held. The source's control connections closed on every rail, or nothing heard from it for
+// the silence window. With heartbeats its silence is judged at once (a live peer is heard every
+// fifth of the window); without, only after the step itself waited the window (the source is
+// asked where it is meanwhile; nothing may have come from it since its last step).
+std::string ControlMesh::unreachable(int source, Clock::time_point stepStart) const {
+  if (!peerReachable(source)) {
+    return strCat("rank(s) ", source,
+                  " closed their control connections on every rail (process gone, or every rail "
+                  "between us failed)");
+  }
   const bool beats = peerSilence_.count() > 0;
   const auto window = beats ? peerSilence_ : silence_;
-  const int64_t now = nowNs(), silenceNs = window.count() * 1000000;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || slot[p]) continue;
-    st.missing += strCat(st.missing.empty() ? "" : ", ", p);
-    st.missingPeers.push_back(p);
-    if (!peerReachable(p)) gone += strCat(gone.empty() ? "" : ", ", p);
-    if ((beats || Clock::now() - start >= silence_) && now - lastHeard_[p]->load() >= silenceNs) {
-      silent += strCat(silent.empty() ? "" : ", ", p);
-    }
+  const int64_t silenceNs = window.count() * 1000000;
+  if ((beats || Clock::now() - stepStart >= silence_) &&
+      nowNs() - lastHeard_[source]->load() >= silenceNs) {
+    return strCat(
+        "rank(s) ", source, " answered nothing for ", window.count(),
+        " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
   }
-  if (!gone.empty()) {
-    st.unreachable = strCat("rank(s) ", gone,
-                            " closed their control connections on every rail (process gone, or "
-                            "every rail between us failed)");
-  } else if (!silent.empty()) {
-    st.unreachable =
-        strCat("rank(s) ", silent, " answered nothing for ", window.count(),
-               " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
-  }
-  return st;
+  return "";
 }
 
-// mu_ held. Ends the round: a clear RailError if a peer is unreachable or late past the
-// timeout, else the element-wise max of every rank's values.
-void ControlMesh::finishRound(uint64_t round, const RoundState& st,
-                              std::chrono::milliseconds timeout, std::vector<double>& values) {
-  std::vector<std::unique_ptr<std::vector<double>>> got = std::move(inbox_[round]);
-  inbox_.erase(round);
-  finished_ = round;
-  if (!st.unreachable.empty()) {
-    throw RailError(-1, strCat("agreement round ", round, ": ", st.unreachable));
-  }
-  if (!st.missingPeers.empty()) {
-    throw RailError(-1, strCat("agreement round ", round, ": no word from rank(s) ", st.missing,
-                               " within ", timeout.count(), " ms on any rail"));
-  }
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    if (got[p]->size() != values.size()) {
-      throw ConfigError(strCat("agreement round ", round, ": rank ", p, " sent ", got[p]->size(),
-                               " values, this rank ", values.size(),
-                               " (ranks called different collectives?)"));
-    }
-    for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], (*got[p])[i]);
-  }
+void ControlMesh::endRound(uint64_t round) {
+  finished_ = std::max(finished_, round);
+  inbox_.erase(inbox_.begin(), inbox_.upper_bound(finished_));
+  aborts_.erase(aborts_.begin(), aborts_.upper_bound(finished_));
+  wanted_.erase(wanted_.begin(), wanted_.lower_bound({finished_ + 1, 0}));
 }
 
-// mu_ not held. After kResendAfter the round goes out on every rail; missing peers are asked to
-// send their copy again (RESEND) and where they are, every quarter of the silence window.
-void ControlMesh::chaseMissing(uint64_t round, const std::string& frame,
-                               const std::vector<int>& missingPeers, RoundChase& chase) {
-  const bool firstResend = !chase.everywhere && Clock::now() >= chase.resendAt;
-  if (firstResend) {
-    sendEverywhere(frame, true);
+void ControlMesh::failRound(uint64_t round, int step, uint32_t kind, uint32_t origin,
+                            const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    endRound(round);
+  }
+  // Best effort and without waiting for room: the peers that miss it still fail by their own
+  // wait (a source gone or silent, or the timeout), only later.
+  const std::string abort = encodeMeshAbort(round, origin, kind, why);
+  if (origin == static_cast<uint32_t>(rank_)) {
+    sendEverywhere(abort, false);
+    abortsSent_ += static_cast<uint64_t>(size_ - 1);
+  } else {
+    for (int s = step + 1; s < steps_; ++s) {
+      sendEverywhere(abort, false, targetOf(s));
+      ++abortsSent_;
+    }
+  }
+  const std::string what =
+      origin == static_cast<uint32_t>(rank_)
+          ? strCat("agreement round ", round, ": ", why)
+          : strCat("agreement round ", round, ": rank ", origin, " failed it: ", printable(why));
+  if (kind == kMeshAbortConfig) throw ConfigError(what);
+  throw RailError(-1, what);
+}
+
+// mu_ not held. After kResendAfter the step goes out on every rail and its source is asked to
+// send its copy again (RESEND) on every rail; every quarter of the silence window the source is
+// asked again, and where it is.
+void ControlMesh::chaseStep(uint64_t round, const std::string& frame, StepChase& chase) {
+  const auto now = Clock::now();
+  const bool firstResend = !chase.askedAgain && now >= chase.resendAt;
+  if (firstResend && !chase.everywhere) {
+    sendEverywhere(frame, true, chase.target);
     chase.everywhere = true;
+    ++resentCopies_;
   }
-  if (firstResend || Clock::now() >= chase.nextAsk) {
-    const std::string again = encodeMeshFrame(kMeshResend, 0, round, {});
-    for (int p : missingPeers) sendEverywhere(again, false, p);
+  if (firstResend || now >= chase.nextAsk) {
+    sendEverywhere(encodeMeshFrame(kMeshResend, static_cast<uint16_t>(chase.step), round), false,
+                   chase.source);
+    chase.askedAgain = true;
   }
-  if (Clock::now() >= chase.nextAsk) {
-    ask(missingPeers, opsStarted_.load());
+  if (now >= chase.nextAsk) {
+    ask({chase.source}, opsStarted_.load());
     chase.nextAsk = Clock::now() + chase.askEvery;
   }
 }
@@ -414,14 +488,21 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
     std::string frame;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = sent_.find(seq);
-      if (it != sent_.end()) frame = it->second;
+      auto it = sent_.find({seq, f.step});
+      if (it != sent_.end()) {
+        frame = it->second;
+      } else if (seq > finished_) {
+        wanted_.insert({seq, f.step});  // not reached yet: it goes out on every rail when it is
+      }
     }
-    if (!frame.empty()) sendEverywhere(frame, false, c.peer);
+    if (!frame.empty()) {
+      sendEverywhere(frame, false, c.peer);
+      ++resentCopies_;
+    }
     return;
   }
   if (type == kMeshWhere) {
-    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load(), {}), false, c.peer);
+    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load()), false, c.peer);
     return;
   }
   if (type == kMeshHere) {
@@ -433,13 +514,37 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
     cv_.notify_all();
     return;
   }
-  std::vector<double> values = std::move(f.values);
   std::lock_guard<std::mutex> lock(mu_);
-  if (seq <= finished_) return;  // a late copy from a slower rail
-  auto& slot = inbox_[seq];
-  slot.resize(size_);
-  if (!slot[c.peer]) slot[c.peer] = std::make_unique<std::vector<double>>(std::move(values));
+  if (seq <= finished_) return;  // a late copy (a slower rail) or an abort of a round ended here
+  if (type == kMeshAbort) {
+    aborts_.emplace(seq, Abort{f.origin, f.kind, std::move(f.why)});
+  } else {
+    auto& slot = inbox_[seq];
+    slot.resize(steps_);
+    if (!slot[f.step]) slot[f.step] = std::make_unique<std::vector<double>>(std::move(f.values));
+  }
   cv_.notify_all();
+}
+
+// Why a well-formed frame cannot come from this peer in this job (empty when it can): a round
+// too far ahead, a step this world size does not have or that another rank sends, an abort
+// naming a rank that does not exist.
+std::string ControlMesh::misfit(const Conn& c, const MeshFrame& f) {
+  if (f.type != kMeshStep && f.type != kMeshResend && f.type != kMeshAbort) return "";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (f.seq > finished_ + kMaxRoundsAhead) return strCat("round ", f.seq, " too far ahead");
+  }
+  if (f.type == kMeshAbort) {
+    return f.origin < static_cast<uint32_t>(size_) ? "" : strCat("abort from rank ", f.origin);
+  }
+  if (f.step >= steps_) return strCat("step ", f.step, " of a ", steps_, "-step round");
+  const int from = f.type == kMeshStep ? sourceOf(f.step) : targetOf(f.step);
+  if (c.peer != from) {
+    return strCat(f.type == kMeshStep ? "step " : "resend of step ", f.step, " from rank ", c.peer,
+                  " (expected from rank ", from, ")");
+  }
+  return "";
 }
 
 void ControlMesh::readFrom(Conn& c) {
@@ -462,10 +567,7 @@ void ControlMesh::readFrom(Conn& c) {
     std::string bad;
     const MeshDecode got = takeMeshFrame(c.in, f, bad);
     if (got == MeshDecode::kNeedMore) break;
-    if (got == MeshDecode::kFrame && f.type == kMeshAgree) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (f.seq > finished_ + kMaxRoundsAhead) bad = strCat("round ", f.seq, " too far ahead");
-    }
+    if (got == MeshDecode::kFrame) bad = misfit(c, f);
     if (!bad.empty()) {
       std::fprintf(stderr,
                    "nezha: rank %d: dropping control connection to rank %d on rail %d: %s\n", rank_,

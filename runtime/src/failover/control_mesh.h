@@ -1,20 +1,39 @@
 // Control mesh: small authenticated messages between ranks, kept apart from the data path.
 //
 // Every rail carries one extra TCP connection per pair of ranks, opened and authenticated with
-// the rail's data streams (TcpChannel::releaseControl). Each message goes out on every rail at
+// the rail's data streams (TcpChannel::releaseControl). Each message can go out on every rail at
 // once and the first copy to arrive counts, so the control plane works as long as any rail still
 // joins two ranks. That is what makes failure agreement safe: run as an allreduce on one rail, a
 // cut landing inside the round could complete it on one rank and not on another and end the job
-// with "no rail left"; here a round completes on every rank or times out on every rank.
+// with "no rail left"; here, while some rail still joins every pair of ranks and no rank is late
+// past the round's timeout, a round completes on every rank or fails on every rank.
 //
-// Messages: agreement rounds (element-wise max of a vector of doubles), "I lost this rail's link"
-// notices (so peers drop the rail within milliseconds instead of waiting for their progress
-// deadline), and "which operation are you in?" with its answer, asked only when a progress
-// deadline expires, so a peer that has not reached the operation yet (busy computing, writing a
-// checkpoint) is not taken for a dead rail. With a peer silence set, the same answer goes out
-// unasked as a heartbeat, so a peer heard on no rail is known unreachable without a question.
-// A reader thread polls all connections and answers questions; nothing here touches a data
-// channel.
+// Agreement rounds (element-wise max of a vector of doubles) are a dissemination: ceil(log2 N)
+// steps; at step k rank r sends its running max to (r + 2^k) mod N and folds in what
+// (r - 2^k) mod N sent it. After the last step every rank's running max covers every rank (max
+// is idempotent, so ranks covered twice when N is not a power of two do no harm): ceil(log2 N)
+// messages per rank per round instead of the N - 1 of an all-to-all. A step goes out on one rail
+// (the lowest open one); when the step it waits for has not come within a few milliseconds the
+// rank sends its own step on every rail and asks its source to send again (RESEND) on every rail,
+// and a RESEND for a step not reached yet makes that step go out on every rail when it is. Every
+// rank's result depends on every rank's participation, so a round cannot complete anywhere
+// without every rank in it; a rank whose round fails (its source closed every connection, was
+// heard on no rail for the silence window, or the timeout passed, or the lengths differ) sends
+// ABORT (round, its rank, why) to every peer on every rail — N - 1 frames, on failure only —
+// and a rank that receives it fails the round at once with that cause, passing it on to the
+// ranks that still wait for its later steps. What no protocol can prevent: a rank that dies or
+// loses its last rail to one peer inside a round can leave the ranks that already had every step
+// with the result and the rest with an error (as with an all-to-all); the failed ranks then close
+// their mesh (failStop), so the others' next round fails at once.
+//
+// Other messages: "I lost this rail's link" notices (so peers drop the rail within milliseconds
+// instead of waiting for their progress deadline), and "which operation are you in?" with its
+// answer, asked only when a progress deadline expires or a round waits for a step, so a peer that
+// has not reached the operation yet (busy computing, writing a checkpoint) is not taken for a
+// dead rail. With a peer silence set, the same answer goes out unasked as a heartbeat to every
+// peer on every rail (still all-to-all: (N - 1) x rails frames per beat), so a peer heard on no
+// rail is known unreachable without a question. A reader thread polls all connections and
+// answers questions; nothing here touches a data channel.
 #pragma once
 
 #include <atomic>
@@ -24,8 +43,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "failover/mesh_frame.h"
@@ -64,12 +85,23 @@ class ControlMesh {
   // known to be in `op` or later.
   bool peersBehind(uint64_t op);
 
-  // Element-wise max of `values` over all ranks; all ranks call it in the same order with the
-  // same length. A peer that is alive may take up to `timeout` (it may still be finishing its
-  // part of an operation); one that stops answering fails the round after the silence window.
-  // Throws RailError(-1) when a peer's values do not come or it is unreachable, ConfigError
-  // when the lengths differ.
+  // Element-wise max of `values` over all ranks (a dissemination round: ceil(log2 N) steps);
+  // all ranks call it in the same order with the same length. A peer that is alive may take up
+  // to `timeout` (it may still be finishing its part of an operation); one that stops answering
+  // fails the round after the silence window. Throws RailError(-1) when a step does not come
+  // or its sender is unreachable, ConfigError when the lengths differ; when another rank's round
+  // failed first, the same kind of error naming that rank and its cause.
   void maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout);
+
+  // What this rank's rounds cost, counted since construction. `messages`: steps sent, one per
+  // step (ceil(log2 N) per round), however many rails carried a copy; `resentCopies`: steps
+  // sent again on every rail (a chase after a lost or late copy, or a peer's RESEND);
+  // `abortsSent`: ABORT frames addressed to peers (each on every rail).
+  struct AgreementStats {
+    uint64_t rounds = 0, messages = 0, resentCopies = 0, abortsSent = 0;
+  };
+  AgreementStats agreementStats() const;
+  int stepsPerRound() const { return steps_; }
 
   // Closes every connection: peers waiting on this rank learn at once that it is gone (used
   // when this rank's communicator fails for good).
@@ -89,29 +121,38 @@ class ControlMesh {
   void readFrom(Conn& c);  // readMu_ held
   // Reads whatever arrives on open connections within `wait` (readMu_ held).
   void readFor(std::chrono::microseconds wait);
-  // One agreement round, in the steps maxReduce takes.
-  struct RoundState {
-    std::vector<int> missingPeers;  // have not sent this round yet
-    std::string missing;            // the same, as text
-    std::string unreachable;        // why a missing peer cannot answer; empty = keep waiting
-  };
-  struct RoundChase {
+  // One dissemination step of a round, in the parts maxReduce takes.
+  struct StepChase {
+    int step = 0, source = 0, target = 0;
     Clock::time_point start, resendAt, nextAsk;
     std::chrono::milliseconds askEvery{1};
-    bool everywhere = false;  // the round already went out on every rail
+    bool everywhere = false;  // this step already went out on every rail
+    bool askedAgain = false;  // RESEND already sent to the source
   };
-  RoundState inspectRound(uint64_t round, Clock::time_point start);
-  void finishRound(uint64_t round, const RoundState& st, std::chrono::milliseconds timeout,
-                   std::vector<double>& values);
-  void chaseMissing(uint64_t round, const std::string& frame, const std::vector<int>& missingPeers,
-                    RoundChase& chase);
+  int targetOf(int step) const;  // (rank + 2^step) mod N
+  int sourceOf(int step) const;  // (rank - 2^step) mod N
+  // Sends step `step` of `round` to its target: one rail, or every rail when the target already
+  // asked for it or no rail took it. Returns whether it went out on every rail.
+  bool sendStep(uint64_t round, int step, const std::string& frame);
+  // Waits for step `step` of `round` from its source; fails the round (throws) on an abort, an
+  // unreachable source or the deadline.
+  std::vector<double> awaitStep(uint64_t round, const std::string& frame, StepChase& chase,
+                                Clock::time_point deadline, std::chrono::milliseconds timeout);
+  void chaseStep(uint64_t round, const std::string& frame, StepChase& chase);
+  // mu_ held: why the source of a step cannot answer (empty = keep waiting).
+  std::string unreachable(int source, Clock::time_point stepStart) const;
+  // Ends `round` here as failed: tells the peers (every one when this rank is `origin`, else
+  // the targets of the steps after `step`, which wait for this rank) and throws.
+  [[noreturn]] void failRound(uint64_t round, int step, uint32_t kind, uint32_t origin,
+                              const std::string& why);
+  void endRound(uint64_t round);  // mu_ held: drops the round's state; late copies are dropped
   void dispatch(const Conn& c, MeshFrame& frame);
+  std::string misfit(const Conn& c, const MeshFrame& frame);
   // Sends `frame` on every open connection (to `onlyPeer` alone when >= 0). With mustReachAll,
   // waits briefly for room where no copy got out to a peer.
   void sendEverywhere(const std::string& frame, bool mustReachAll, int onlyPeer = -1);
-  // Sends `frame` to each peer on one open connection (the lowest rail); true if it went out
-  // whole to every peer.
-  bool sendPrimary(const std::string& frame);
+  // Sends `frame` to `peer` on one open connection (the lowest rail); true if it went out whole.
+  bool sendPrimary(const std::string& frame, int peer);
   // Writes `frame` whole on `c` (sendMu_ held). A socket full at the start of the frame is
   // skipped (false; the connection stays usable) unless waitForRoom; once part of the frame
   // went out it is finished within a short budget or the connection is closed.
@@ -123,6 +164,7 @@ class ControlMesh {
 
   const int rank_, size_;
   const size_t rails_;
+  const int steps_;  // ceil(log2 N): steps per agreement round
   const std::chrono::milliseconds silence_;
   const std::chrono::milliseconds peerSilence_;
   RailDownFn onRailDown_;
@@ -130,14 +172,21 @@ class ControlMesh {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Conn>> conns_;  // mu_; the reader and senders work on snapshots
-  // Agreement values by round, per peer; rounds up to finished_ are done and late copies dropped.
+  // Steps received, by round then step; rounds up to finished_ are done and late copies dropped.
   std::map<uint64_t, std::vector<std::unique_ptr<std::vector<double>>>> inbox_;  // mu_
   uint64_t finished_ = 0;                                                        // mu_
-  std::map<uint64_t, std::string> sent_;  // mu_: this rank's last rounds, for kResend
-  uint64_t round_ = 0;                    // the caller's thread only
-  std::atomic<uint64_t> opsStarted_{0};   // this rank
+  std::map<std::pair<uint64_t, int>, std::string> sent_;  // mu_: (round, step), for RESEND
+  std::set<std::pair<uint64_t, int>> wanted_;  // mu_: RESENDs for steps this rank had not reached
+  struct Abort {
+    uint32_t origin = 0, kind = 0;
+    std::string why;
+  };
+  std::map<uint64_t, Abort> aborts_;     // mu_: rounds another rank failed, first word kept
+  uint64_t round_ = 0;                   // the caller's thread only
+  std::atomic<uint64_t> opsStarted_{0};  // this rank
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> peerOpsStarted_;  // as last heard
   std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;        // steady ns, any frame
+  std::atomic<uint64_t> rounds_{0}, messages_{0}, resentCopies_{0}, abortsSent_{0};
 
   std::mutex sendMu_;  // one frame at a time per connection
   // Held while reading connections. A round's caller holds it for the whole round and reads

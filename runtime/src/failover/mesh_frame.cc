@@ -9,6 +9,7 @@ namespace nezha {
 
 namespace {
 constexpr uint32_t kMagic = 0x5443'5a4e;  // "NZCT" little-endian
+constexpr size_t kAbortFixedBytes = 8;    // origin, kind
 
 uint32_t readU32(const std::string& s, size_t at) {
   uint32_t v = 0;
@@ -18,38 +19,100 @@ uint32_t readU32(const std::string& s, size_t at) {
 uint64_t readU64(const std::string& s, size_t at) {
   return static_cast<uint64_t>(readU32(s, at + 4)) << 32 | readU32(s, at);
 }
+
+WireWriter header(uint16_t type, uint16_t arg, uint64_t seq, size_t payload) {
+  WireWriter w;
+  w.u32(kMagic).u32(static_cast<uint32_t>(type) | static_cast<uint32_t>(arg) << 16).u64(seq);
+  w.u32(static_cast<uint32_t>(payload));
+  return w;
+}
+
+// Why the header (type, argument, payload length) cannot start a frame; empty when it can.
+std::string checkHeader(uint16_t type, uint16_t arg, uint32_t len) {
+  if (type == kMeshAgreeAllToAll) {
+    return "an all-to-all agreement frame (the peer runs a libnezha older than the "
+           "dissemination rounds)";
+  }
+  if (type < kMeshRailDown || type > kMeshAbort) return strCat("unknown type ", type);
+  if (len > kMeshMaxPayload) return strCat("payload of ", len, " bytes");
+  if (type == kMeshStep || type == kMeshResend) {
+    if (arg >= kMeshMaxSteps) return strCat("step ", arg, " of type ", type);
+  } else if (type != kMeshRailDown && arg != 0) {
+    return strCat("type ", type, " with argument ", arg);
+  }
+  if (type == kMeshStep) {
+    if (len % sizeof(double) != 0) return strCat("step payload of ", len, " bytes");
+  } else if (type == kMeshAbort) {
+    if (len < kAbortFixedBytes || len > kAbortFixedBytes + kMeshMaxAbortText) {
+      return strCat("abort payload of ", len, " bytes");
+    }
+  } else if (len != 0) {
+    return strCat("type ", type, " carries ", len, " payload bytes");
+  }
+  return "";
+}
 }  // namespace
 
-std::string encodeMeshFrame(uint16_t type, uint16_t rail, uint64_t seq,
-                            const std::vector<double>& values) {
-  WireWriter w;
-  w.u32(kMagic).u32(static_cast<uint32_t>(type) | static_cast<uint32_t>(rail) << 16).u64(seq);
-  w.u32(static_cast<uint32_t>(values.size() * sizeof(double)));
+std::string encodeMeshFrame(uint16_t type, uint16_t arg, uint64_t seq) {
+  return header(type, arg, seq, 0).data();
+}
+
+std::string encodeMeshStep(uint64_t round, uint16_t step, const std::vector<double>& values) {
+  WireWriter w = header(kMeshStep, step, round, values.size() * sizeof(double));
   for (double v : values) w.f64(v);
   return w.data();
 }
 
+std::string encodeMeshAbort(uint64_t round, uint32_t origin, uint32_t kind,
+                            const std::string& why) {
+  const std::string text = why.substr(0, kMeshMaxAbortText);
+  WireWriter w = header(kMeshAbort, 0, round, kAbortFixedBytes + text.size());
+  w.u32(origin).u32(kind).bytes(text.data(), text.size());
+  return w.data();
+}
+
+std::string encodeMeshFrame(const MeshFrame& f) {
+  switch (f.type) {
+    case kMeshStep:
+      return encodeMeshStep(f.seq, f.step, f.values);
+    case kMeshAbort:
+      return encodeMeshAbort(f.seq, f.origin, f.kind, f.why);
+    case kMeshResend:
+      return encodeMeshFrame(f.type, f.step, f.seq);
+    case kMeshRailDown:
+      return encodeMeshFrame(f.type, f.rail, f.seq);
+    default:
+      return encodeMeshFrame(f.type, 0, f.seq);
+  }
+}
+
 MeshDecode takeMeshFrame(std::string& buffer, MeshFrame& out, std::string& why) {
   if (buffer.size() < kMeshHeaderBytes) return MeshDecode::kNeedMore;
-  const uint32_t magic = readU32(buffer, 0), typeRail = readU32(buffer, 4);
-  const uint16_t type = typeRail & 0xffff, rail = typeRail >> 16;
+  const uint32_t magic = readU32(buffer, 0), typeArg = readU32(buffer, 4);
+  const uint16_t type = typeArg & 0xffff, arg = typeArg >> 16;
   const uint32_t len = readU32(buffer, 16);
-  if (magic != kMagic) {
-    why = "bad magic";
-  } else if (type < kMeshAgree || type > kMeshResend) {
-    why = strCat("unknown type ", type);
-  } else if (len > kMeshMaxPayload || len % sizeof(double) != 0) {
-    why = strCat("payload of ", len, " bytes");
-  } else if (type != kMeshAgree && len != 0) {
-    why = strCat("type ", type, " carries ", len, " payload bytes");
-  }
+  why = magic != kMagic ? "bad magic" : checkHeader(type, arg, len);
   if (!why.empty()) return MeshDecode::kBad;
   if (buffer.size() < kMeshHeaderBytes + len) return MeshDecode::kNeedMore;
+  const char* payload = buffer.data() + kMeshHeaderBytes;
+  if (type == kMeshAbort) {
+    const uint32_t kind = readU32(buffer, kMeshHeaderBytes + 4);
+    if (kind != kMeshAbortRail && kind != kMeshAbortConfig) {
+      why = strCat("abort of kind ", kind);
+      return MeshDecode::kBad;
+    }
+    out.origin = readU32(buffer, kMeshHeaderBytes);
+    out.kind = kind;
+    out.why.assign(payload + kAbortFixedBytes, len - kAbortFixedBytes);
+  }
   out.type = type;
-  out.rail = rail;
+  out.rail = type == kMeshRailDown ? arg : 0;
+  out.step = type == kMeshStep || type == kMeshResend ? arg : 0;
   out.seq = readU64(buffer, 8);
-  out.values.resize(len / sizeof(double));
-  if (len > 0) std::memcpy(out.values.data(), buffer.data() + kMeshHeaderBytes, len);
+  if (type == kMeshStep) {
+    out.values.resize(len / sizeof(double));
+    if (len > 0) std::memcpy(out.values.data(), payload, len);
+  }
   buffer.erase(0, kMeshHeaderBytes + len);
   return MeshDecode::kFrame;
 }

@@ -1,13 +1,16 @@
-// The control mesh between two ranks in one process, rails as socket pairs: agreement survives
+// The control mesh between ranks in one process, rails as socket pairs: agreement survives
 // losing a rail (even mid-stream), garbage on a connection drops that connection and nothing
 // else, a silent or vanished peer gives a bounded, clear error, rail-down notices and "which
-// operation are you in" answers arrive.
+// operation are you in" answers arrive. With more ranks: the dissemination round is exact at
+// 2, 3, 5 and 8 ranks in ceil(log2 N) messages per rank per round, and a rank that never joins
+// or vanishes fails the round on every other rank.
 #include "failover/control_mesh.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -15,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "nezha/nezha.hpp"
 
 namespace nezha {
@@ -212,6 +216,160 @@ TEST(ControlMeshTest, HeartbeatsKeepALatePeerReachable) {
   }
   EXPECT_TRUE(p.m0->silentPeers().empty());
   EXPECT_TRUE(p.m1->silentPeers().empty());
+}
+
+// N ranks, every pair joined by one socket pair per rail.
+struct Mesh {
+  std::vector<std::unique_ptr<ControlMesh>> m;
+
+  Mesh(int n, int rails, milliseconds silence = milliseconds(300)) {
+    for (int r = 0; r < n; ++r) {
+      m.push_back(std::make_unique<ControlMesh>(
+          r, n, rails, silence, [](int, int, uint64_t) {}, milliseconds(0)));
+    }
+    for (int rail = 0; rail < rails; ++rail) {
+      std::vector<std::vector<Fd>> conns(n);
+      for (auto& c : conns) c.resize(n);
+      for (int a = 0; a < n; ++a) {
+        for (int b = a + 1; b < n; ++b) {
+          int sv[2];
+          EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+          conns[a][b] = Fd(sv[0]);
+          conns[b][a] = Fd(sv[1]);
+        }
+      }
+      for (int r = 0; r < n; ++r) m[r]->attach(rail, std::move(conns[r]));
+    }
+  }
+
+  struct Outcome {
+    std::vector<double> values;
+    std::string error;
+    bool railError = false, configError = false;
+  };
+  // The ranks in `ranks` run one round at once, rank r with in[r]; the others do nothing.
+  std::vector<Outcome> round(const std::vector<std::vector<double>>& in,
+                             const std::vector<int>& ranks, milliseconds timeout) {
+    std::vector<Outcome> out(m.size());
+    std::vector<std::future<void>> running;
+    for (int r : ranks) {
+      running.push_back(std::async(std::launch::async, [&, r] {
+        out[r].values = in[r];
+        try {
+          m[r]->maxReduce(out[r].values, timeout);
+        } catch (const RailError& e) {
+          out[r].railError = true;
+          out[r].error = e.what();
+        } catch (const ConfigError& e) {
+          out[r].configError = true;
+          out[r].error = e.what();
+        }
+      }));
+    }
+    for (auto& f : running) f.get();
+    return out;
+  }
+  std::vector<int> everyRank() const {
+    std::vector<int> all(m.size());
+    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
+    return all;
+  }
+};
+
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// Values that make every rank's contribution matter: element i's max comes from a different
+// rank for each i, and one element is the same everywhere.
+std::vector<double> contribution(int rank, int n, int round) {
+  return {static_cast<double>(rank) + round, -static_cast<double>(rank) * 0.25,
+          static_cast<double>((rank * 5 + round) % n) + 1e-9 * rank, 3.5};
+}
+
+TEST(ControlMeshTest, DisseminationIsExactAndSendsCeilLog2NMessagesPerRound) {
+  for (int n : {2, 3, 5, 8}) {
+    SCOPED_TRACE(strCat("N=", n));
+    Mesh mesh(n, 2);
+    constexpr int kRounds = 6;
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<std::vector<double>> in;
+      std::vector<double> want(4, -1e300);
+      for (int r = 0; r < n; ++r) {
+        in.push_back(contribution(r, n, round));
+        for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(want[i], in[r][i]);
+      }
+      const auto out = mesh.round(in, mesh.everyRank(), milliseconds(10000));
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(out[r].error, "") << "rank " << r;
+        EXPECT_EQ(out[r].values, want) << "rank " << r << ", round " << round;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      const auto st = mesh.m[r]->agreementStats();
+      EXPECT_EQ(mesh.m[r]->stepsPerRound(), ceilLog2(n));
+      EXPECT_EQ(st.rounds, static_cast<uint64_t>(kRounds));
+      // The primary path: one message per step, ceil(log2 N) per round, whatever the copies.
+      EXPECT_EQ(st.messages, static_cast<uint64_t>(kRounds * ceilLog2(n))) << "rank " << r;
+      EXPECT_EQ(st.abortsSent, 0u);
+    }
+  }
+}
+
+// Rank 2 of 5 is alive (it answers questions) but never joins the round: the ranks that wait
+// for its steps time out, and every other rank fails the round too (their aborts, or their own
+// timeout), none completes.
+TEST(ControlMeshTest, RankThatNeverJoinsFailsTheRoundOnEveryOtherRank) {
+  constexpr int kN = 5;
+  Mesh mesh(kN, 2, milliseconds(30000));
+  std::vector<std::vector<double>> in(kN, std::vector<double>{1.0});
+  const auto out = mesh.round(in, {0, 1, 3, 4}, milliseconds(800));
+  for (int r : {0, 1, 3, 4}) {
+    EXPECT_TRUE(out[r].railError) << "rank " << r << ": " << out[r].error;
+    EXPECT_NE(out[r].error.find("within 800 ms"), std::string::npos)
+        << "rank " << r << ": " << out[r].error;
+  }
+}
+
+// Rank 3 of 8 vanishes (its connections close) as the others start a round: every other rank
+// fails it with an error naming rank 3, long before the 30 s silence window or timeout — the
+// ranks that wait for rank 3 see its connections close, the rest hear their aborts.
+TEST(ControlMeshTest, RankThatVanishesFailsTheRoundOnEveryOtherRankNamingIt) {
+  constexpr int kN = 8;
+  Mesh mesh(kN, 2, milliseconds(30000));
+  std::vector<std::vector<double>> in(kN, std::vector<double>{1.0, 2.0});
+  const auto first = mesh.round(in, mesh.everyRank(), milliseconds(10000));
+  for (int r = 0; r < kN; ++r) ASSERT_EQ(first[r].error, "") << "rank " << r;
+  std::vector<int> others;
+  for (int r = 0; r < kN; ++r) {
+    if (r != 3) others.push_back(r);
+  }
+  std::vector<Mesh::Outcome> out;
+  std::thread running([&] { out = mesh.round(in, others, milliseconds(30000)); });
+  mesh.m[3].reset();
+  running.join();
+  for (int r : others) {
+    EXPECT_TRUE(out[r].railError) << "rank " << r << ": " << out[r].error;
+    EXPECT_NE(out[r].error.find("rank(s) 3 closed their control connections"), std::string::npos)
+        << "rank " << r << ": " << out[r].error;
+  }
+}
+
+// One rank of 4 calls with another length: the ranks that fold its steps see it, and every rank
+// throws ConfigError — the others learn it from the aborts, with the cause.
+TEST(ControlMeshTest, DifferentLengthsAreAConfigErrorOnEveryRank) {
+  constexpr int kN = 4;
+  Mesh mesh(kN, 1, milliseconds(30000));
+  std::vector<std::vector<double>> in(kN, std::vector<double>{1.0});
+  in[1] = {1.0, 2.0};
+  const auto out = mesh.round(in, mesh.everyRank(), milliseconds(30000));
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_TRUE(out[r].configError) << "rank " << r << ": " << out[r].error;
+    EXPECT_NE(out[r].error.find("values, this rank"), std::string::npos)
+        << "rank " << r << ": " << out[r].error;
+  }
 }
 
 // Without heartbeats (peerSilence 0) nobody is ever "silent" by the clock alone.
