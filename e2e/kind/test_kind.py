@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from product_helpers import REPO, condition, owned_by, parse_bench_table, railnode_rails, wait_for
+from product_helpers import REPO, condition, job_when, owned_by, parse_bench_table, railnode_rails, wait_for
 
 EXAMPLES = REPO / "examples" / "kind"
 RAILS = ["kind-rail0", "kind-rail1"]
@@ -242,13 +242,9 @@ def test_rail_cut_on_one_node_marks_only_that_node_and_worker_then_heals(kube, r
     kube.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(loop_job(name, 900)))
     cut_node = None
     try:
-        def running_healthy():
-            job = kube.get("multirailjob", name, NAMESPACE)
-            ok = (job.get("status", {}).get("phase") == "Running"
-                  and condition(job, "RailsHealthy").get("status") == "True"
-                  and condition(job, "RailsVerified").get("status") == "True")
-            return ok and job
-        wait_for(f"{name} Running with RailsHealthy and RailsVerified", running_healthy, timeout=300)
+        wait_for(f"{name} Running with RailsHealthy and RailsVerified",
+                 lambda: job_when(kube, name, NAMESPACE, "Running", RailsHealthy="True", RailsVerified="True"),
+                 timeout=300)
         wait_for(f"{cut_rail} healthy in both runtimes",
                  lambda: rail_state_everywhere(kube, pods, cut_rail, lambda r: r["state"] == "healthy"))
         cut_node = kube.get("pod", pods[1], NAMESPACE)["spec"]["nodeName"]
@@ -260,12 +256,8 @@ def test_rail_cut_on_one_node_marks_only_that_node_and_worker_then_heals(kube, r
                  lambda: railnode_rails(kube, cut_node).get(cut_rail, {}).get("operState") == "down")
         assert railnode_rails(kube, other_node)[cut_rail]["operState"] == "up"
 
-        def degraded():
-            job = kube.get("multirailjob", name, NAMESPACE)
-            ok = (condition(job, "RailsHealthy").get("status") == "False"
-                  and condition(job, "Degraded").get("status") == "True")
-            return ok and job
-        job = wait_for(f"{name} RailsHealthy=False and Degraded=True", degraded)
+        job = wait_for(f"{name} RailsHealthy=False and Degraded=True",
+                       lambda: job_when(kube, name, NAMESPACE, RailsHealthy="False", Degraded="True"))
         summary = next(r for r in job["status"]["rails"] if r["name"] == cut_rail)
         assert summary["state"] == "Down" and cut_node in summary["downNodes"], summary
         # Both runtimes stop sending on the rail (rank 0's own link is up: it learns from rank 1
@@ -291,13 +283,8 @@ def test_rail_cut_on_one_node_marks_only_that_node_and_worker_then_heals(kube, r
         wait_for(f"RailNode {cut_node} to show {cut_rail} up again",
                  lambda: railnode_rails(kube, cut_node).get(cut_rail, {}).get("operState") == "up")
 
-        def healthy_again():
-            job = kube.get("multirailjob", name, NAMESPACE)
-            ok = (condition(job, "RailsHealthy").get("status") == "True"
-                  and condition(job, "Degraded").get("status") == "False"
-                  and job["status"].get("phase") == "Running")
-            return ok and job
-        job = wait_for(f"{name} healthy again after the link came back", healthy_again)
+        job = wait_for(f"{name} healthy again after the link came back",
+                       lambda: job_when(kube, name, NAMESPACE, "Running", RailsHealthy="True", Degraded="False"))
         # One record per (rail, node): the cut node's, and the peer's node's when the operator saw
         # its runtime fail the rail; each lost once and recovered once.
         history = {}
@@ -348,12 +335,8 @@ def test_gray_rail_on_one_node_loses_its_share_and_gets_it_back(kube, rails):
         no_wrong_results(kube, pods)
 
         # The operator saw the runtimes fail the rail (Degraded) and sees them take it back.
-        def running_healthy():
-            job = kube.get("multirailjob", name, NAMESPACE)
-            ok = (job.get("status", {}).get("phase") == "Running"
-                  and condition(job, "RailsHealthy").get("status") == "True")
-            return ok and job
-        wait_for(f"{name} Running with RailsHealthy once the runtimes re-admitted {slow_rail}", running_healthy)
+        wait_for(f"{name} Running with RailsHealthy once the runtimes re-admitted {slow_rail}",
+                 lambda: job_when(kube, name, NAMESPACE, "Running", RailsHealthy="True"))
     finally:
         kube.kubectl("delete", "multirailjob", name, "-n", NAMESPACE, "--wait=true", check=False)
 

@@ -111,6 +111,15 @@ def condition(obj, ctype):
     return {}
 
 
+def job_when(kube, name, namespace, phase=None, **conditions):
+    """The MultiRailJob when it is in `phase` (if given) with every condition TYPE=STATUS of
+    `conditions` (e.g. RailsHealthy="True"); else False. A probe for wait_for."""
+    job = kube.get("multirailjob", name, namespace)
+    if phase is not None and job.get("status", {}).get("phase") != phase:
+        return False
+    return all(condition(job, ctype).get("status") == want for ctype, want in conditions.items()) and job
+
+
 def railnode_rails(kube, node):
     rn = kube.get("railnode", node, check=False) or {}
     return {r["name"]: r for r in rn.get("status", {}).get("rails", [])}

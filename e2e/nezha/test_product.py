@@ -18,6 +18,7 @@ from product_helpers import (
     RELEASE_NAMESPACE,
     REPO,
     condition,
+    job_when,
     owned_by,
     parse_bench_table,
     railnode_rails,
@@ -223,13 +224,8 @@ def test_rail_cut_flips_railnode_and_job_conditions(kube, rails):
         return found.get(cut_rail, {}).get("operState") == "up" and found
     wait_for(f"the RailNode to show {cut_rail} up again", rail_up_again)
 
-    def job_healthy_again():
-        job = kube.get("multirailjob", LONG_JOB, JOB_NAMESPACE)
-        ok = (condition(job, "RailsHealthy").get("status") == "True"
-              and condition(job, "Degraded").get("status") == "False"
-              and job["status"].get("phase") == "Running")
-        return ok and job
-    job = wait_for(f"{LONG_JOB} healthy again after the rail came back", job_healthy_again)
+    job = wait_for(f"{LONG_JOB} healthy again after the rail came back",
+                   lambda: job_when(kube, LONG_JOB, JOB_NAMESPACE, "Running", RailsHealthy="True", Degraded="False"))
     history = [f["action"] for f in job["status"]["failoverHistory"] if f.get("rail") == cut_rail]
     assert history == ["RailLost", "RailRecovered"], job["status"]["failoverHistory"]
 
