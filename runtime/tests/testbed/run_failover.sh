@@ -76,6 +76,7 @@ if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
     "$(trace_get "$T" "t['completed']") ops"
 else
   fail "cut one rank's rail"
+  show_events "$T" "$(trace_get "$T" "t['start_unix']")"
   show cut1 2
 fi
 
