@@ -1,6 +1,7 @@
 #include "schedule/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
@@ -110,10 +111,11 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes, bool offloadable
       size_t byteRails = 0;
       for (size_t i = 0; i < nrails_; ++i) byteRails += alive_[i] && !offload_[i];
       if (byteRails == 1) return whole(coldFor());
-      // Entries are created by record(), so sizes that never really split leave no trace.
+      // Entries are created by record(), so sizes that never reach this point leave no trace.
       const TableEntry* e = table_.find(p.key);
       p.slices = splitCount(units, toWeights(masked(e ? e->ratios : baseRatios_)), minUnits);
       p.hot = p.slices.size() > 1;
+      p.tabled = true;
       return p;
     }
   }
@@ -172,17 +174,87 @@ void Scheduler::remeasure(int rail, double latencySeconds, double bandwidthBytes
   // An offload rail has no share in any split.
   if (o_.policy != Policy::kAdaptive || offload_[rail]) return;
   baseRatios_ = ratiosFromBandwidth(probe_.bandwidth);
-  const double share = baseRatios_[rail];
-  for (auto& [key, e] : table_.entries()) {
-    if (e.ratios[rail] <= share) continue;
-    // Give the excess to the other rails in proportion to what they had.
-    const double excess = e.ratios[rail] - share, rest = 1.0 - e.ratios[rail];
-    for (size_t q = 0; q < nrails_; ++q) {
-      if (static_cast<int>(q) == rail) continue;
-      e.ratios[q] += rest > 0 ? excess * e.ratios[q] / rest : excess / (nrails_ - 1);
-    }
-    e.ratios[rail] = share;
+  // The share next to the other live rails as they run now: probe values go stale (a rail probed
+  // before it was shaped would make the healed one look tiny), the agreed timings do not.
+  double others = 0;
+  for (size_t q = 0; q < nrails_; ++q) {
+    if (static_cast<int>(q) == rail || !alive_[q] || offload_[q]) continue;
+    others += observed_[q] > 0 ? observed_[q] : probe_.bandwidth[q];
   }
+  const double share = probe_.bandwidth[rail] / (probe_.bandwidth[rail] + others);
+  for (auto& [key, e] : table_.entries()) {
+    setShare(e.ratios, rail, share);
+    e.starvedUpdates[static_cast<size_t>(rail)] = 0;
+    e.probeWait[static_cast<size_t>(rail)] = kFirstProbeWait;
+    e.probed[static_cast<size_t>(rail)] = false;
+  }
+}
+
+void Scheduler::setShare(std::vector<double>& ratios, int rail, double share) const {
+  const size_t r = static_cast<size_t>(rail);
+  const double delta = share - ratios[r], rest = 1.0 - ratios[r];
+  if (delta == 0) return;
+  // The other rails give (or take) the difference in proportion to what they have.
+  for (size_t q = 0; q < nrails_; ++q) {
+    if (q == r) continue;
+    ratios[q] -= rest > 0 ? delta * ratios[q] / rest : delta / static_cast<double>(nrails_ - 1);
+    ratios[q] = std::max(ratios[q], 0.0);
+  }
+  ratios[r] = share;
+  double sum = 0;
+  for (double v : ratios) sum += v;
+  for (double& v : ratios) v /= sum;
+}
+
+void Scheduler::probeStarvedRails(const TableKey& key, TableEntry& e,
+                                  const std::vector<double>& secs) {
+  if (o_.minSliceBytes == 0) return;  // every positive share earns a slice
+  // The smallest operation of the bucket gets a slice a quarter above the minimum from this
+  // share, so weight rounding cannot drop it again; any larger one gets more.
+  const double probeShare =
+      1.25 * static_cast<double>(o_.minSliceBytes) / std::ldexp(1.0, std::max(key.bucket, 0));
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (!alive_[i] || offload_[i]) continue;
+    const bool wasProbed = e.probed[i];
+    e.probed[i] = false;
+    if (e.pendingBytes[i] > 0) {
+      e.starvedUpdates[i] = 0;
+      if (wasProbed) {
+        // The probe's own interval: if it slowed the job, the next probe waits long enough to
+        // stay within the budget.
+        e.probeWait[i] = std::max(e.probeWait[i], probeCostWait(i, secs));
+      } else {
+        // Bytes it earned on its own: it is back; a later starvation starts the waits over.
+        e.probeWait[i] = kFirstProbeWait;
+      }
+      continue;
+    }
+    if (++e.starvedUpdates[i] < e.probeWait[i]) continue;
+    e.starvedUpdates[i] = 0;
+    e.probeWait[i] = std::min(2 * e.probeWait[i], std::max(kMaxProbeWait, e.probeWait[i]));
+    // A bucket too small for two slices of the minimum is not split at all: nothing to probe.
+    if (probeShare > 0.5 || e.ratios[i] >= probeShare) continue;
+    setShare(e.ratios, static_cast<int>(i), probeShare);
+    e.probed[i] = true;
+    if (o_.verbose && o_.rank == 0) {
+      std::fprintf(stderr, "nezha: tune %s bucket 2^%d: probe slice for starved rail %s\n",
+                   toString(key.op), key.bucket, o_.rails[i].name.c_str());
+    }
+  }
+}
+
+uint32_t Scheduler::probeCostWait(size_t rail, const std::vector<double>& secs) const {
+  // The probe interval's agreed seconds: how long the probed rail ran past the slowest other
+  // rail is what the probe cost the job. Waiting `w` intervals of about `others` seconds each
+  // keeps that under kStarvedProbeBudget of the job's time.
+  double others = 0;
+  for (size_t q = 0; q < nrails_; ++q) {
+    if (q != rail) others = std::max(others, secs[q]);
+  }
+  const double overrun = secs[rail] - others;
+  if (overrun <= 0 || others <= 0) return 0;
+  const double wait = std::ceil(overrun / (kStarvedProbeBudget * others));
+  return static_cast<uint32_t>(std::min(wait, static_cast<double>(kMaxProbeCostWait)));
 }
 
 double Scheduler::predictSeconds(int rail, size_t bytes) const {
@@ -190,7 +262,7 @@ double Scheduler::predictSeconds(int rail, size_t bytes) const {
 }
 
 void Scheduler::record(const Plan& plan, const std::vector<double>& railSeconds) {
-  if (o_.policy != Policy::kAdaptive || !plan.hot) return;
+  if (o_.policy != Policy::kAdaptive || !plan.tabled) return;
   TableEntry& e = table_.entry(plan.key, baseRatios_);
   ++e.ops;
   ++e.pendingOps;
@@ -223,6 +295,7 @@ void Scheduler::applyAgreed(const std::vector<double>& agreed) {
                              agreed.begin() + static_cast<long>(pos + nrails_));
     pos += nrails_;
     e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
+    probeStarvedRails(key, e, secs);
     for (size_t i = 0; i < nrails_; ++i) {
       if (secs[i] > 0 && e.pendingBytes[i] >= kMinObservedBytes) {
         observed_[i] = e.pendingBytes[i] / secs[i];

@@ -34,11 +34,14 @@ struct ProbeResult {
 
 struct Plan {
   OpKind op = OpKind::kBarrier;
-  bool hot = false;
+  bool hot = false;  // really split: more than one slice
   TableKey key{OpKind::kBarrier, 0, 0};
   size_t units = 0;      // elements being split (per block for allgather/reduce_scatter)
   size_t unitBytes = 0;  // bytes of the operation per unit
   std::vector<Slice> slices;
+  // Planned from the table entry (hot territory), even when the split left a single rail: its
+  // timings are recorded so the entry keeps agreeing (a rail left out can be probed back).
+  bool tabled = false;
 };
 
 class Scheduler {
@@ -74,10 +77,13 @@ class Scheduler {
   // Predicted seconds of `bytes` on `rail` from the probe (latency + bytes / bandwidth).
   double predictSeconds(int rail, size_t bytes) const;
   // A rail measured anew (re-admission probe, agreed on every rank): its latency and bandwidth
-  // replace the init probe's, and in every table entry its ratio is capped at the share that
-  // bandwidth earns next to the other rails (the tuner refines it from there). A rail that came
-  // back slow thus starts small instead of with the share it had when healthy. The static
-  // policy keeps its split (fixed at start by design).
+  // replace the init probe's, and in every table entry its ratio becomes the share that
+  // bandwidth earns next to the other rails as they run now (their observed rates where known),
+  // and the tuner refines it from there. A rail that came back slow thus starts small instead of
+  // with the share it had when healthy, and one that was tuned down while it was gray starts
+  // from what it measures now, not from the share it was left with (which could sit below
+  // NEZHA_MIN_SLICE_BYTES and so never be timed again). The static policy keeps its split
+  // (fixed at start by design).
   void remeasure(int rail, double latencySeconds, double bandwidthBytesPerSecond);
 
   // The rail's rate in the last agreed timings of an entry that gave it enough bytes to judge
@@ -117,6 +123,18 @@ class Scheduler {
   std::vector<double> observed_;  // per rail: observedBandwidth()
   // Dead and offload rails -> 0.
   std::vector<double> masked(const std::vector<double>& ratios) const;
+  // Moves `rail`'s ratio in `ratios` to `share`, the others keeping their proportions.
+  void setShare(std::vector<double>& ratios, int rail, double share) const;
+  // After an agreement on `e` with its agreed per-rail seconds: a live rail whose share earns no
+  // slice (share x bytes below NEZHA_MIN_SLICE_BYTES) is never timed, so the tuner alone could
+  // never give it a share back once it is fast again. Such a rail gets the least share that
+  // earns a slice in this bucket after kFirstProbeWait starved agreements; its timings decide
+  // from there. Waits double per probe that did not win the rail a share (to kMaxProbeWait),
+  // and are at least probeCostWait after a probe that slowed the job.
+  void probeStarvedRails(const TableKey& key, TableEntry& e, const std::vector<double>& secs);
+  // Agreements to wait so that a probe interval that ran `rail` this much past the other rails
+  // costs at most kStarvedProbeBudget of the job's time (0 if it cost nothing).
+  uint32_t probeCostWait(size_t rail, const std::vector<double>& secs) const;
 };
 
 }  // namespace nezha

@@ -23,6 +23,9 @@ TableEntry& Table::entry(const TableKey& key, const std::vector<double>& initial
   e.ratios = initial;
   e.pendingSeconds.assign(rails_.size(), 0);
   e.pendingBytes.assign(rails_.size(), 0);
+  e.starvedUpdates.assign(rails_.size(), 0);
+  e.probeWait.assign(rails_.size(), kFirstProbeWait);
+  e.probed.assign(rails_.size(), false);
   return entries_.emplace(key, std::move(e)).first->second;
 }
 

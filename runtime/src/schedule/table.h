@@ -32,6 +32,17 @@ struct TableKey {
   }
 };
 
+// A live rail that carried no byte of an entry for this many agreements in a row gets a probe
+// slice there; each probe that does not win the rail a share of its own doubles the wait, up to
+// kMaxProbeWait (at the default NEZHA_TUNE_INTERVAL of 5: first after 20 operations, then at
+// most one probe interval in 320). A probe that slowed the job waits long enough to cost at
+// most kStarvedProbeBudget of its time (a rail 1000x slower than the rest: ~200 agreements),
+// never more than kMaxProbeCostWait.
+constexpr uint32_t kFirstProbeWait = 4;
+constexpr uint32_t kMaxProbeWait = 64;
+constexpr uint32_t kMaxProbeCostWait = 1024;
+constexpr double kStarvedProbeBudget = 0.05;
+
 struct TableEntry {
   std::vector<double> ratios;  // per rail (Options::rails order), sum 1
   uint64_t ops = 0;            // hot operations run with this entry
@@ -39,6 +50,11 @@ struct TableEntry {
   // Timing since the last agreement, per rail; local to this rank until agreed.
   std::vector<double> pendingSeconds, pendingBytes;
   uint64_t pendingOps = 0;
+  // Per rail, for the scheduler's starvation probe (Scheduler::probeStarvedRails); derived from
+  // agreed data only, so the same on every rank, and never saved.
+  std::vector<uint32_t> starvedUpdates;  // agreements in a row without a byte on the rail
+  std::vector<uint32_t> probeWait;       // starved agreements before the next probe slice
+  std::vector<bool> probed;              // the last agreement raised the rail to a probe share
 };
 
 class Table {

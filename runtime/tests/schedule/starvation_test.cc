@@ -1,0 +1,143 @@
+// A rail the split leaves out must be able to come back. With NEZHA_MIN_SLICE_BYTES > 0 a rail
+// whose share x the operation falls below the minimum gets no slice, hence no timing, hence no
+// tuner update: before the starvation probe, a rail tuned down while it was gray stayed at split
+// 0 forever (found on kind: re-admitted, "healthy", split 0.0 for minutes). These tests drive
+// the Scheduler's record -> agree -> apply cycle on one rank with simulated rail timings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "schedule/scheduler.h"
+
+namespace nezha {
+namespace {
+
+struct SimRail {
+  double latency;    // s
+  double bandwidth;  // bytes/s
+};
+
+constexpr size_t kFloats = 1 << 20;  // 4 MiB of float32: bucket 2^22
+constexpr double kFast = 100e6, kGray = 0.1e6;
+
+class StarvationTest : public ::testing::Test {
+ protected:
+  StarvationTest()
+      : s_(options(), ProbeResult{{1e-4, 1e-4}, {kFast, kFast}}, Table({"r0", "r1"})) {}
+
+  static Options options() {
+    Options o;
+    o.rails = {{"r0", "lo", "tcp", ""}, {"r1", "lo", "tcp", ""}};
+    o.policy = Policy::kAdaptive;
+    o.coldThreshold = 1 << 16;
+    o.tuneInterval = 5;
+    o.minSliceBytes = 32 << 10;  // the default
+    return o;
+  }
+
+  // Runs one operation with rail i at rails[i]; returns the bytes rail 1 carried.
+  size_t step(const std::vector<SimRail>& rails) {
+    if (s_.agreementDue(op_)) s_.applyAgreed(s_.pendingStats());
+    ++op_;
+    Plan p = s_.plan(OpKind::kAllreduce, kFloats, 4);
+    EXPECT_TRUE(p.tabled);
+    key_ = p.key;
+    std::vector<double> secs(2, 0);
+    size_t r1 = 0;
+    for (const Slice& sl : p.slices) {
+      secs[sl.rail] = rails[sl.rail].latency + sl.count * 4.0 / rails[sl.rail].bandwidth;
+      if (sl.rail == 1) r1 += sl.count * 4;
+    }
+    s_.record(p, secs);
+    // The operation ends with its slowest rail; what rail 1 ran past rail 0 is the probe's cost.
+    busy_ += std::max(secs[0], secs[1]);
+    overrun_ += std::max(0.0, secs[1] - secs[0]);
+    return r1;
+  }
+
+  double share1() const { return s_.table().find(key_)->ratios[1]; }
+
+  // Gray rail 1 until the split leaves it out; returns the operations it took.
+  int starveRail1() {
+    for (int i = 0; i < 200; ++i) {
+      if (step({{1e-4, kFast}, {1e-4, kGray}}) == 0 && share1() * kFloats * 4 < (32 << 10)) {
+        return i;
+      }
+    }
+    ADD_FAILURE() << "rail 1 was never left out of the split (share " << share1() << ")";
+    return -1;
+  }
+
+  Scheduler s_;
+  uint64_t op_ = 0;
+  TableKey key_{OpKind::kAllreduce, 0, 0};
+  double busy_ = 0, overrun_ = 0;  // simulated seconds
+};
+
+TEST_F(StarvationTest, ReadmittedRailStartsFromItsMeasuredShareNotItsTunedDownOne) {
+  ASSERT_GE(starveRail1(), 0);
+  // Re-admission measured it as fast as rail 0 runs now: it starts at half, not at ~0.
+  s_.remeasure(1, 1e-4, kFast);
+  EXPECT_NEAR(share1(), 0.5, 0.01);
+  EXPECT_GT(step({{1e-4, kFast}, {1e-4, kFast}}), size_t(1) << 20);
+  // A rail that comes back slow still starts small (below a fifth here).
+  s_.remeasure(1, 1e-4, kFast / 5);
+  EXPECT_LT(share1(), 0.2);
+  EXPECT_GT(share1(), 0.1);
+}
+
+TEST_F(StarvationTest, StarvedLiveRailIsProbedAndWinsItsShareBack) {
+  ASSERT_GE(starveRail1(), 0);
+  // Healed without a failover (a gray spell under the slow detector's bar): only a probe slice
+  // can show the tuner that. First probe within kFirstProbeWait + 1 agreements of starving, and
+  // the rail carries its half again within a few more.
+  int ops = 0;
+  while (share1() < 0.45 && ops < 400) {
+    step({{1e-4, kFast}, {1e-4, kFast}});
+    ++ops;
+  }
+  EXPECT_GE(share1(), 0.45) << "rail 1 never won its share back";
+  EXPECT_LE(ops, static_cast<int>((kMaxProbeWait + 4) * 5)) << "took " << ops << " operations";
+}
+
+TEST_F(StarvationTest, ProbesOfARailThatStaysSlowBackOff) {
+  ASSERT_GE(starveRail1(), 0);
+  busy_ = overrun_ = 0;
+  // 2,000 more gray operations (400 agreements) on a rail 1000x slower: the first probe comes
+  // after 4 agreements; it ran ~9x past the other rail, so the next waits ~175 agreements (5 %
+  // of the job's time), and so on.
+  int carried = 0, probes = 0;
+  bool inProbe = false;
+  for (int i = 0; i < 2000; ++i) {
+    const bool r1 = step({{1e-4, kFast}, {1e-4, kGray}}) > 0;
+    carried += r1;
+    if (r1 && !inProbe) ++probes;
+    inProbe = r1;
+  }
+  EXPECT_GE(probes, 2);  // it keeps being tried: a later heal is noticed
+  EXPECT_LE(probes, 4);
+  EXPECT_LE(carried, probes * 5);  // one agreement interval per probe
+  // What the probes cost: the first one (which learns how slow the rail is) plus at most
+  // kStarvedProbeBudget of the time after it.
+  EXPECT_LE(overrun_ / busy_, 0.08) << overrun_ << " s of " << busy_ << " s";
+  EXPECT_GT(overrun_, 0.0);
+}
+
+TEST_F(StarvationTest, NoMinimumSliceNoProbe) {
+  Options o = options();
+  o.minSliceBytes = 0;
+  Scheduler s(o, ProbeResult{{1e-4, 1e-4}, {kFast, kFast}}, Table({"r0", "r1"}));
+  for (uint64_t op = 0; op < 100; ++op) {
+    if (s.agreementDue(op)) s.applyAgreed(s.pendingStats());
+    Plan p = s.plan(OpKind::kAllreduce, kFloats, 4);
+    // Every positive share earns a slice, so the rail is always timed and never starves.
+    ASSERT_EQ(p.slices.size(), 2u) << "op " << op;
+    std::vector<double> secs{1e-4 + p.slices[0].count * 4.0 / kFast,
+                             1e-4 + p.slices[1].count * 4.0 / kGray};
+    s.record(p, secs);
+  }
+}
+
+}  // namespace
+}  // namespace nezha
