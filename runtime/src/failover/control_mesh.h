@@ -39,8 +39,8 @@
 // already use; it is symmetric, so a rank watches exactly the peers that beat to it): rails x
 // O(log N) frames per beat instead of rails x (N - 1), so control traffic per rank grows as
 // log N (issue 18). A rank that finds a neighbour heard on no rail for the silence floods a
-// verdict ("rank P is unreachable", kMeshSilent) over the same graph: a rank takes a verdict it
-// does not hold yet and passes it on to its own neighbours once, so every rank knows within
+// verdict ("rank P is unreachable", kMeshSilent) over the same graph: a rank takes the first copy
+// and passes it on to its own neighbours once (later copies stop), so every rank knows within
 // O(log N) hops at O(log N) frames per rank. A verdict holds only while the named rank has not
 // been heard directly since it came and for at most two silences; while the rank stays silent
 // its watchers flood it again every silence, and once it is heard again they stop, so a healed
@@ -148,7 +148,8 @@ class ControlMesh {
   // The heartbeat thread, each beat: neighbours silent for peerSilence get a verdict flooded
   // (unless a fresh one is on its way already).
   void judgeNeighbours();
-  // A verdict from `from`: taken (and passed on) unless this rank holds a fresh one.
+  // A verdict from `from`: taken and passed on, unless a flood on that peer left this rank less
+  // than half a silence ago (a copy by another path, or this rank's own).
   void takeVerdict(int peer, uint32_t watcher, int from);
   // Sends the verdict on `peer` to every neighbour but `peer` and `except`, on every rail.
   void floodVerdict(int peer, uint32_t watcher, int except);
