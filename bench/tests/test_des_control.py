@@ -111,9 +111,17 @@ def test_heartbeat_load_counts():
         assert a["messages_per_s"] == pytest.approx((n - 1) * 2 / 0.1)
         assert a["bytes_per_s"] == pytest.approx(a["messages_per_s"] * 20)
         nb = liveness.heartbeat_load(TWO, n, "neighbours")
-        assert nb["peers"] == len(liveness.out_neighbours(0, n)) <= _log2(n)
-    assert liveness.out_neighbours(0, 16) == [1, 2, 4, 8]
-    assert liveness.out_neighbours(3, 5) == [0, 2, 4]  # 3+1, 3+2, 3+4 mod 5
+        assert nb["peers"] == len(liveness.neighbours(0, n)) <= 2 * _log2(n)
+        assert nb["messages_per_s"] == pytest.approx(nb["peers"] * 2 / 0.1)
+    # the runtime's ControlMesh::neighboursOf (control_mesh_test checks the same sets)
+    assert liveness.neighbours(0, 16) == [1, 2, 4, 8, 12, 14, 15]
+    assert liveness.neighbours(3, 16) == [1, 2, 4, 5, 7, 11, 15]
+    assert liveness.neighbours(0, 8) == [1, 2, 4, 6, 7]
+    assert liveness.neighbours(3, 5) == [0, 1, 2, 4]  # 3+-1, 3+-2, 3+-4 mod 5
+    assert liveness.neighbours(0, 2) == [1]
+    for n in (3, 6, 100):  # symmetric: a rank watches exactly the ranks that beat to it
+        for r in range(n):
+            assert all(r in liveness.neighbours(p, n) for p in liveness.neighbours(r, n))
     with pytest.raises(ValueError, match="heartbeat scheme"):
         liveness.targets(0, 4, "gossip")
 
@@ -139,6 +147,8 @@ def test_host_cut_every_peer_knows_after_the_silence_and_within_a_beat_more(n):
     assert w["max_s"] <= liveness.PEER_SILENCE + liveness.BEAT + 0.01
     if n > 2:
         assert w["verdict_messages"] > 0  # the watchers told the others
+    # each rank passes the verdict on once, to its neighbours on every rail: O(log N) per rank
+    assert w["verdict_messages_per_rank"] <= 2 * len(liveness.neighbours(0, n))
 
 
 def test_host_cut_verdict_floods_past_the_dead_rank_for_any_n():
@@ -182,9 +192,12 @@ def _fake_results():
               "dissemination": {"seconds": 1e-4 * _log2(n), "messages": _log2(n), "bytes": 132 * _log2(n)}}
           for n in ns}
     hb = {n: {s: liveness.heartbeat_load(TWO, n, s) for s in liveness.SCHEMES} for n in (2, 4, 16, 128, 1024)}
-    cut = {n: {"all-to-all": {"max_s": 0.59, "median_s": 0.5, "min_s": 0.4, "verdict_messages": 0},
-               "neighbours": {"max_s": 0.5, "median_s": 0.45, "min_s": 0.4, "verdict_messages": 10 * n},
-               "off": {"max_s": 2.0, "median_s": 2.0, "min_s": 2.0, "verdict_messages": 0}} for n in (2, 16, 1024)}
+    cut = {n: {"all-to-all": {"max_s": 0.59, "median_s": 0.5, "min_s": 0.4, "verdict_messages": 0,
+                              "verdict_messages_per_rank": 0},
+               "neighbours": {"max_s": 0.5, "median_s": 0.45, "min_s": 0.4, "verdict_messages": 10 * n,
+                              "verdict_messages_per_rank": 10.0},
+               "off": {"max_s": 2.0, "median_s": 2.0, "min_s": 2.0, "verdict_messages": 0,
+                       "verdict_messages_per_rank": 0}} for n in (2, 16, 1024)}
     small = {n: {"all-to-all": 2.0, "all-to-all, round-free": 1.1, "dissemination, round-free": 1.01} for n in (4, 128, 1024)}
     fo = {f"N=1024, {k}, {s}": {"fail_at_s": 1.0, "detected_at_s": 1.001, "agree_round_s": 0.01, "retire_round_s": 0.1,
                                  "replay_s": 1.2, "replay_round_s": 0.01, "stall_s": 1.4, "control_bytes_per_rank": 8e6}
@@ -212,5 +225,8 @@ def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
     assert "| 1000 |" in text and "0.61 s after the cut" in text
     assert "dissemination round (the runtime's round" in text  # issue 18: the runtime's round
     assert "all-to-all round (the runtime's round before issue 18" in text
+    # heartbeats: the runtime's neighbours PASS, all-to-all (before issue 18) MISS
+    assert "- PASS issue 18: heartbeat messages per rank per second O(log N), not O(N) — neighbours (runtime" in text
+    assert "- MISS issue 18: heartbeat messages per rank per second O(log N), not O(N) — all-to-all (before" in text
     assert control_report.grows_like_log({2: 1, 4: 3, 1024: 1023})[0] is False
     assert control_report.grows_like_log({2: 1, 4: 2, 1024: 10})[0] is True

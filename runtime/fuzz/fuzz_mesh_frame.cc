@@ -1,7 +1,7 @@
 // The control mesh's frame decoder over a byte stream: frames come out whole or the stream is
 // declared bad; the buffer never shrinks by more than what was decoded, and every decoded frame
-// (dissemination steps, aborts with their untrusted reason text, notices) encodes back to exactly
-// the bytes it was taken from.
+// (dissemination steps, aborts with their untrusted reason text, silent-peer verdicts, notices)
+// encodes back to exactly the bytes it was taken from.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     if (f.step >= nezha::kMeshMaxSteps || f.why.size() > nezha::kMeshMaxAbortText) __builtin_trap();
+    // A verdict's ranks index per-peer state in the mesh: never beyond an int.
+    if (f.type == nezha::kMeshSilent &&
+        (f.seq > nezha::kMeshMaxRank || f.origin > nezha::kMeshMaxRank))
+      __builtin_trap();
     const std::string again = nezha::encodeMeshFrame(f);
     if (before.compare(0, again.size(), again) != 0 ||
         before.size() - buffer.size() != again.size())

@@ -9,7 +9,8 @@ control.py    the control-mesh agreement round (dissemination: the runtime; all-
 roundfree.py  round-free small operations: one round per 16 small cold operations
 scheduler.py  the runtime's cold/hot rules, split, tuner and chunking (runtime/src/schedule/)
 failover.py   a rail failing under an operation: detection, agreement, retire round, replay
-liveness.py   heartbeats (traffic per rank) and a host losing every rail (when every peer knows)
+liveness.py   heartbeats to the log2 N neighbours with a flooded verdict (the runtime; all-to-all: before
+              issue 18): traffic per rank, and a host losing every rail (when every peer knows)
 waves.py      a restored rail re-entering between waves of the operation in flight
 control_report.py  the report's control-plane section and its issue-18 PASS/MISS lines
 """

@@ -1,27 +1,28 @@
 """Heartbeats and the unreachable-peer verdict (runtime/src/failover/control_mesh.cc beat(),
-silentPeers(), inspectRound(); runtime/README.md "Failover", detection (5)).
+judgeNeighbours(), takeVerdict(), silentPeers(); runtime/README.md "Failover", detection (5)).
 
-Runtime: every rank's heartbeat thread sends a HERE frame (the 20-byte mesh header, no payload:
-mesh_frame.cc) on every rail's control connection to every peer every NEZHA_PEER_SILENCE_MS / 5
-(100 ms). A peer heard on no rail for the peer silence (500 ms) is unreachable: a round or a
-slice waiting for it fails when it looks again (every beat). So a host whose rails are all cut
-fails every peer within silence + one beat (~0.6 s). Per rank: (N-1) x rails frames per beat,
-O(N * rails) messages per second, which is what issue 18's O(log N) target is about.
+Runtime ("neighbours", since issue 18): every rank's heartbeat thread sends a HERE frame (the
+20-byte mesh header, no payload: mesh_frame.cc) every NEZHA_PEER_SILENCE_MS / 5 (100 ms) on every
+rail's control connection, but only to its dissemination neighbours (i + 2^k) mod N and
+(i - 2^k) mod N, k < ceil(log2 N) (ControlMesh::neighboursOf: at most 2 ceil(log2 N) peers, a
+symmetric graph, so a rank watches exactly the ranks that beat to it). A neighbour heard on no
+rail for the peer silence (500 ms) is unreachable; the ranks that watch it flood the verdict
+(kMeshSilent: the header and the watcher's rank, 24 bytes) over the same graph on every rail:
+each rank passes the first copy on to its neighbours but the silent rank and the sender, later
+copies stop there. O(log N * rails) messages per rank per second.
 
-What-if "neighbours" (issue 18; not the runtime): a rank beats only to its ceil(log2 N)
-dissemination out-neighbours (i + 2^k) mod N on every rail. The ranks that stop hearing it
-declare it unreachable and flood the verdict over the same graph (each rank forwards it once to
-its out-neighbours, a frame with one double: the rank), so every rank knows a few message steps
-later. O(log N * rails) messages per rank per second.
+"all-to-all" is the runtime before issue 18, kept for comparison: a HERE frame to every peer on
+every rail, each peer judging for itself; (N-1) x rails frames per beat, O(N * rails) per second.
 
 Without heartbeats (NEZHA_PEER_SILENCE_MS=0) every rail of a cut host stands still, nobody's
 fault for the watchdog: the slice's no-progress deadline max(floor, 4 x predicted) expires, the
 rank asks where the peer is, and nothing answers within the silence window (= floor): ~2 s.
 
-Simulated: the cut host's own frames through the network (its NIC queue serialises its N-1
-frames per rail: the last peer hears it milliseconds after the first at 1,024 ranks) and the
-verdict's flood; the other ranks' heartbeats, tiny frames that do not touch the cut host's, are
-counted (heartbeat_load) but not simulated. Beat phases differ per rank (a fixed spread).
+Simulated: the cut host's own frames through the network (its NIC queue serialises its frames
+per rail: with all-to-all heartbeats the last peer hears it milliseconds after the first at 1,024
+ranks) and the verdict's flood; the other ranks' heartbeats, tiny frames that do not touch the
+cut host's, are counted (heartbeat_load) but not simulated. Beat phases differ per rank (a fixed
+spread).
 """
 
 import math
@@ -34,25 +35,29 @@ from .network import Network
 PEER_SILENCE = 0.5  # NEZHA_PEER_SILENCE_MS
 BEAT = PEER_SILENCE / 5  # the heartbeat thread's period
 HERE_BYTES = control.frame_bytes(0)  # kMeshHere: header only
-NOTICE_BYTES = control.frame_bytes(1)  # what-if: "rank r is unreachable"
+VERDICT_BYTES = control.HEADER_BYTES + 4  # kMeshSilent: "rank r is unreachable", the watcher's rank
 PROGRESS_FLOOR = 1.0  # NEZHA_PROGRESS_FLOOR_MS: slice deadline floor and the silence window without beats
-SCHEMES = ("all-to-all", "neighbours")
+SCHEMES = ("all-to-all", "neighbours")  # before issue 18, the runtime
 
 
 def log2_ceil(n):
     return max(0, math.ceil(math.log2(n))) if n > 1 else 0
 
 
-def out_neighbours(rank, n):
-    """The dissemination pattern's targets of `rank`: (rank + 2^k) mod n, k < ceil(log2 n)."""
-    return sorted({(rank + (1 << k)) % n for k in range(log2_ceil(n))} - {rank})
+def neighbours(rank, n):
+    """The runtime's heartbeat and verdict graph (ControlMesh::neighboursOf): (rank +- 2^k) mod n,
+    k < ceil(log2 n), without duplicates or rank itself."""
+    out = set()
+    for k in range(log2_ceil(n)):
+        out |= {(rank + (1 << k)) % n, (rank - (1 << k)) % n}
+    return sorted(out - {rank})
 
 
 def targets(rank, n, scheme):
     if scheme == "all-to-all":
         return [p for p in range(n) if p != rank]
     if scheme == "neighbours":
-        return out_neighbours(rank, n)
+        return neighbours(rank, n)
     raise ValueError(f"heartbeat scheme: want one of {', '.join(SCHEMES)}, got {scheme!r}")
 
 
@@ -105,27 +110,33 @@ def host_cut(links, n, scheme="all-to-all", cut_at=1.0, cut_rank=0):
         last = max((h[p] for h in heard if h[p] is not None), default=0.0)
         known[p] = _first_check(p, last + PEER_SILENCE)
     notices = 0
-    if scheme == "neighbours":  # the watchers flood the verdict to everyone else
-        learned = dict(known)
+    if scheme == "neighbours":  # the watchers flood the verdict to everyone else, on every rail
+        learned = {}
         eng2 = Engine()
         net2 = Network(eng2, links, n)
         net2.fail_rank(cut_rank, cut_at)
-        rail = 0
 
-        def tell(src):
+        def tell(src, sender):
             nonlocal notices
-            for q in out_neighbours(src, n):
-                if q != cut_rank:
+            for q in neighbours(src, n):
+                if q in (cut_rank, sender):
+                    continue
+                for rail in range(len(links)):
                     notices += 1
-                    net2.send(rail, src, q, NOTICE_BYTES, lambda: None, lambda q=q: learn(q))
+                    net2.send(rail, src, q, VERDICT_BYTES, lambda: None, lambda q=q, src=src: learn(q, src))
 
-        def learn(q):
-            if q not in learned or learned[q] > eng2.now:
+        def learn(q, sender):  # takeVerdict: the first copy is taken and passed on, the rest stop
+            if q not in learned:
                 learned[q] = eng2.now
-                tell(q)
+                tell(q, sender)
 
-        for p, t_known in sorted(known.items(), key=lambda kv: kv[1]):
-            eng2.at(t_known, tell, p)
+        def judge(p):  # judgeNeighbours: no flood of its own if one already passed here
+            if p not in learned:
+                learned[p] = eng2.now
+                tell(p, None)
+
+        for p, t_known in known.items():
+            eng2.at(t_known, judge, p)
         eng2.run()
         known = learned
     others = [p for p in range(n) if p != cut_rank]
@@ -133,7 +144,7 @@ def host_cut(links, n, scheme="all-to-all", cut_at=1.0, cut_rank=0):
         raise RuntimeError("a rank never learned that the cut host is unreachable")
     after = [known[p] - cut_at for p in others]
     return {"max_s": max(after), "median_s": statistics.median(after), "min_s": min(after),
-            "verdict_messages": notices}
+            "verdict_messages": notices, "verdict_messages_per_rank": notices / len(others)}
 
 
 def host_cut_sweep(links, n, scheme, cuts=5):
@@ -141,7 +152,8 @@ def host_cut_sweep(links, n, scheme, cuts=5):
     matters at small N); the worst and the median over all of them."""
     runs = [host_cut(links, n, scheme, cut_at=1.0 + j * BEAT / cuts) for j in range(cuts)]
     return {"max_s": max(r["max_s"] for r in runs), "median_s": statistics.median(r["median_s"] for r in runs),
-            "min_s": min(r["min_s"] for r in runs), "verdict_messages": max(r["verdict_messages"] for r in runs)}
+            "min_s": min(r["min_s"] for r in runs), "verdict_messages": max(r["verdict_messages"] for r in runs),
+            "verdict_messages_per_rank": max(r["verdict_messages_per_rank"] for r in runs)}
 
 
 def without_heartbeats():

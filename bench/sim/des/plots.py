@@ -118,7 +118,7 @@ def plot_control(res, out, stamp, files):
     axes[0].set_title("Agreement round")
     hb = res["heartbeats"]
     hn = sorted(hb)
-    for scheme, label in (("all-to-all", "all-to-all (runtime)"), ("neighbours", "log2 N neighbours (what-if)")):
+    for scheme, label in (("all-to-all", "all-to-all (before issue 18)"), ("neighbours", "log2 N neighbours (runtime)")):
         axes[1].plot(hn, [hb[n][scheme]["messages_per_s"] for n in hn], marker="o", label=label)
     axes[1].set_ylabel("heartbeat messages per rank per second (2 rails)")
     axes[1].set_title("Heartbeats")
@@ -126,7 +126,7 @@ def plot_control(res, out, stamp, files):
         ax.set_yscale("log")
     cut = res["host_cut"]
     cn = sorted(cut)
-    for scheme, label in (("all-to-all", "heartbeats all-to-all (runtime)"), ("neighbours", "neighbours + verdict flood (what-if)"),
+    for scheme, label in (("all-to-all", "heartbeats all-to-all (before issue 18)"), ("neighbours", "neighbours + verdict flood (runtime)"),
                           ("off", "heartbeats off")):
         axes[2].plot(cn, [cut[n][scheme]["max_s"] for n in cn], marker="o", label=label)
     axes[2].axhline(1.0, color="red", lw=0.8, ls="--", label="issue 18: 1 s")

@@ -11,8 +11,9 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
              small operations (one round per 16)
   failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
              slower), at 16, 128 and 1,024 ranks, all-to-all / tree / dissemination rounds
-  liveness   heartbeat traffic per rank per second (all-to-all: the runtime, neighbours what-if) and a
-             host losing every rail: when every peer knows (liveness.py)
+  liveness   heartbeat traffic per rank per second (neighbours + flooded verdict: the runtime since
+             issue 18; all-to-all: before it) and a host losing every rail: when every peer knows
+             (liveness.py)
   waves      a restored rail re-entering mid-operation on the test bed's rails (against the
              measured share back), and what a round per wave costs at 1,024 ranks (waves.py)
   split      the learned share of the slower rail per N (Nezha v2 Fig. 11's quantity)
@@ -109,7 +110,7 @@ def host_cut(fit, n):
     links = policy_for((500, 500), 2, fit, alpha=fit.get("alpha_scale"), bucket=False).links
     out = {scheme: liveness.host_cut_sweep(links, n, scheme) for scheme in liveness.SCHEMES}
     off = liveness.without_heartbeats()
-    out["off"] = {"max_s": off, "median_s": off, "min_s": off, "verdict_messages": 0}
+    out["off"] = {"max_s": off, "median_s": off, "min_s": off, "verdict_messages": 0, "verdict_messages_per_rank": 0}
     return out
 
 

@@ -121,10 +121,11 @@ struct Options {
   // Progress watchdog: a rail whose slice moves nothing for this long while another rail of the
   // same operation moves data fails (black hole, carrier up); 0 = off.
   std::chrono::milliseconds watchdog{800};
-  // Every rank sends a heartbeat on every rail's control connection every peerSilence / 5; a
-  // peer heard on no rail for this long is unreachable (all rails between us down, or its host
-  // gone): a slice waiting on data that has not moved for as long fails at once, and so does
-  // an agreement round waiting for that peer. 0 = no heartbeats (silence is then judged only
+  // Every rank sends a heartbeat on every rail's control connection to its O(log N)
+  // dissemination neighbours every peerSilence / 5; a neighbour heard on no rail for this long
+  // is unreachable (all rails between us down, or its host gone) and the verdict is flooded to
+  // every rank: a slice waiting on data that has not moved for as long fails at once, and so
+  // does an agreement round waiting for that peer. 0 = no heartbeats (silence is then judged only
   // after the progress deadline, with the progress floor as window).
   std::chrono::milliseconds peerSilence{500};
   // While a failed rail may come back, a large operation runs in waves of about this many bytes

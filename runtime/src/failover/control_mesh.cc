@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +37,11 @@ int ceilLog2(int n) {
   while ((int64_t{1} << steps) < n) ++steps;
   return steps;
 }
+
+// A verdict on a silent peer holds this many peer silences after it came unless a newer one
+// comes: the peer's watchers send a new one every silence while it stays silent, so it lapses
+// only once they hear the peer again (or are gone themselves).
+constexpr int64_t kVerdictLifeSilences = 2;
 
 // A peer's reason text, for an error message: printable ASCII only.
 std::string printable(const std::string& s) {
@@ -73,6 +79,12 @@ ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::mil
     peerOpsStarted_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
     lastHeard_.push_back(std::make_unique<std::atomic<int64_t>>(nowNs()));
   }
+  neighbours_ = neighboursOf(rank_, size_);
+  watched_.assign(size_, 0);
+  for (int p : neighbours_) watched_[p] = 1;
+  verdictAt_.assign(size_, 0);
+  floodedAt_.assign(size_, 0);
+  attachedOnce_.assign(size_, 0);
   int fds[2];
   NEZHA_ENFORCE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0, sysError("pipe2", errno));
   wakeRead_ = Fd(fds[0]);
@@ -92,18 +104,89 @@ ControlMesh::~ControlMesh() {
   thread_.join();
 }
 
-// Heartbeats: a HERE frame (this rank's operation, as if asked) on every open connection, every
-// fifth of the peer silence, so a live peer is heard on every working rail several times per
-// window. Its own thread: the reader thread waits while a round reads for itself, and a round
-// may wait long for a late peer. A full socket is skipped (the rail is dying; others carry it).
+std::vector<int> ControlMesh::neighboursOf(int rank, int worldSize) {
+  std::vector<int> out;
+  for (int k = 0; k < ceilLog2(worldSize); ++k) {
+    const int64_t hop = (int64_t{1} << k) % worldSize;
+    for (int64_t p : {(rank + hop) % worldSize, (rank - hop + worldSize) % worldSize}) {
+      if (p != rank) out.push_back(static_cast<int>(p));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Heartbeats: a HERE frame (this rank's operation, as if asked) to every neighbour on every open
+// connection, every fifth of the peer silence, so a live neighbour is heard on every working rail
+// several times per window; then the neighbours silent for a whole window are judged. Its own
+// thread: the reader thread waits while a round reads for itself, and a round may wait long for a
+// late peer. A full socket is skipped (the rail is dying; others carry it).
 void ControlMesh::beat() {
   const auto every = std::max(peerSilence_ / 5, std::chrono::milliseconds(1));
   std::unique_lock<std::mutex> lock(beatMu_);
   while (!beatCv_.wait_for(lock, every, [this] { return stop_.load(); })) {
     lock.unlock();
-    sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load()), false);
+    const uint64_t sent = sendToPeers(encodeMeshFrame(kMeshHere, 0, opsStarted_.load()), watched_);
+    judgeNeighbours();
     lock.lock();
+    ++beats_;
+    heartbeatsSent_ += sent;
   }
+}
+
+bool ControlMesh::verdictHolds(int peer, int64_t now) const {
+  const int64_t at = verdictAt_[peer];
+  const int64_t life = kVerdictLifeSilences *
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+  // Hearing the peer directly, on any rail, after the verdict came proves it reachable from here.
+  return at != 0 && lastHeard_[peer]->load() <= at && now - at < life;
+}
+
+// A neighbour silent for the window gets a verdict flooded, unless a flood on it left this rank
+// less than a window ago (another watcher's, passed on, or this rank's own): one flood per
+// window while it stays silent keeps the verdicts alive everywhere. A peer never attached is not
+// judged: its silence is the job still starting, not a lost host.
+void ControlMesh::judgeNeighbours() {
+  const int64_t now = nowNs(),
+                window = std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+  std::vector<int> silent;
+  {
+    std::lock_guard<std::mutex> lock(verdictMu_);
+    for (int p : neighbours_) {
+      if (!attachedOnce_[p] || now - lastHeard_[p]->load() < window) continue;
+      if (floodedAt_[p] != 0 && now - floodedAt_[p] < window) continue;
+      verdictAt_[p] = floodedAt_[p] = now;
+      silent.push_back(p);
+    }
+  }
+  for (int p : silent) floodVerdict(p, static_cast<uint32_t>(rank_), -1);
+}
+
+// A verdict's copies reach a rank by several paths within milliseconds: the first is taken and
+// passed on, the rest (within half a window) stop here, so the flood ends. One that comes later
+// is a watcher's refresh: taken and passed on again.
+void ControlMesh::takeVerdict(int peer, uint32_t watcher, int from) {
+  {
+    std::lock_guard<std::mutex> lock(verdictMu_);
+    const int64_t now = nowNs(),
+                  window =
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+    if (floodedAt_[peer] != 0 && now - floodedAt_[peer] < window / 2) return;
+    verdictAt_[peer] = floodedAt_[peer] = now;
+  }
+  ++verdictsTaken_;
+  floodVerdict(peer, watcher, from);
+}
+
+// To every neighbour but the silent peer (it cannot hear it, and must not fail itself) and the
+// rank it came from, on every rail: any rail that still joins two ranks carries it. Without
+// waiting for room: a rank that misses it still has its own copies from other paths.
+void ControlMesh::floodVerdict(int peer, uint32_t watcher, int except) {
+  std::vector<char> to = watched_;
+  to[peer] = 0;
+  if (except >= 0) to[except] = 0;
+  verdictsSent_ += sendToPeers(encodeMeshSilent(static_cast<uint64_t>(peer), watcher), to);
 }
 
 std::vector<int> ControlMesh::silentPeers() const {
@@ -111,10 +194,26 @@ std::vector<int> ControlMesh::silentPeers() const {
   if (peerSilence_.count() == 0) return silent;
   const int64_t now = nowNs(),
                 window = std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+  std::lock_guard<std::mutex> lock(verdictMu_);
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && now - lastHeard_[p]->load() >= window) silent.push_back(p);
+    if (p == rank_) continue;
+    // Only a neighbour's silence means anything here: other peers do not beat to this rank.
+    const bool heardNothing = watched_[p] && now - lastHeard_[p]->load() >= window;
+    if (heardNothing || verdictHolds(p, now)) silent.push_back(p);
   }
   return silent;
+}
+
+ControlMesh::HeartbeatStats ControlMesh::heartbeatStats() const {
+  HeartbeatStats st;
+  {
+    std::lock_guard<std::mutex> lock(beatMu_);
+    st.beats = beats_;
+    st.heartbeatsSent = heartbeatsSent_;
+  }
+  st.verdictsSent = verdictsSent_.load();
+  st.verdictsTaken = verdictsTaken_.load();
+  return st;
 }
 
 void ControlMesh::wake() {
@@ -134,6 +233,10 @@ void ControlMesh::attach(int rail, std::vector<Fd> conns) {
     c->rail = rail;
     fresh.push_back(std::move(c));
     lastHeard_[p]->store(nowNs());  // a connection just made proves the peer alive
+  }
+  {
+    std::lock_guard<std::mutex> lock(verdictMu_);
+    for (const auto& c : fresh) attachedOnce_[c->peer] = 1;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -220,6 +323,20 @@ void ControlMesh::sendEverywhere(const std::string& frame, bool mustReachAll, in
     if (onlyPeer >= 0 && c->peer != onlyPeer) continue;
     if (writeFrame(*c, frame, true)) reached[c->peer] = true;
   }
+}
+
+uint64_t ControlMesh::sendToPeers(const std::string& frame, const std::vector<char>& to) {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot = conns_;
+  }
+  std::lock_guard<std::mutex> lock(sendMu_);
+  uint64_t whole = 0;
+  for (auto& c : snapshot) {
+    if (!c->closed && to[c->peer] && writeFrame(*c, frame, false)) ++whole;
+  }
+  return whole;
 }
 
 bool ControlMesh::sendPrimary(const std::string& frame, int peer) {
@@ -505,6 +622,10 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
     sendEverywhere(encodeMeshFrame(kMeshHere, 0, opsStarted_.load()), false, c.peer);
     return;
   }
+  if (type == kMeshSilent) {
+    if (peerSilence_.count() > 0) takeVerdict(static_cast<int>(seq), f.origin, c.peer);
+    return;
+  }
   if (type == kMeshHere) {
     auto& started = *peerOpsStarted_[c.peer];
     uint64_t cur = started.load();
@@ -528,8 +649,19 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
 
 // Why a well-formed frame cannot come from this peer in this job (empty when it can): a round
 // too far ahead, a step this world size does not have or that another rank sends, an abort
-// naming a rank that does not exist.
+// naming a rank that does not exist, a verdict naming no third rank of this job.
 std::string ControlMesh::misfit(const Conn& c, const MeshFrame& f) {
+  if (f.type == kMeshSilent) {
+    // Nobody passes a verdict on a rank to that rank, and a rank does not judge itself: the
+    // named rank must be a third rank of this job.
+    const uint64_t peer = f.seq;
+    if (peer >= static_cast<uint64_t>(size_) || f.origin >= static_cast<uint32_t>(size_) ||
+        peer == static_cast<uint64_t>(rank_) || peer == static_cast<uint64_t>(c.peer) ||
+        peer == f.origin) {
+      return strCat("verdict on rank ", peer, " by rank ", f.origin, " (world of ", size_, ")");
+    }
+    return "";
+  }
   if (f.type != kMeshStep && f.type != kMeshResend && f.type != kMeshAbort) return "";
   {
     std::lock_guard<std::mutex> lock(mu_);

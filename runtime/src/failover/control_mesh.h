@@ -30,10 +30,22 @@
 // instead of waiting for their progress deadline), and "which operation are you in?" with its
 // answer, asked only when a progress deadline expires or a round waits for a step, so a peer that
 // has not reached the operation yet (busy computing, writing a checkpoint) is not taken for a
-// dead rail. With a peer silence set, the same answer goes out unasked as a heartbeat to every
-// peer on every rail (still all-to-all: (N - 1) x rails frames per beat), so a peer heard on no
-// rail is known unreachable without a question. A reader thread polls all connections and
-// answers questions; nothing here touches a data channel.
+// dead rail. A reader thread polls all connections and answers questions; nothing here touches a
+// data channel.
+//
+// Heartbeats (with a peer silence set): the same answer goes out unasked every fifth of the
+// silence, on every rail, but only to the rank's dissemination neighbours, (r + 2^k) mod N and
+// (r - 2^k) mod N for k < ceil(log2 N) (at most 2 ceil(log2 N) peers, the graph the rounds
+// already use; it is symmetric, so a rank watches exactly the peers that beat to it): rails x
+// O(log N) frames per beat instead of rails x (N - 1), so control traffic per rank grows as
+// log N (issue 18). A rank that finds a neighbour heard on no rail for the silence floods a
+// verdict ("rank P is unreachable", kMeshSilent) over the same graph: a rank takes the first copy
+// and passes it on to its own neighbours once (later copies stop), so every rank knows within
+// O(log N) hops at O(log N) frames per rank. A verdict holds only while the named rank has not
+// been heard directly since it came and for at most two silences; while the rank stays silent
+// its watchers flood it again every silence, and once it is heard again they stop, so a healed
+// rank is silent nowhere after two silences at most (at once on the ranks that hear it).
+// silentPeers() is what this rank saw itself (its neighbours) and what the verdicts say.
 #pragma once
 
 #include <atomic>
@@ -62,9 +74,10 @@ class ControlMesh {
 
   // `silence`: a peer that answers no question for this long is unreachable (every rail
   // between us is down, or its host is gone); rounds waiting for it fail then.
-  // `peerSilence` > 0: every rank sends a heartbeat (HERE, its operation) on every connection
-  // every peerSilence / 5, so a peer heard on no rail for peerSilence is unreachable at once,
-  // without a question and a wait of its own (silentPeers; rounds fail on it immediately).
+  // `peerSilence` > 0: every rank sends a heartbeat (HERE, its operation) to its neighbours on
+  // every rail every peerSilence / 5, so a neighbour heard on no rail for peerSilence is
+  // unreachable at once, without a question and a wait of its own (rounds fail on it
+  // immediately), and every other rank learns it from the flooded verdict (silentPeers).
   ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
               RailDownFn onRailDown, std::chrono::milliseconds peerSilence = {});
   ~ControlMesh();  // stops the reader and heartbeat threads, closes every connection
@@ -103,6 +116,19 @@ class ControlMesh {
   AgreementStats agreementStats() const;
   int stepsPerRound() const { return steps_; }
 
+  // What the heartbeats cost, counted since construction. `beats`: times the heartbeat thread
+  // sent; `heartbeatsSent`: HERE frames it put out whole (rails x neighbours per beat while every
+  // connection is open); `verdictsSent`: silent-peer verdict frames put out (own or passed on);
+  // `verdictsTaken`: verdicts from peers this rank took as new (and passed on).
+  struct HeartbeatStats {
+    uint64_t beats = 0, heartbeatsSent = 0, verdictsSent = 0, verdictsTaken = 0;
+  };
+  HeartbeatStats heartbeatStats() const;
+  // The peers this rank beats to and watches: (rank +- 2^k) mod N, k < ceil(log2 N), sorted,
+  // without duplicates or the rank itself.
+  const std::vector<int>& neighbours() const { return neighbours_; }
+  static std::vector<int> neighboursOf(int rank, int worldSize);
+
   // Closes every connection: peers waiting on this rank learn at once that it is gone (used
   // when this rank's communicator fails for good).
   void closeAll();
@@ -110,14 +136,27 @@ class ControlMesh {
   // Per rail: peers whose control connection on it is open (for /status).
   std::vector<int> openPeers() const;
 
-  // With heartbeats: the peers heard on no rail for peerSilence (empty without heartbeats).
+  // With heartbeats: the neighbours heard on no rail for peerSilence, and the peers a verdict
+  // names that this rank has not heard since it came (empty without heartbeats).
   std::vector<int> silentPeers() const;
   std::chrono::milliseconds peerSilence() const { return peerSilence_; }
 
  private:
   struct Conn;
   void loop();
-  void beat();             // the heartbeat thread
+  void beat();  // the heartbeat thread
+  // The heartbeat thread, each beat: neighbours silent for peerSilence get a verdict flooded
+  // (unless a fresh one is on its way already).
+  void judgeNeighbours();
+  // A verdict from `from`: taken and passed on, unless a flood on that peer left this rank less
+  // than half a silence ago (a copy by another path, or this rank's own).
+  void takeVerdict(int peer, uint32_t watcher, int from);
+  // Sends the verdict on `peer` to every neighbour but `peer` and `except`, on every rail.
+  void floodVerdict(int peer, uint32_t watcher, int except);
+  // Sends `frame` on every open connection to the peers marked in `to`; frames put out whole.
+  uint64_t sendToPeers(const std::string& frame, const std::vector<char>& to);
+  // verdictMu_ held: `peer` is named by a verdict this rank holds, at `now`.
+  bool verdictHolds(int peer, int64_t now) const;
   void readFrom(Conn& c);  // readMu_ held
   // Reads whatever arrives on open connections within `wait` (readMu_ held).
   void readFor(std::chrono::microseconds wait);
@@ -188,6 +227,17 @@ class ControlMesh {
   std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;        // steady ns, any frame
   std::atomic<uint64_t> rounds_{0}, messages_{0}, resentCopies_{0}, abortsSent_{0};
 
+  std::vector<int> neighbours_;  // heartbeat and verdict graph (dissemination neighbours)
+  std::vector<char> watched_;    // by peer: a neighbour (the mask sendToPeers takes)
+  mutable std::mutex verdictMu_;
+  // By peer, steady ns (0 = never): when this rank last took or made a verdict on it (the
+  // verdict holds from then), and when a flood on it last went out from here (floods on one
+  // peer leave a rank at most once per half silence, so copies arriving by other paths stop).
+  std::vector<int64_t> verdictAt_, floodedAt_;  // verdictMu_
+  std::vector<char> attachedOnce_;  // verdictMu_: a connection to the peer was installed
+  std::atomic<uint64_t> verdictsSent_{0}, verdictsTaken_{0};
+  uint64_t beats_ = 0, heartbeatsSent_ = 0;  // beatMu_: one beat's frames counted together
+
   std::mutex sendMu_;  // one frame at a time per connection
   // Held while reading connections. A round's caller holds it for the whole round and reads
   // the sockets itself (one thread hop less per round than waiting for the reader thread,
@@ -196,7 +246,7 @@ class ControlMesh {
   Fd wakeRead_, wakeWrite_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::mutex beatMu_;
+  mutable std::mutex beatMu_;
   std::condition_variable beatCv_;  // wakes the heartbeat thread to stop
   std::thread beat_;
 };

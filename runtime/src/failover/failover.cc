@@ -284,9 +284,10 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
 }
 
 // A slice that moved nothing for the peer silence while some peer was heard on no rail for as
-// long (control-mesh heartbeats) waits for a peer that cannot reach this rank on any rail: the
-// rail fails now instead of after its progress deadline and a question nobody answers. Both
-// must hold, so a peer that is only late (its heartbeats arrive) is waited for as before.
+// long (control-mesh heartbeats: by this rank if it watches that peer, else by a rank that does,
+// whose verdict was flooded here) waits for a peer that cannot be reached: the rail fails now
+// instead of after its progress deadline and a question nobody answers. Both must hold, so a
+// peer that is only late (its heartbeats arrive) is waited for as before.
 std::string Impl::silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const {
   if (!mesh || mesh->peerSilence().count() == 0) return "";
   const auto quiet = Clock::now() - std::max(moved, start);
@@ -296,7 +297,8 @@ std::string Impl::silentPeerVerdict(Clock::time_point moved, Clock::time_point s
   std::string who;
   for (int p : silent) who += strCat(who.empty() ? "" : ", ", p);
   return strCat("rank(s) ", who, " heard on no rail for ", mesh->peerSilence().count(),
-                " ms (heartbeats lost: every rail between us is down, or the host is gone)");
+                " ms by this rank or the ranks that watch them (heartbeats lost: every rail to "
+                "them is down, or the host is gone)");
 }
 
 // Deadline from the split table's prediction with a floor, so a slow rail is not taken for a

@@ -10,6 +10,7 @@ namespace nezha {
 namespace {
 constexpr uint32_t kMagic = 0x5443'5a4e;  // "NZCT" little-endian
 constexpr size_t kAbortFixedBytes = 8;    // origin, kind
+constexpr size_t kSilentBytes = 4;        // the watcher
 
 uint32_t readU32(const std::string& s, size_t at) {
   uint32_t v = 0;
@@ -33,7 +34,7 @@ std::string checkHeader(uint16_t type, uint16_t arg, uint32_t len) {
     return "an all-to-all agreement frame (the peer runs a libnezha older than the "
            "dissemination rounds)";
   }
-  if (type < kMeshRailDown || type > kMeshAbort) return strCat("unknown type ", type);
+  if (type < kMeshRailDown || type > kMeshSilent) return strCat("unknown type ", type);
   if (len > kMeshMaxPayload) return strCat("payload of ", len, " bytes");
   if (type == kMeshStep || type == kMeshResend) {
     if (arg >= kMeshMaxSteps) return strCat("step ", arg, " of type ", type);
@@ -46,6 +47,8 @@ std::string checkHeader(uint16_t type, uint16_t arg, uint32_t len) {
     if (len < kAbortFixedBytes || len > kAbortFixedBytes + kMeshMaxAbortText) {
       return strCat("abort payload of ", len, " bytes");
     }
+  } else if (type == kMeshSilent) {
+    if (len != kSilentBytes) return strCat("silent-peer verdict payload of ", len, " bytes");
   } else if (len != 0) {
     return strCat("type ", type, " carries ", len, " payload bytes");
   }
@@ -71,12 +74,20 @@ std::string encodeMeshAbort(uint64_t round, uint32_t origin, uint32_t kind,
   return w.data();
 }
 
+std::string encodeMeshSilent(uint64_t peer, uint32_t watcher) {
+  WireWriter w = header(kMeshSilent, 0, peer, kSilentBytes);
+  w.u32(watcher);
+  return w.data();
+}
+
 std::string encodeMeshFrame(const MeshFrame& f) {
   switch (f.type) {
     case kMeshStep:
       return encodeMeshStep(f.seq, f.step, f.values);
     case kMeshAbort:
       return encodeMeshAbort(f.seq, f.origin, f.kind, f.why);
+    case kMeshSilent:
+      return encodeMeshSilent(f.seq, f.origin);
     case kMeshResend:
       return encodeMeshFrame(f.type, f.step, f.seq);
     case kMeshRailDown:
@@ -105,10 +116,21 @@ MeshDecode takeMeshFrame(std::string& buffer, MeshFrame& out, std::string& why) 
     out.kind = kind;
     out.why.assign(payload + kAbortFixedBytes, len - kAbortFixedBytes);
   }
+  const uint64_t seq = readU64(buffer, 8);
+  if (type == kMeshSilent) {
+    // A rank number from the wire indexes the mesh's per-peer state: out of any int's range is
+    // garbage here, out of this job's range the mesh's own check.
+    const uint32_t watcher = readU32(buffer, kMeshHeaderBytes);
+    if (seq > kMeshMaxRank || watcher > kMeshMaxRank) {
+      why = strCat("silent-peer verdict on rank ", seq, " by rank ", watcher);
+      return MeshDecode::kBad;
+    }
+    out.origin = watcher;
+  }
   out.type = type;
   out.rail = type == kMeshRailDown ? arg : 0;
   out.step = type == kMeshStep || type == kMeshResend ? arg : 0;
-  out.seq = readU64(buffer, 8);
+  out.seq = seq;
   if (type == kMeshStep) {
     out.values.resize(len / sizeof(double));
     if (len > 0) std::memcpy(out.values.data(), payload, len);

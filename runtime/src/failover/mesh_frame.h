@@ -1,7 +1,7 @@
 // The control mesh's wire format (control_mesh.h), as pure functions so the decoder can be
 // fuzzed: a 20-byte little-endian header (magic "NZCT", type, a 16-bit argument, sequence,
 // payload bytes) and a payload: doubles (a dissemination step), or an abort's origin rank,
-// kind and reason, or nothing.
+// kind and reason, or a silent-peer verdict's watcher rank, or nothing.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,9 @@ enum MeshFrameType : uint16_t {
   kMeshResend = 5,    // "send me step <argument> of round <sequence> again"
   kMeshStep = 6,      // step <argument> of round <sequence>: the sender's running max (doubles)
   kMeshAbort = 7,     // "round <sequence> failed": origin rank, kind, why (see MeshAbortKind)
+  // "rank <sequence> is unreachable": heard on no rail for the peer silence by the rank that
+  // watches it (payload: that watcher's rank, u32). Flooded over the heartbeat neighbours.
+  kMeshSilent = 8,
 };
 
 // Why a round was aborted, so every rank throws the same kind of error as the rank that failed it.
@@ -36,9 +39,10 @@ struct MeshFrame {
   uint16_t step = 0;  // kMeshStep and kMeshResend only
   uint64_t seq = 0;
   std::vector<double> values;  // kMeshStep
-  uint32_t origin = 0;         // kMeshAbort: the rank that failed the round first
-  uint32_t kind = 0;           // kMeshAbort: a MeshAbortKind
-  std::string why;             // kMeshAbort: that rank's error, untrusted bytes
+  uint32_t origin =
+      0;              // kMeshAbort: the rank that failed the round first; kMeshSilent: the watcher
+  uint32_t kind = 0;  // kMeshAbort: a MeshAbortKind
+  std::string why;    // kMeshAbort: that rank's error, untrusted bytes
 };
 
 inline constexpr size_t kMeshHeaderBytes = 4 + 2 + 2 + 8 + 4;
@@ -47,6 +51,9 @@ inline constexpr size_t kMeshMaxPayload = 1 << 20;
 inline constexpr uint16_t kMeshMaxSteps = 63;
 // An abort's reason text is cut to this many bytes when encoded; longer is a bad frame.
 inline constexpr size_t kMeshMaxAbortText = 1024;
+// Ranks are ints: a verdict naming a rank (or watcher) above this is a bad frame, whatever the
+// world size (the mesh checks the world size itself).
+inline constexpr uint64_t kMeshMaxRank = 0x7fff'ffff;
 
 // Every frame type from its MeshFrame (fields that type does not carry are ignored).
 std::string encodeMeshFrame(const MeshFrame& frame);
@@ -54,13 +61,16 @@ std::string encodeMeshFrame(const MeshFrame& frame);
 std::string encodeMeshFrame(uint16_t type, uint16_t arg, uint64_t seq);
 std::string encodeMeshStep(uint64_t round, uint16_t step, const std::vector<double>& values);
 std::string encodeMeshAbort(uint64_t round, uint32_t origin, uint32_t kind, const std::string& why);
+// "rank `peer` is unreachable", as judged by `watcher` (kMeshSilent).
+std::string encodeMeshSilent(uint64_t peer, uint32_t watcher);
 
 enum class MeshDecode { kFrame, kNeedMore, kBad };
 // Takes the first whole frame off the front of `buffer` into `out`. kBad (with `why`) means the
 // stream is garbage and the connection must be dropped; the buffer is then left as it was.
 // Bounds checked here: type, argument (a rail of RAIL_DOWN, a step < kMeshMaxSteps of STEP and
-// RESEND, 0 elsewhere), payload size per type, abort kind. Whether a step, round or origin
-// fits this job is the mesh's check (it knows the world size).
+// RESEND, 0 elsewhere), payload size per type, abort kind, a verdict's ranks <= kMeshMaxRank.
+// Whether a step, round, origin or named rank fits this job is the mesh's check (it knows the
+// world size).
 MeshDecode takeMeshFrame(std::string& buffer, MeshFrame& out, std::string& why);
 
 }  // namespace nezha

@@ -3,7 +3,8 @@
 // else, a silent or vanished peer gives a bounded, clear error, rail-down notices and "which
 // operation are you in" answers arrive. With more ranks: the dissemination round is exact at
 // 2, 3, 5 and 8 ranks in ceil(log2 N) messages per rank per round, and a rank that never joins
-// or vanishes fails the round on every other rank.
+// or vanishes fails the round on every other rank. Heartbeats go to the O(log N) neighbours
+// only; a gone rank reaches the others by a flooded verdict, a healed or slow one is not silent.
 #include "failover/control_mesh.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "failover/mesh_frame.h"
 #include "nezha/nezha.hpp"
 
 namespace nezha {
@@ -218,14 +220,18 @@ TEST(ControlMeshTest, HeartbeatsKeepALatePeerReachable) {
   EXPECT_TRUE(p.m1->silentPeers().empty());
 }
 
-// N ranks, every pair joined by one socket pair per rail.
+// N ranks, every pair joined by one socket pair per rail. With `fake` >= 0 that rank has no
+// mesh: the test holds its ends (fakeEnds[rail][peer]) and speaks for it.
 struct Mesh {
   std::vector<std::unique_ptr<ControlMesh>> m;
+  std::vector<std::vector<Fd>> fakeEnds;
 
-  Mesh(int n, int rails, milliseconds silence = milliseconds(300)) {
+  Mesh(int n, int rails, milliseconds silence = milliseconds(300),
+       milliseconds peerSilence = milliseconds(0), int fake = -1) {
     for (int r = 0; r < n; ++r) {
-      m.push_back(std::make_unique<ControlMesh>(
-          r, n, rails, silence, [](int, int, uint64_t) {}, milliseconds(0)));
+      m.push_back(r == fake ? nullptr
+                            : std::make_unique<ControlMesh>(
+                                  r, n, rails, silence, [](int, int, uint64_t) {}, peerSilence));
     }
     for (int rail = 0; rail < rails; ++rail) {
       std::vector<std::vector<Fd>> conns(n);
@@ -238,8 +244,36 @@ struct Mesh {
           conns[b][a] = Fd(sv[1]);
         }
       }
-      for (int r = 0; r < n; ++r) m[r]->attach(rail, std::move(conns[r]));
+      for (int r = 0; r < n; ++r) {
+        if (r == fake) {
+          fakeEnds.push_back(std::move(conns[r]));
+        } else {
+          m[r]->attach(rail, std::move(conns[r]));
+        }
+      }
     }
+  }
+
+  // The fake rank's heartbeat: a HERE frame to each of its neighbours on every rail.
+  void fakeBeat(int fake) {
+    const std::string here = encodeMeshFrame(kMeshHere, 0, 0);
+    for (auto& rail : fakeEnds) {
+      for (int p : ControlMesh::neighboursOf(fake, static_cast<int>(m.size()))) {
+        EXPECT_EQ(::send(rail[p].get(), here.data(), here.size(), MSG_NOSIGNAL | MSG_DONTWAIT),
+                  static_cast<ssize_t>(here.size()));
+      }
+    }
+  }
+
+  // Polls (every 5 ms, up to `limit`) until `done` holds; returns whether it did.
+  template <typename Pred>
+  static bool waitFor(Pred done, milliseconds limit = milliseconds(20000)) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return true;
   }
 
   struct Outcome {
@@ -370,6 +404,170 @@ TEST(ControlMeshTest, DifferentLengthsAreAConfigErrorOnEveryRank) {
     EXPECT_NE(out[r].error.find("values, this rank"), std::string::npos)
         << "rank " << r << ": " << out[r].error;
   }
+}
+
+// The heartbeat graph: (r +- 2^k) mod N, k < ceil(log2 N), without duplicates or r itself;
+// symmetric (a rank watches exactly the ranks that beat to it) and at most 2 ceil(log2 N) peers.
+TEST(ControlMeshTest, HeartbeatNeighboursAreTheDisseminationPeersBothWays) {
+  EXPECT_EQ(ControlMesh::neighboursOf(0, 2), (std::vector<int>{1}));
+  EXPECT_EQ(ControlMesh::neighboursOf(0, 3), (std::vector<int>{1, 2}));
+  EXPECT_EQ(ControlMesh::neighboursOf(0, 5), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(ControlMesh::neighboursOf(0, 8), (std::vector<int>{1, 2, 4, 6, 7}));
+  EXPECT_EQ(ControlMesh::neighboursOf(3, 16), (std::vector<int>{1, 2, 4, 5, 7, 11, 15}));
+  EXPECT_TRUE(ControlMesh::neighboursOf(0, 1).empty());
+  for (int n : {2, 3, 5, 6, 8, 16, 100, 1024}) {
+    for (int r = 0; r < n; ++r) {
+      const auto mine = ControlMesh::neighboursOf(r, n);
+      EXPECT_LE(mine.size(), static_cast<size_t>(2 * ceilLog2(n))) << "N=" << n;
+      for (int p : mine) {
+        const auto theirs = ControlMesh::neighboursOf(p, n);
+        EXPECT_TRUE(std::binary_search(theirs.begin(), theirs.end(), r))
+            << "N=" << n << ": " << r << " watches " << p << " but " << p << " does not beat to it";
+      }
+    }
+  }
+}
+
+// Every beat sends one HERE frame per rail to each neighbour and to nobody else: rails x
+// |neighbours| frames per beat (O(log N)), where all-to-all heartbeats sent rails x (N - 1).
+TEST(ControlMeshTest, HeartbeatsPerBeatAreRailsTimesNeighbours) {
+  constexpr int kRails = 2;
+  for (int n : {2, 3, 5, 8, 16}) {
+    SCOPED_TRACE(strCat("N=", n));
+    Mesh mesh(n, kRails, milliseconds(30000), milliseconds(250));
+    // Counted from a beat after every rail is attached (a beat before may find fewer
+    // connections); a snapshot holds a beat's frames and its count together.
+    std::vector<ControlMesh::HeartbeatStats> from(n);
+    for (int r = 0; r < n; ++r) from[r] = mesh.m[r]->heartbeatStats();
+    ASSERT_TRUE(Mesh::waitFor([&] {
+      for (int r = 0; r < n; ++r) {
+        if (mesh.m[r]->heartbeatStats().beats < from[r].beats + 3) return false;
+      }
+      return true;
+    }));
+    for (int r = 0; r < n; ++r) {
+      const auto st = mesh.m[r]->heartbeatStats();
+      const auto& nb = mesh.m[r]->neighbours();
+      EXPECT_EQ(nb, ControlMesh::neighboursOf(r, n));
+      EXPECT_EQ(st.heartbeatsSent - from[r].heartbeatsSent,
+                (st.beats - from[r].beats) * kRails * nb.size())
+          << "rank " << r;
+      if (n >= 8) {
+        EXPECT_LT(nb.size(), static_cast<size_t>(n - 1)) << "rank " << r;
+      }
+    }
+  }
+}
+
+// A rank that is gone (its connections close, nothing more from it) is known silent by its
+// neighbours after the peer silence, and by every other rank — which never hears from it at
+// all — through the verdict they flood: each rank's silentPeers() names it, and only it.
+TEST(ControlMeshTest, GoneRankReachesNonNeighboursByTheFloodedVerdict) {
+  for (int n : {8, 16}) {
+    SCOPED_TRACE(strCat("N=", n));
+    constexpr int kGone = 3;
+    Mesh mesh(n, 2, milliseconds(30000), milliseconds(200));
+    const auto& zeroWatches = mesh.m[0]->neighbours();
+    ASSERT_FALSE(std::binary_search(zeroWatches.begin(), zeroWatches.end(), kGone));
+    mesh.m[kGone].reset();
+    const bool everyoneKnows = Mesh::waitFor([&] {
+      for (int r = 0; r < n; ++r) {
+        if (r != kGone && mesh.m[r]->silentPeers() != std::vector<int>{kGone}) return false;
+      }
+      return true;
+    });
+    for (int r = 0; r < n; ++r) {
+      if (r != kGone) {
+        EXPECT_EQ(mesh.m[r]->silentPeers(), std::vector<int>{kGone}) << "rank " << r;
+      }
+    }
+    EXPECT_TRUE(everyoneKnows);
+    EXPECT_GE(mesh.m[0]->heartbeatStats().verdictsTaken, 1u);  // rank 0 only heard it flooded
+  }
+}
+
+// A rank that falls silent and then is heard again (the test speaks for rank 3: heartbeats,
+// none, heartbeats again) is named by every rank while silent and by none once healed: its
+// watchers hear it at once, the others' verdicts lapse (two silences at most), and nobody keeps
+// passing the old verdict around.
+TEST(ControlMeshTest, HealedRankIsSilentNowhereOnceHeardAgain) {
+  constexpr int kN = 8, kFake = 3;
+  constexpr auto kSilence = milliseconds(200);
+  Mesh mesh(kN, 2, milliseconds(30000), kSilence, kFake);
+  std::atomic<bool> beating{true}, stop{false};
+  std::thread fake([&] {
+    while (!stop) {
+      if (beating) mesh.fakeBeat(kFake);
+      std::this_thread::sleep_for(kSilence / 5);
+    }
+  });
+  auto everyRankSays = [&](const std::vector<int>& want) {
+    return [&mesh, want] {
+      for (int r = 0; r < kN; ++r) {
+        if (r != kFake && mesh.m[r]->silentPeers() != want) return false;
+      }
+      return true;
+    };
+  };
+  beating = false;
+  EXPECT_TRUE(Mesh::waitFor(everyRankSays({kFake})));
+  beating = true;
+  EXPECT_TRUE(Mesh::waitFor(everyRankSays({})));
+  stop = true;
+  fake.join();
+  for (int r = 0; r < kN; ++r) {
+    if (r != kFake) {
+      EXPECT_TRUE(mesh.m[r]->silentPeers().empty()) << "rank " << r;
+    }
+  }
+}
+
+// A rank that is only slow — alive, its heartbeats flowing, but it never joins the round — is
+// never taken for a silent one, on any rank, for as long as the others wait for it (the round
+// ends by its timeout, not by a verdict).
+TEST(ControlMeshTest, SlowRankWithHeartbeatsIsNeverSilent) {
+  constexpr int kN = 8, kSlow = 2;
+  Mesh mesh(kN, 2, milliseconds(30000), milliseconds(400));
+  std::vector<int> others;
+  for (int r = 0; r < kN; ++r) {
+    if (r != kSlow) others.push_back(r);
+  }
+  std::atomic<bool> roundOver{false};
+  std::vector<std::string> seenSilent;
+  std::thread watch([&] {
+    while (!roundOver) {
+      for (int r = 0; r < kN; ++r) {
+        const auto silent = mesh.m[r]->silentPeers();
+        if (!silent.empty()) seenSilent.push_back(strCat("rank ", r, " saw ", silent[0]));
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  });
+  std::vector<std::vector<double>> in(kN, std::vector<double>{1.0});
+  const auto out = mesh.round(in, others, milliseconds(2000));
+  roundOver = true;
+  watch.join();
+  EXPECT_TRUE(seenSilent.empty()) << seenSilent.front();
+  for (int r : others) {
+    EXPECT_NE(out[r].error.find("within 2000 ms"), std::string::npos)
+        << "rank " << r << ": " << out[r].error;
+  }
+  for (int r = 0; r < kN; ++r) EXPECT_EQ(mesh.m[r]->heartbeatStats().verdictsSent, 0u);
+}
+
+// A verdict naming a rank outside the job (or beyond any int) is garbage on that connection:
+// it is dropped, the other rails carry on.
+TEST(ControlMeshTest, VerdictOnARankOutsideTheJobDropsThatConnection) {
+  Pair p(3);
+  const std::string beyondInt = encodeMeshSilent(uint64_t{1} << 40, 0);
+  const std::string beyondJob = encodeMeshSilent(99, 0);
+  ASSERT_EQ(::write(p.raw1[0], beyondInt.data(), beyondInt.size()),
+            static_cast<ssize_t>(beyondInt.size()));
+  ASSERT_EQ(::write(p.raw1[1], beyondJob.data(), beyondJob.size()),
+            static_cast<ssize_t>(beyondJob.size()));
+  EXPECT_TRUE(Mesh::waitFor([&] { return p.m0->openPeers() == std::vector<int>{0, 0, 1}; }));
+  EXPECT_EQ(p.m0->openPeers(), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(p.agree({3}, {4}), (std::vector<double>{4}));
 }
 
 // Without heartbeats (peerSilence 0) nobody is ever "silent" by the clock alone.
