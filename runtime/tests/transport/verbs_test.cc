@@ -377,6 +377,9 @@ TEST_F(VerbsTest, PortErrorReachesTheHealthListener) {
                                IoOp::recv(1 - r, b.data(), b.size())};
       t->exchange(ops);
       EXPECT_EQ(b, std::vector<uint8_t>(1 << 20, static_cast<uint8_t>(2 - r)));
+      // Both exchanges done before the link goes: rank 0's can finish while rank 1 still waits
+      // for its last completion, which a dead port would fail (seen under ctest -j2).
+      meet.arrive();
       if (r == 0) {
         EXPECT_EQ(std::system("ip link set nzv0 down"), 0);
         auto got = event.get_future();

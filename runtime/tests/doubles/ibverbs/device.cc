@@ -134,16 +134,9 @@ bool Context::checkMr(uint32_t key, uint64_t addr, uint64_t len, int access) {
          (access == 0 || (mr->handle & static_cast<uint32_t>(access)) != 0);
 }
 
-// Carrier changes of the device's interface (rtnetlink): losing it fails the port.
-static void watchLinks(Context* c) {
-  int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  sa.nl_groups = RTMGRP_LINK;
-  if (nl < 0 || bind(nl, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
-    if (nl >= 0) close(nl);
-    return;
-  }
+// Carrier changes of the device's interface (rtnetlink): losing it fails the port. `nl` is
+// already bound (startLinkWatch), so no change after the device was opened can be missed.
+static void watchLinks(Context* c, int nl) {
   const unsigned index = if_nametoindex(c->device->iface.c_str());
   char buf[8192];
   pollfd fds[2] = {{nl, POLLIN, 0}, {c->watchWake, POLLIN, 0}};
@@ -184,7 +177,20 @@ static void watchLinks(Context* c) {
 
 void startLinkWatch(Context* c) {
   c->watchWake = eventfd(0, EFD_CLOEXEC);
-  c->watch = std::thread(watchLinks, c);
+  // Subscribed here, before ibv_open_device returns, not on the watch thread: a thread not yet
+  // scheduled on a busy machine missed a link change made right after the open (the port error
+  // never came; VerbsTest.PortErrorReachesTheHealthListener failed under ctest -j2).
+  int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (nl >= 0 && bind(nl, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+    close(nl);
+    nl = -1;
+  }
+  c->watch = std::thread([c, nl] {
+    if (nl >= 0) watchLinks(c, nl);
+  });
 }
 
 void stopLinkWatch(Context* c) {
