@@ -190,15 +190,7 @@ void Impl::advanceRebuilds(const std::vector<double>& failed, const std::vector<
     std::shared_ptr<Rebuild> rb = std::move(rebuilds[r]);
     const double latency = times[2 * j], bulk = times[2 * j + 1];
     const double bandwidth = static_cast<double>(rb->probeBytes) / std::max(bulk - latency, 1e-7);
-    double others = 0;
-    for (size_t q = 0; q < rails.size(); ++q) {
-      if (!alive[q] || static_cast<int>(q) == r) continue;
-      // What the rail carries now if the agreed timings say (probe values go stale: a rail
-      // probed before it was shaped once made every healed rail look 1.5 % of the job).
-      const double now = sched->observedBandwidth(static_cast<int>(q));
-      others += now > 0 ? now : rails[q].bandwidthBytesPerSecond;
-    }
-    const double share = bandwidth / (bandwidth + others);
+    const double share = sched->shareNextToOthers(r, bandwidth, alive);
     // An offload rail (SHARP) never carries byte slices, so its share of the job's bandwidth says
     // nothing about its worth, and a probe timed while the other rails are busy made it look
     // "slow" (testbed_sharp's cut scenario flaked on exactly that). Its test is the exact probe

@@ -174,20 +174,28 @@ void Scheduler::remeasure(int rail, double latencySeconds, double bandwidthBytes
   // An offload rail has no share in any split.
   if (o_.policy != Policy::kAdaptive || offload_[rail]) return;
   baseRatios_ = ratiosFromBandwidth(probe_.bandwidth);
-  // The share next to the other live rails as they run now: probe values go stale (a rail probed
-  // before it was shaped would make the healed one look tiny), the agreed timings do not.
-  double others = 0;
-  for (size_t q = 0; q < nrails_; ++q) {
-    if (static_cast<int>(q) == rail || !alive_[q] || offload_[q]) continue;
-    others += observed_[q] > 0 ? observed_[q] : probe_.bandwidth[q];
-  }
-  const double share = probe_.bandwidth[rail] / (probe_.bandwidth[rail] + others);
+  const double share = shareNextToOthers(rail, probe_.bandwidth[rail], alive_);
   for (auto& [key, e] : table_.entries()) {
     setShare(e.ratios, rail, share);
     e.starvedUpdates[static_cast<size_t>(rail)] = 0;
     e.probeWait[static_cast<size_t>(rail)] = kFirstProbeWait;
     e.probed[static_cast<size_t>(rail)] = false;
   }
+}
+
+double Scheduler::shareNextToOthers(int rail, double bandwidthBytesPerSecond,
+                                    const std::vector<bool>& alive) const {
+  NEZHA_ENFORCE(alive.size() == nrails_, "alive has ", alive.size(), " rails, want ", nrails_);
+  // The other rails as they run now: probe values go stale (a rail probed before it was shaped
+  // once made every healed rail look 1.5 % of the job), the agreed timings do not. Offload rails
+  // carry no byte slices, so they take no share.
+  double others = 0;
+  for (size_t q = 0; q < nrails_; ++q) {
+    if (static_cast<int>(q) == rail || !alive[q] || offload_[q]) continue;
+    others += observed_[q] > 0 ? observed_[q] : probe_.bandwidth[q];
+  }
+  const double own = std::max(bandwidthBytesPerSecond, 1.0);
+  return own / (own + others);
 }
 
 void Scheduler::setShare(std::vector<double>& ratios, int rail, double share) const {

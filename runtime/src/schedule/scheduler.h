@@ -92,6 +92,13 @@ class Scheduler {
   // down (or was probed unshaped) after start: re-admission compares a healed rail with these.
   double observedBandwidth(int rail) const { return observed_[static_cast<size_t>(rail)]; }
 
+  // The share of the job's bandwidth a rail measured at `bandwidthBytesPerSecond` earns next to
+  // the other rails `alive` keeps that move bytes, each counted at its observed rate where the
+  // agreed timings give one and at its probe rate otherwise. Re-admission's slow floor and
+  // remeasure's re-seed both judge a healed rail by this one number.
+  double shareNextToOthers(int rail, double bandwidthBytesPerSecond,
+                           const std::vector<bool>& alive) const;
+
   int coldRail() const { return coldRail_; }  // lowest-latency live rail that moves bytes
   int bestRail() const { return bestRail_; }  // highest-bandwidth live rail that moves bytes
   // The live offload rail (the lowest-index one if several), or -1.

@@ -149,8 +149,15 @@ TEST(SchedulerTuningTest, TableEntryConvergesWithinFiftyOps) {
   // admission's slow floor compares a healed rail with these); a remeasure starts it over.
   EXPECT_NEAR(s.observedBandwidth(0), rails[0].bandwidth, 0.01 * rails[0].bandwidth);
   EXPECT_NEAR(s.observedBandwidth(1), rails[1].bandwidth, 0.01 * rails[1].bandwidth);
+  // A healed rail is judged next to what the others carry now, not what their probe said: the
+  // probe put rail 0 at 50 MB/s, the timings at 100.
+  const std::vector<bool> both{true, true};
+  EXPECT_NEAR(s.shareNextToOthers(1, 100e6, both), 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(s.shareNextToOthers(1, 100e6, {false, true}), 1.0);  // alone
   s.remeasure(1, 1e-4, 1e6);
   EXPECT_EQ(s.observedBandwidth(1), 0.0);
+  // Rail 1's observed rate is gone with its remeasure: rail 0 is judged by its probe value now.
+  EXPECT_NEAR(s.shareNextToOthers(0, 50e6, both), 50e6 / (50e6 + 1e6), 1e-9);
   // Below the threshold: cold start on the lowest-latency rail (tie -> rail 0), whole op.
   Plan cold = s.plan(OpKind::kAllreduce, 1000, 4);
   EXPECT_FALSE(cold.hot);
