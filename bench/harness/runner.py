@@ -57,8 +57,9 @@ def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band
     (run record, (json path, doc) or an error string)."""
     world = ctx.tun.ranks
     warmup = warmup_for(spec, band, ctx.tun.adaptive_warmup)
-    tag = (f"{scenario.name}.{spec.name}.{band.label()}" + (f".rep{repeat}" if band.repeats > 1 else "")
-           + (f".split{hand_split.format_split(split)}" if split else ""))
+    tag = f"{scenario.name}.{spec.name}.{band.label()}" + (f".rep{repeat}" if band.repeats > 1 else "")
+    if split:
+        tag += ".split" + hand_split.format_split(split).replace("/", "-")  # part of file names
     json_path = os.path.join(ctx.work_dir, tag + ".json")
     store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)
     rendezvous = f"{ctx.bed.addr(0, scenario.best_rail())}:{ctx.next_port()}"

@@ -16,7 +16,7 @@ SPEC = {s.name: s for s in SERIES}["gloo-hand-split"]
 
 def test_candidates_center_on_rate_proportion_and_move_fastest_share():
     splits = hand_split.candidate_splits([800, 300], fastest=0)
-    assert splits == [(0.727, 0.273), (0.677, 0.323), (0.777, 0.223), (0.627, 0.373), (0.827, 0.173)]
+    assert splits == [(0.727, 0.273), (0.707, 0.293), (0.747, 0.253), (0.677, 0.323), (0.777, 0.223)]
     for s in splits:
         assert sum(s) == pytest.approx(1.0, abs=1e-9)
 
@@ -32,13 +32,13 @@ def test_three_rails_keep_the_slow_rails_proportion():
     for s in splits[1:]:
         assert s[0] / s[1] == pytest.approx(200 / 250, rel=0.01)  # the other two keep 4:5
         assert sum(s) == pytest.approx(1.0, abs=1e-9)
-    assert {round(s[2] - 0.5, 3) for s in splits} == {0.0, -0.05, 0.05, -0.1, 0.1}
+    assert {round(s[2] - 0.5, 3) for s in splits} == {0.0, -0.02, 0.02, -0.05, 0.05}
 
 
 def test_clipping_keeps_every_share_and_drops_duplicates():
-    # 800/50: the slow rail has 0.059; +0.05 and +0.10 would leave it below MIN_SHARE, so both
+    # 800/25: the slow rail has 0.030; +0.02 and +0.05 would leave it below MIN_SHARE, so both
     # clip to the same split, kept once.
-    splits = hand_split.candidate_splits([800, 50], fastest=0)
+    splits = hand_split.candidate_splits([800, 25], fastest=0)
     assert all(min(s) >= hand_split.MIN_SHARE for s in splits)
     assert len(splits) == len(set(splits)) == 4
     assert max(s[0] for s in splits) == pytest.approx(1 - hand_split.MIN_SHARE)
@@ -135,5 +135,52 @@ def test_summary_text_names_the_splits_tried_and_the_winner_per_size():
                           "ratios": compute_ratios({"gloo-hand-split": best}, [16 << 20])}]}
     text = summary_text(doc)
     assert "static splits tried (r0/r1 shares, around iperf3 together rates): 0.727/0.273, 0.677/0.323" in text
-    assert "best static split per size: 16M 0.677/0.323" in text
+    assert "best static split per size: 16M 0.677/0.323 (+10.0% over the next)" in text
     assert "nezha/gloo-hand-split" in text
+
+
+def test_dry_run_plan_shows_the_splits_and_counts_their_launches():
+    import run_bench
+    from harness.config import load_tunables
+
+    tun = load_tunables()
+    a = run_bench.parse_args(["--scenario", "heterogeneous", "--min-bytes", "16M", "--max-bytes", "64M"])
+    plan = run_bench.hand_split_plan(a)
+    assert "gloo-hand-split on 16M-32M, 64M-64M" in plan
+    assert "heterogeneous 0.727/0.273, 0.707/0.293, 0.747/0.253, 0.677/0.323, 0.777/0.223" in plan
+    without = run_bench.parse_args(["--scenario", "heterogeneous", "--min-bytes", "16M", "--max-bytes", "64M",
+                                    "--series", "gloo-best-rail"])
+    assert run_bench.hand_split_plan(without) == ""
+    # the hand split costs five launches per band, more than the one-rail Gloo series it is added to
+    assert run_bench.estimate_seconds(a, tun) > run_bench.estimate_seconds(without, tun)
+    small = run_bench.parse_args(["--scenario", "heterogeneous", "--max-bytes", "8M"])
+    assert "gloo-hand-split: not run (no size >= 16M)" in run_bench.hand_split_plan(small)
+
+
+def test_launch_files_of_a_split_are_plain_names(tmp_path, monkeypatch):
+    """The tag of a hand-split launch names rank logs and JSON files: no '/' from the split."""
+    from harness import runner
+
+    seen = {}
+
+    def fake_run_ranks(bed, world, argv, env, timeout, work_dir, tag):
+        seen["tag"] = tag
+        raise RuntimeError("stop here")
+
+    class Bed:
+        def addr(self, host, rail):
+            return "10.100.0.10"
+
+        def rail_tx_bytes(self):
+            return []
+
+        def mptcp_counters(self):
+            return {}
+
+    monkeypatch.setattr(runner, "run_ranks", fake_run_ranks)
+    from harness.config import load_tunables
+
+    ctx = runner.RunContext(tun=load_tunables(), bed=Bed(), bands=[], work_dir=str(tmp_path), check=True, iperf=False)
+    with pytest.raises(RuntimeError, match="stop here"):
+        runner.run_launch(ctx, Scenario("random1", (100, 600)), SPEC, Band(16 << 20, 32 << 20, 2, 5), 0, (0.143, 0.857))
+    assert seen["tag"] == "random1.gloo-hand-split.16M-32M.split0.143-0.857" and "/" not in seen["tag"]
