@@ -184,7 +184,7 @@ e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 +
 	$(PYTHON) -m pytest -q e2e/nezha/test_kubeflow.py
 
 .PHONY: bench
-bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP and static split, then the rail-failure chaos run (~25 min; quiet machine).
+bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run (~35 min; quiet machine).
 	$(PYTHON) bench/run_bench.py
 	$(PYTHON) bench/run_bench.py --chaos
 	$(PYTHON) bench/run_nccl_bench.py

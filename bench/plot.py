@@ -26,6 +26,7 @@ STYLE = {
     "nezha-single": dict(color="#9467bd", marker="^"),
     "gloo-best-rail": dict(color="#1f77b4", marker="v"),
     "gloo-mptcp": dict(color="#2ca02c", marker="D"),
+    "gloo-hand-split": dict(color="#17becf", marker="P"),
     "ceiling": dict(color="black", linestyle="--", linewidth=1.2),
     "ceiling-iperf": dict(color="gray", linestyle=":", linewidth=1.4),
 }

@@ -4,8 +4,9 @@
 4 ranks in network namespaces, two TBF-shaped rails, two scenarios (homogeneous 500/500 and
 heterogeneous 800/300 Mbit/s), plus rail mixes drawn from a printed seed (2-3 rails of 100-800
 Mbit/s, 2-4 ranks; --random, --seed). Series: Nezha adaptive / single / static (nezha-bench), Gloo's
-ring on the best rail and Gloo over MPTCP across all rails (gloo-bench), and the sum-of-rails
-ceiling from the TBF rates and from iperf3. Prints ratio and goal tables and writes JSON, text
+ring on the best rail, Gloo over MPTCP across all rails and Gloo hand-split over all rails at the
+best of a few static splits (>= 16 MiB; gloo-bench), and the sum-of-rails ceiling from the TBF
+rates and from iperf3. Prints ratio and goal tables and writes JSON, text
 and a PNG plot to bench/results/ (timestamped plus latest.*). Needs root (namespaces).
 """
 
@@ -19,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import budget, hostinfo, report  # noqa: E402
+from harness import budget, hand_split, hostinfo, report  # noqa: E402
 from harness.chaos import Timeline  # noqa: E402
 from harness.chaos_run import CHAOS_SERIES, run_chaos  # noqa: E402
 from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: E402
@@ -99,10 +100,34 @@ def estimate_seconds(a, tun) -> float:
         multi = ceiling_algbw_gbps(list(scen.rates_mbit), scen.world(tun.ranks)) * 0.9
         total += 3 * tun.iperf_seconds * (not a.no_iperf) + 2
         for spec in a.series_specs:
-            speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp else single
-            for band in a.bands:
-                total += budget.band_seconds_all_repeats(band, speed, warmup_for(spec, band, tun.adaptive_warmup))
+            speed = multi if spec.policy in ("adaptive", "static") or spec.mptcp or spec.hand_split else single
+            bands, launches = a.bands, 1
+            if spec.hand_split:
+                if not hand_split.applies(scen):
+                    continue
+                bands = hand_split.bands_for(a.bands)
+                launches = len(hand_split.candidate_splits(scen.rates_mbit, scen.best_rail()))
+            for band in bands:
+                total += launches * budget.band_seconds_all_repeats(band, speed,
+                                                                    warmup_for(spec, band, tun.adaptive_warmup))
     return total
+
+
+def hand_split_plan(a) -> str:
+    """The hand split's part of the plan: which static splits per scenario. At run time they are
+    centred on the iperf3-measured rates, so the plan shows them around the TBF rates."""
+    if not any(s.hand_split for s in a.series_specs):
+        return ""
+    if not hand_split.bands_for(a.bands):
+        return f"; {hand_split.SERIES_NAME}: not run (no size >= {hand_split.MIN_BYTES >> 20}M)"
+    per_scen = []
+    for scen in a.scenarios:
+        if hand_split.applies(scen):
+            splits = hand_split.candidate_splits(scen.rates_mbit, scen.best_rail())
+            per_scen.append(f"{scen.name} {', '.join(hand_split.format_split(x) for x in splits)}")
+    bands = ", ".join(b.label() for b in hand_split.bands_for(a.bands))
+    return (f"; {hand_split.SERIES_NAME} on {bands}, best per size of the static splits (shares r0/r1/..., "
+            f"shown around the TBF rates; the run centres them on iperf3): {'; '.join(per_scen) or 'none'}")
 
 
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
@@ -184,7 +209,7 @@ def main(argv=None) -> int:
                 + (f" [random mixes: seed {a.seed}]" if a.random and not a.chaos else "") + "; "
             f"series {', '.join(s.name for s in a.series_specs)}; bands "
                 f"{', '.join(f'{b.label()} (w{b.warmup}/i{b.iters}/x{b.repeats})' for b in a.bands)}; "
-                f"estimated {est / 60:.1f} min")
+                f"estimated {est / 60:.1f} min" + hand_split_plan(a))
     if a.dry_run:
         print(plan)
         return 0

@@ -6,6 +6,7 @@ import os
 import shutil
 
 from .chaos_goals import chaos_goals_text
+from .hand_split import SERIES_NAME as HAND_SPLIT, summary_lines as hand_split_lines
 from .series import SERIES_ORDER
 from .tables import format_table, goals_table, ratio_table, series_table
 
@@ -57,6 +58,9 @@ def summary_text(doc: dict) -> str:
                 out.append(f"{s['name']}: {s['status'].upper()}: {s['reason']}")
         rows = {n: s.get("results", []) for n, s in scen["series"].items()}
         out += ["", "algbw GB/s:", series_table(rows, SERIES_ORDER, scen["sizes"])]
+        hs = hand_split_lines(scen["series"].get(HAND_SPLIT, {}))
+        if hs:
+            out += [""] + hs
         out += ["", "rail usage (kernel tx byte counters, all hosts):", rail_usage_table(scen)]
         out += ["", "ratios (algbw of Nezha adaptive / other; > 1 = Nezha faster):", ratio_table(scen["ratios"])]
     if "chaos" in doc:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from . import budget, iperf
+from . import budget, hand_split, iperf
 from .ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps
 from .config import Scenario, Tunables
 from .launch import run_ranks
@@ -51,16 +51,20 @@ def missing_tool(ctx: RunContext, spec: SeriesSpec) -> str:
     return f"{path} not built ({hint})"
 
 
-def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band, repeat: int) -> tuple[dict, object]:
-    """One launch of one series on one band. Returns (run record, (json path, doc) or an error string)."""
+def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band, repeat: int,
+               split: tuple[float, ...] = ()) -> tuple[dict, object]:
+    """One launch of one series on one band (for the hand split: at one static split). Returns
+    (run record, (json path, doc) or an error string)."""
     world = ctx.tun.ranks
     warmup = warmup_for(spec, band, ctx.tun.adaptive_warmup)
     tag = f"{scenario.name}.{spec.name}.{band.label()}" + (f".rep{repeat}" if band.repeats > 1 else "")
+    if split:
+        tag += ".split" + hand_split.format_split(split).replace("/", "-")  # part of file names
     json_path = os.path.join(ctx.work_dir, tag + ".json")
     store_dir = tempfile.mkdtemp(prefix="store-", dir=ctx.work_dir)
     rendezvous = f"{ctx.bed.addr(0, scenario.best_rail())}:{ctx.next_port()}"
     launch = make_launch(spec, scenario, world, tool_path(ctx, spec), band, warmup, json_path, ctx.check,
-                         store_dir, rendezvous)
+                         store_dir, rendezvous, split)
     # Timeout from the slowest plausible speed (best single rail), so only hangs are killed.
     best_rate = scenario.rates_mbit[scenario.best_rail()]
     expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
@@ -69,7 +73,8 @@ def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band
     tx = diff_tx(tx0, ctx.bed.rail_tx_bytes())
     mp = {k: v - mp0[k] for k, v in ctx.bed.mptcp_counters().items()}
     shutil.rmtree(store_dir, ignore_errors=True)
-    run = {"band": band.label(), "repeat": repeat, "warmup": warmup, "iters": band.iters,
+    run = {"band": band.label(), "repeat": repeat, **({"split": list(split)} if split else {}),
+           "warmup": warmup, "iters": band.iters,
            "seconds": round(res.seconds, 2), "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": launch.argv(0),
            "env_rank0": {k: v for k, v in launch.env(0).items() if k != "NEZHA_JOB_TOKEN"}, "logs": res.logs}
     if spec.mptcp:
@@ -86,6 +91,7 @@ def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band
         result = f"{band.label()}: {res.failure()}"
     share = ", ".join(f"r{k} {b / max(sum(tx), 1):.0%}" for k, b in enumerate(tx))
     rep = f" #{repeat + 1}" if band.repeats > 1 else ""
+    rep += f" split {hand_split.format_split(split)}" if split else ""
     log(f"  {spec.name:15s} {band.label() + rep:13s} {res.seconds:6.1f}s  "
         f"{'ok' if run['ok'] else 'FAILED'}  rail tx share: {share}")
     return run, result
@@ -115,12 +121,52 @@ def finish_series(spec: SeriesSpec, runs: list[dict], docs_by_band: dict[str, li
     return out
 
 
-def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -> dict[str, dict]:
+def finish_hand_split(spec: SeriesSpec, splits: list[tuple[float, ...]], runs: list[dict],
+                      docs_by_split: list[dict[str, list]], failures: list[str], proportion_source: str,
+                      rails: int) -> dict:
+    """Each static split merged like a series of its own, then per size the fastest split."""
+    candidates = []
+    for split, docs in zip(splits, docs_by_split):
+        own_failures: list[str] = []
+        merged = finish_series(spec, [], docs, own_failures)
+        failures += [f"split {hand_split.format_split(split)}: {f}" for f in own_failures]
+        candidates.append({"split": list(split), "status": merged["status"], "results": merged["results"]})
+    out = {"name": spec.name, "label": spec.label, "status": "ok", "reason": "", "runs": runs,
+           "rails_order": "/".join(f"r{k}" for k in range(rails)), "proportion_source": proportion_source,
+           "candidates": candidates,
+           "results": hand_split.best_of([(c["split"], c["results"]) for c in candidates])}
+    if failures:
+        out["status"] = "partial" if out["results"] else "failed"
+        out["reason"] = "; ".join(failures)
+    return out
+
+
+def _skipped(spec: SeriesSpec, reason: str) -> dict:
+    return {"name": spec.name, "label": spec.label, "status": "skipped", "reason": reason, "runs": [], "results": []}
+
+
+def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec],
+                   split_rates: tuple[list[float], str] = ([], "")) -> dict[str, dict]:
     """Band by band, repeat by repeat, every series in turn (rotating who goes first), so series
-    are measured side by side under the same background load rather than minutes apart."""
+    are measured side by side under the same background load rather than minutes apart.
+
+    split_rates: (per-rail rates, where they come from) that the hand split's static splits are
+    centred on; the hand split runs each of its splits back to back in its turn, on its own
+    bands (>= 16 MiB)."""
     out: dict[str, dict] = {}
     ready = []
+    hs_bands = {b.label(): hb for b in ctx.bands for hb in hand_split.bands_for([b])}
+    splits: list[tuple[float, ...]] = []
     for spec in specs:
+        if spec.hand_split:
+            if not hand_split.applies(scenario):
+                out[spec.name] = _skipped(spec, "one rail: nothing to split")
+                continue
+            if not hs_bands:
+                out[spec.name] = _skipped(spec, f"no size >= {hand_split.MIN_BYTES >> 20}M in this run")
+                continue
+            rates = split_rates[0] or list(scenario.rates_mbit)
+            splits = hand_split.candidate_splits(rates, scenario.best_rail())
         reason = missing_tool(ctx, spec)
         if reason:
             out[spec.name] = {"name": spec.name, "label": spec.label, "status": "skipped", "reason": reason,
@@ -129,6 +175,7 @@ def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec])
             ready.append(spec)
     runs = {s.name: [] for s in ready}
     docs = {s.name: {b.label(): [] for b in ctx.bands} for s in ready}
+    split_docs = [{hb.label(): [] for hb in hs_bands.values()} for _ in splits]
     failures = {s.name: [] for s in ready}
     turn = 0
     for band in ctx.bands:
@@ -136,6 +183,18 @@ def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec])
             order = ready[turn % len(ready):] + ready[:turn % len(ready)] if ready else []
             turn += 1
             for spec in order:
+                if spec.hand_split:
+                    hb = hs_bands.get(band.label())
+                    if hb is None or repeat >= hb.repeats:
+                        continue
+                    for i, split in enumerate(splits):
+                        run, result = run_launch(ctx, scenario, spec, hb, repeat, split)
+                        runs[spec.name].append(run)
+                        if isinstance(result, tuple):
+                            split_docs[i][hb.label()].append(result)
+                        else:
+                            failures[spec.name].append(f"split {hand_split.format_split(split)}: {result}")
+                    continue
                 run, result = run_launch(ctx, scenario, spec, band, repeat)
                 runs[spec.name].append(run)
                 if isinstance(result, tuple):
@@ -143,7 +202,11 @@ def run_all_series(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec])
                 else:
                     failures[spec.name].append(str(result))
     for spec in ready:
-        out[spec.name] = finish_series(spec, runs[spec.name], docs[spec.name], failures[spec.name])
+        if spec.hand_split:
+            out[spec.name] = finish_hand_split(spec, splits, runs[spec.name], split_docs, failures[spec.name],
+                                               split_rates[1] or "TBF", len(scenario.rates_mbit))
+        else:
+            out[spec.name] = finish_series(spec, runs[spec.name], docs[spec.name], failures[spec.name])
     return out
 
 
@@ -169,7 +232,10 @@ def run_scenario(ctx: RunContext, scenario: Scenario, specs: list[SeriesSpec]) -
                                            "results": constant_series(sizes, ceiling_iperf, world)}
         log(f"  iperf3: alone {', '.join(f'{m:.0f}' for m in eff['alone_mbit'])} Mbit/s, together "
             f"{eff['together_sum_mbit']:.0f} Mbit/s ({eff['efficiency_together']:.1%} of TBF)")
-    scen["series"].update(run_all_series(ctx, scenario, specs))
+    # The hand split is centred on what iperf3 measured with all rails busy at once (as they are
+    # during a split op); the TBF rates stand in when iperf3 was not run.
+    split_rates = (eff["together_mbit"], "iperf3 together") if ctx.iperf else (list(scenario.rates_mbit), "TBF")
+    scen["series"].update(run_all_series(ctx, scenario, specs, split_rates))
     rows = {name: s.get("results", []) for name, s in scen["series"].items()}
     scen["ratios"] = compute_ratios(rows, sizes)
     return scen

@@ -15,6 +15,9 @@ class SeriesSpec:
     tool: str  # "nezha" | "gloo"
     policy: str = ""  # NEZHA_POLICY for nezha-bench
     mptcp: bool = False  # run under `mptcpize run` (the bed has MPTCP endpoints on every rail)
+    # gloo-bench on every rail at fixed shares, several launches, best split per size
+    # (harness.hand_split); only on scenarios with >= 2 rails and at >= 16 MiB.
+    hand_split: bool = False
 
 
 SERIES = (
@@ -23,6 +26,7 @@ SERIES = (
     SeriesSpec("nezha-static", "Nezha static (bandwidth-proportional)", "nezha", policy="static"),
     SeriesSpec("gloo-best-rail", "Gloo ring, best rail", "gloo"),
     SeriesSpec("gloo-mptcp", "Gloo ring over MPTCP (all rails)", "gloo", mptcp=True),
+    SeriesSpec("gloo-hand-split", "Gloo ring, hand split at the best static ratio", "gloo", hand_split=True),
 )
 THEORETICAL = (
     ("ceiling", "sum-of-rails ceiling (TBF rates)"),
@@ -71,10 +75,17 @@ class Launch:
     store_dir: str = ""  # gloo FileStore
     rendezvous: str = ""  # nezha host:port
     token: str = ""
+    split: tuple[float, ...] = ()  # hand split: each rail's share, rail r0 first
 
     def argv(self, rank: int) -> list[str]:
         if self.spec.tool == "nezha":
             return list(self.argv_common)
+        if self.spec.hand_split:
+            if len(self.split) != self.rails:
+                raise ValueError(f"{self.spec.name}: want one share per rail ({self.rails}), got {self.split}")
+            return [*self.argv_common, "--rank", str(rank), "--world-size", str(self.world),
+                    "--iface", ",".join(f"r{k}" for k in range(self.rails)),
+                    "--split", ",".join(f"{s:.3f}" for s in self.split), "--store-dir", self.store_dir]
         best = self.scenario.best_rail()
         rail_name = f"mptcp(r{best}+)" if self.spec.mptcp else f"r{best}"
         argv = [*self.argv_common, "--rank", str(rank), "--world-size", str(self.world),
@@ -95,7 +106,8 @@ class Launch:
 
 
 def make_launch(spec: SeriesSpec, scenario: Scenario, world: int, tool_path: str, band: Band,
-                warmup: int, json_path: str, check: bool, store_dir: str, rendezvous: str) -> Launch:
+                warmup: int, json_path: str, check: bool, store_dir: str, rendezvous: str,
+                split: tuple[float, ...] = ()) -> Launch:
     return Launch(spec=spec, scenario=scenario, world=world, rails=len(scenario.rates_mbit),
                   argv_common=[tool_path, *sweep_args(band, warmup, json_path, check)],
-                  store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(32))
+                  store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(32), split=split)

@@ -21,7 +21,8 @@ def run(args, env=None):
 def test_help_lists_shared_and_own_flags():
     p = run(["--help"])
     assert p.returncode == 0
-    for flag in ("--min-bytes", "--max-bytes", "--check", "--json", "--iface", "--store-dir", "--loop-seconds"):
+    for flag in ("--min-bytes", "--max-bytes", "--check", "--json", "--iface", "--store-dir", "--loop-seconds",
+                 "--split"):
         assert flag in p.stdout
 
 
@@ -65,4 +66,47 @@ def test_unwritable_store_dir_is_named():
 
 def test_unknown_interface_is_named(tmp_path):
     p = run(["--rank", "0", "--world-size", "2", "--iface", "nzbnope0", "--store-dir", str(tmp_path)])
+    assert p.returncode == 2 and "--iface: cannot use interface 'nzbnope0'" in p.stderr
+
+
+SPLIT = ["--rank", "0", "--world-size", "2", "--store-dir", "/nonexistent-nzb"]
+
+
+@pytest.mark.parametrize("iface,split,msg", [
+    ("lo,lo2", None, "--split: required with several interfaces (--iface 'lo,lo2')"),
+    ("lo,lo2", "0.5,0.3,0.2", "--split: 3 shares for 2 interfaces in --iface 'lo,lo2'"),
+    ("lo", "0.5,0.5", "--split: 2 shares for 1 interfaces in --iface 'lo'"),
+    ("lo,lo2", "0.7,0.7", "--split: shares must sum to 1, '0.7,0.7' sums to 1.4"),
+    ("lo,lo2", "1,0", "--split: want shares > 0 like 0.73,0.27, got '0'"),
+    ("lo,lo2", "0.5,-0.5", "--split: want shares > 0 like 0.73,0.27, got '-0.5'"),
+    ("lo,lo2", "0.5,x", "--split: want shares > 0 like 0.73,0.27, got 'x'"),
+    ("lo,lo2", "0.5,", "--split: want shares > 0 like 0.73,0.27, got ''"),
+    ("lo,lo2", "", "--split: want shares like 0.73,0.27, got ''"),
+    ("lo,,lo2", "0.3,0.3,0.4", "--iface: empty interface name in 'lo,,lo2'"),
+    ("lo,lo", "0.5,0.5", "--iface: interface 'lo' listed twice in 'lo,lo'"),
+])
+def test_bad_hand_split_exits_2_naming_the_flag(iface, split, msg):
+    p = run(SPLIT + ["--iface", iface] + (["--split", split] if split is not None else []))
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr
+
+
+def test_hand_split_rejects_rail_name_and_loop():
+    args = SPLIT + ["--iface", "lo,lo2", "--split", "0.5,0.5"]
+    p = run(args + ["--rail-name", "x"])
+    assert p.returncode == 2 and "--rail-name: only with one interface" in p.stderr
+    p = run(args + ["--loop-seconds", "5", "--trace", "/tmp/x"])
+    assert p.returncode == 2 and "--loop-seconds: only with one interface, not with a hand split" in p.stderr
+
+
+def test_hand_split_from_env_names_the_variable():
+    p = run(SPLIT, env={"GLOO_BENCH_IFACE": "lo,lo2"})
+    assert p.returncode == 2 and "--split: required with several interfaces (GLOO_BENCH_IFACE 'lo,lo2')" in p.stderr
+
+
+def test_valid_hand_split_gets_past_parsing(tmp_path):
+    # Shares written with three decimals sum to 0.999: within the tolerance. Parsing passes and the
+    # unknown second interface is what stops it, before any rendezvous.
+    p = run(["--rank", "0", "--world-size", "2", "--iface", "lo,nzbnope0", "--split", "0.333,0.666",
+             "--store-dir", str(tmp_path)])
     assert p.returncode == 2 and "--iface: cannot use interface 'nzbnope0'" in p.stderr

@@ -12,11 +12,17 @@ const char* Usage() {
          "                  [--iters N] [--check] [--json FILE] [--quiet]\n"
          "                  --rank R --world-size N --iface IFACE --store-dir DIR\n"
          "                  [--rail-name NAME] [--timeout-ms MS]\n"
+         "                  [--iface IF1,IF2,... --split S1,S2,...]   (hand split, see below)\n"
          "                  [--loop-seconds S --trace FILE]   (chaos: one size, per-op trace)\n"
          "Ring allreduce from Gloo over one TCP device bound to IFACE; ranks meet in a FileStore\n"
          "under DIR. Env fallbacks: GLOO_BENCH_RANK (or RANK), GLOO_BENCH_WORLD_SIZE (or\n"
          "WORLD_SIZE), GLOO_BENCH_IFACE, GLOO_BENCH_STORE_DIR. Rank 0 prints the table and writes\n"
-         "the JSON (same shape as nezha-bench, \"tool\":\"gloo-bench\").\n";
+         "the JSON (same shape as nezha-bench, \"tool\":\"gloo-bench\").\n"
+         "Hand split: with several interfaces, one Gloo context (tcp device) per interface; every\n"
+         "allreduce is cut into one contiguous chunk per interface by the --split shares (each > "
+         "0,\n"
+         "summing to 1), the chunks reduced at once, one thread per rail. Not with "
+         "--loop-seconds.\n";
 }
 
 const char* DTypeName(DType dtype) {
@@ -107,7 +113,7 @@ DType ParseDType(const std::string& text) {
 std::optional<BenchOptions> ParseOptions(const std::vector<std::string>& args,
                                          const EnvLookup& env) {
   BenchOptions o;
-  std::string rank, world, iface, storeDir;
+  std::string rank, world, iface, storeDir, splitText;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -146,6 +152,9 @@ std::optional<BenchOptions> ParseOptions(const std::vector<std::string>& args,
       world = value();
     } else if (a == "--iface") {
       iface = value();
+    } else if (a == "--split") {
+      splitText = value();
+      if (splitText.empty()) throw UsageError("--split: want shares like 0.73,0.27, got ''");
     } else if (a == "--rail-name") {
       o.railName = value();
     } else if (a == "--store-dir") {
@@ -177,8 +186,19 @@ std::optional<BenchOptions> ParseOptions(const std::vector<std::string>& args,
   o.worldSize = ParseInt(worldFrom, worldText, 1, 4096);
   auto [rankText, rankFrom] = pick(rank, "--rank", {"GLOO_BENCH_RANK", "RANK"});
   o.rank = ParseInt(rankFrom, rankText, 0, o.worldSize - 1);
-  o.iface = pick(iface, "--iface", {"GLOO_BENCH_IFACE"}).first;
+  auto [ifaceText, ifaceFrom] = pick(iface, "--iface", {"GLOO_BENCH_IFACE"});
+  o.iface = ifaceText;
+  o.split = ParseRailSplit(ifaceFrom, ifaceText, splitText);
   o.storeDir = pick(storeDir, "--store-dir", {"GLOO_BENCH_STORE_DIR"}).first;
+  if (o.HandSplit() && !o.railName.empty()) {
+    throw UsageError(
+        "--rail-name: only with one interface; a hand split names its rails after "
+        "their interfaces");
+  }
+  if (o.HandSplit() && o.loopSeconds > 0) {
+    // The chaos loop judges one rail's failure; a split op would mix several rails' timeouts.
+    throw UsageError("--loop-seconds: only with one interface, not with a hand split");
+  }
   if (o.railName.empty()) o.railName = o.iface;
 
   if ((o.loopSeconds > 0) != !o.tracePath.empty()) {

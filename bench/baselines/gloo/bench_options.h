@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "rail_split.h"
+
 namespace gloobench {
 
 // Bad flags or environment. The message always names the flag or variable at fault.
@@ -39,8 +41,11 @@ struct BenchOptions {
   // Rendezvous and transport (flag, else env GLOO_BENCH_*, else RANK / WORLD_SIZE).
   int rank = -1;
   int worldSize = -1;
-  std::string iface;     // the one interface the TCP device binds to, e.g. r0
-  std::string railName;  // label in the JSON "rails"/"split"; defaults to iface
+  std::string iface;     // --iface as given: one interface (e.g. r0) or a hand-split list
+  std::string railName;  // label in the JSON "rails"/"split"; defaults to iface (one rail only)
+  // The interfaces and each one's share of every op (--iface r0,r1 --split 0.73,0.27). With one
+  // interface: that interface, share 1, and gloo-bench behaves as it always did.
+  RailSplit split;
   std::string storeDir;  // FileStore directory visible to every rank
   int timeoutMs = 120000;
 
@@ -48,6 +53,9 @@ struct BenchOptions {
   // recording every op's completion time into --trace, instead of the size sweep. 0 = sweep.
   double loopSeconds = 0;
   std::string tracePath;
+
+  // Several interfaces: one Gloo context per rail, each op cut into chunks run concurrently.
+  bool HandSplit() const { return split.ifaces.size() > 1; }
 };
 
 // Env lookup; injectable so tests and callers need not touch the real environment.

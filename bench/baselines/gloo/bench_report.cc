@@ -17,9 +17,24 @@ double AllreduceBusFactor(int worldSize) {
   return worldSize > 1 ? 2.0 * (worldSize - 1) / worldSize : 1.0;
 }
 
+std::vector<std::string> RailNames(const BenchOptions& opts) {
+  if (!opts.HandSplit()) return {opts.railName};
+  return opts.split.ifaces;
+}
+
 void PrintTableHeader(std::ostream& out, const BenchOptions& opts) {
   out << "# gloo-bench allreduce " << DTypeName(opts.dtype) << ", " << opts.worldSize
-      << " ranks, ring, tcp device on " << opts.iface << " (" << opts.railName << ")\n";
+      << " ranks, ring, ";
+  if (opts.HandSplit()) {
+    out << "hand split over tcp devices on";
+    for (size_t i = 0; i < opts.split.ifaces.size(); i++) {
+      out << (i > 0 ? ", " : " ") << opts.split.ifaces[i] << " (" << std::setprecision(4)
+          << opts.split.shares[i] << ")";
+    }
+    out << "\n";
+  } else {
+    out << "tcp device on " << opts.iface << " (" << opts.railName << ")\n";
+  }
   out << std::setw(12) << "bytes" << std::setw(12) << "count" << std::setw(14) << "time_us"
       << std::setw(12) << "algbw GB/s" << std::setw(12) << "busbw GB/s" << std::setw(8) << "check"
       << "\n";
@@ -87,13 +102,17 @@ std::string RenderJson(const BenchOptions& opts, const std::vector<SizeResult>& 
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
 
+  const std::vector<std::string> names = RailNames(opts);
   std::ostringstream j;
   j << "{\"tool\":\"gloo-bench\",\"op\":" << JsonString(opts.op)
     << ",\"dtype\":" << JsonString(DTypeName(opts.dtype)) << ",\"world_size\":" << opts.worldSize
-    << ",\"policy\":\"single\",\"algorithm\":\"ring\""
-    << ",\"rails\":[{\"name\":" << JsonString(opts.railName)
-    << ",\"iface\":" << JsonString(opts.iface) << ",\"transport\":\"tcp\"}]"
-    << ",\"host\":{\"hostname\":" << JsonString(hostname)
+    << ",\"policy\":" << JsonString(opts.HandSplit() ? "hand-split" : "single")
+    << ",\"algorithm\":\"ring\",\"rails\":[";
+  for (size_t k = 0; k < names.size(); k++) {
+    j << (k > 0 ? "," : "") << "{\"name\":" << JsonString(names[k])
+      << ",\"iface\":" << JsonString(opts.split.ifaces[k]) << ",\"transport\":\"tcp\"}";
+  }
+  j << "],\"host\":{\"hostname\":" << JsonString(hostname)
     << ",\"cpus\":" << std::thread::hardware_concurrency()
     << ",\"cpu_model\":" << JsonString(CpuModel()) << ",\"kernel\":" << JsonString(u.release)
     << "},\"warmup\":" << opts.warmup << ",\"iters\":" << opts.iters << ",\"results\":[";
@@ -102,9 +121,16 @@ std::string RenderJson(const BenchOptions& opts, const std::vector<SizeResult>& 
     if (i > 0) j << ",";
     j << "{\"bytes\":" << r.bytes << ",\"count\":" << r.count
       << ",\"time_us\":" << JsonNumber(r.timeUs) << ",\"algbw_gbps\":" << JsonNumber(r.algbwGBps)
-      << ",\"busbw_gbps\":" << JsonNumber(r.busbwGBps) << ",\"split\":{"
-      << JsonString(opts.railName) << ":1},\"rail_bytes\":{" << JsonString(opts.railName) << ":"
-      << r.bytes << "},\"check\":" << JsonString(r.check) << "}";
+      << ",\"busbw_gbps\":" << JsonNumber(r.busbwGBps) << ",\"split\":{";
+    for (size_t k = 0; k < names.size(); k++) {
+      j << (k > 0 ? "," : "") << JsonString(names[k]) << ":" << JsonNumber(opts.split.shares[k]);
+    }
+    j << "},\"rail_bytes\":{";
+    for (size_t k = 0; k < names.size(); k++) {
+      const uint64_t railBytes = k < r.railBytes.size() ? r.railBytes[k] : 0;
+      j << (k > 0 ? "," : "") << JsonString(names[k]) << ":" << railBytes;
+    }
+    j << "},\"check\":" << JsonString(r.check) << "}";
   }
   j << "]}\n";
   return j.str();

@@ -1,9 +1,8 @@
 // gloo-bench: Gloo's ring allreduce on one interface, the single-rail baseline Nezha is measured
-// against (and, under `mptcpize run`, the MPTCP baseline). One process per rank.
+// against (and, under `mptcpize run`, the MPTCP baseline); with several interfaces and --split,
+// the same ring run by hand on every rail at once, each on its share of the buffer (the
+// hand-split baseline). One process per rank.
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/transport/tcp/device.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -15,6 +14,7 @@
 #include "bench_options.h"
 #include "bench_report.h"
 #include "loop.h"
+#include "rail_contexts.h"
 #include "sweep.h"
 
 namespace {
@@ -27,27 +27,20 @@ int Run(const gloobench::BenchOptions& opts) {
     std::cerr << "gloo-bench: --store-dir: '" << opts.storeDir << "' is not a writable directory\n";
     return kExitUsage;
   }
-  gloo::transport::tcp::attr attr;
-  attr.iface = opts.iface;
-  std::shared_ptr<gloo::transport::Device> device;
+  std::vector<std::shared_ptr<gloo::Context>> rails;
   try {
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    std::cerr << "gloo-bench: --iface: cannot use interface '" << opts.iface << "': " << e.what()
-              << "\n";
+    rails = gloobench::ConnectRails(opts);
+  } catch (const gloobench::UsageError& e) {
+    std::cerr << "gloo-bench: " << e.what() << "\n";
     return kExitUsage;
   }
 
-  gloo::rendezvous::FileStore store(opts.storeDir);
-  auto context = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.worldSize);
-  context->setTimeout(std::chrono::milliseconds(opts.timeoutMs));
-  context->connectFullMesh(store, device);
-
-  if (opts.loopSeconds > 0) return gloobench::RunLoop(context, opts);
+  // ParseOptions allows the loop with one interface only.
+  if (opts.loopSeconds > 0) return gloobench::RunLoop(rails.front(), opts);
 
   const bool printing = opts.rank == 0 && !opts.quiet;
   if (printing) gloobench::PrintTableHeader(std::cout, opts);
-  auto results = gloobench::RunSweep(context, opts, [&](const gloobench::SizeResult& r) {
+  auto results = gloobench::RunSweep(rails, opts, [&](const gloobench::SizeResult& r) {
     if (printing) gloobench::PrintTableRow(std::cout, r);
   });
 

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "concurrent.h"
+#include "rail_split.h"
+
 namespace gloobench {
 namespace {
 
@@ -34,7 +37,7 @@ void Barrier(const std::shared_ptr<gloo::Context>& context, uint32_t tag) {
 }
 
 template <typename T>
-std::vector<SizeResult> Sweep(const std::shared_ptr<gloo::Context>& context,
+std::vector<SizeResult> Sweep(const std::vector<std::shared_ptr<gloo::Context>>& rails,
                               const BenchOptions& opts, const RowCallback& onRow) {
   const std::vector<uint64_t> sizes = SweepSizes(opts);
   const size_t maxCount = sizes.back() / sizeof(T);
@@ -42,18 +45,33 @@ std::vector<SizeResult> Sweep(const std::shared_ptr<gloo::Context>& context,
   std::vector<T> out(maxCount);
   FillInput(in, opts.rank);
 
-  // Tags only need to differ between ops in flight at once; ops here run one at a time.
-  uint32_t tag = 0;
-  auto allreduce = [&](size_t count) {
-    gloo::AllreduceOptions o(context);
+  // Elements [offset, offset + count) on one rail's context.
+  auto allreduceOn = [&](size_t rail, size_t offset, size_t count, uint32_t tag) {
+    gloo::AllreduceOptions o(rails[rail]);
     o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    o.setInput(in.data(), count);
-    o.setOutput(out.data(), count);
+    o.setInput(in.data() + offset, count);
+    o.setOutput(out.data() + offset, count);
     o.setReduceFunction(
         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
-    o.setTag(tag++);
+    o.setTag(tag);
     o.setTimeout(std::chrono::milliseconds(opts.timeoutMs));
     gloo::allreduce(o);
+  };
+  // Tags only need to differ between ops in flight at once on one context; ops here run one at
+  // a time, and the chunks of one op are on different contexts, so they share the op's tag.
+  uint32_t tag = 0;
+  auto allreduce = [&](size_t count) {
+    const uint32_t opTag = tag++;
+    if (rails.size() == 1) {
+      allreduceOn(0, 0, count, opTag);  // one rail: the plain Gloo ring, no thread
+      return;
+    }
+    const std::vector<uint64_t> counts = SplitCounts(count, opts.split.shares);
+    std::vector<size_t> offsets(counts.size(), 0);
+    for (size_t i = 1; i < counts.size(); i++) offsets[i] = offsets[i - 1] + counts[i - 1];
+    RunConcurrently(rails.size(), [&](size_t i) {
+      if (counts[i] > 0) allreduceOn(i, offsets[i], counts[i], opTag);
+    });
   };
 
   std::vector<SizeResult> results;
@@ -63,7 +81,7 @@ std::vector<SizeResult> Sweep(const std::shared_ptr<gloo::Context>& context,
     for (int i = 0; i < opts.warmup; i++) allreduce(count);
     // Start every rank's clock together so rank 0's mean is the collective's time, not its own
     // head start or lag.
-    Barrier(context, tag++);
+    Barrier(rails.front(), tag++);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < opts.iters; i++) allreduce(count);
     const auto end = std::chrono::steady_clock::now();
@@ -74,6 +92,7 @@ std::vector<SizeResult> Sweep(const std::shared_ptr<gloo::Context>& context,
     r.timeUs = std::chrono::duration<double, std::micro>(end - start).count() / opts.iters;
     r.algbwGBps = r.timeUs > 0 ? static_cast<double>(bytes) / (r.timeUs * 1e3) : 0;
     r.busbwGBps = r.algbwGBps * AllreduceBusFactor(opts.worldSize);
+    for (uint64_t c : SplitCounts(count, opts.split.shares)) r.railBytes.push_back(c * sizeof(T));
     r.check = !opts.check ? "skipped"
                           : (CheckOutput(out.data(), count, opts.worldSize) ? "ok" : "failed");
     results.push_back(r);
@@ -84,17 +103,17 @@ std::vector<SizeResult> Sweep(const std::shared_ptr<gloo::Context>& context,
 
 }  // namespace
 
-std::vector<SizeResult> RunSweep(const std::shared_ptr<gloo::Context>& context,
+std::vector<SizeResult> RunSweep(const std::vector<std::shared_ptr<gloo::Context>>& rails,
                                  const BenchOptions& opts, const RowCallback& onRow) {
   switch (opts.dtype) {
     case DType::kFloat32:
-      return Sweep<float>(context, opts, onRow);
+      return Sweep<float>(rails, opts, onRow);
     case DType::kFloat64:
-      return Sweep<double>(context, opts, onRow);
+      return Sweep<double>(rails, opts, onRow);
     case DType::kInt32:
-      return Sweep<int32_t>(context, opts, onRow);
+      return Sweep<int32_t>(rails, opts, onRow);
     case DType::kInt64:
-      return Sweep<int64_t>(context, opts, onRow);
+      return Sweep<int64_t>(rails, opts, onRow);
   }
   return {};
 }
