@@ -47,6 +47,9 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=None, help="seed of the random rail mixes (default: a fresh one, printed)")
     ap.add_argument("--min-bytes", default="1K", help="smallest size (default 1K)")
     ap.add_argument("--max-bytes", default=None, help="largest size (default 256M, 32M with --quick)")
+    ap.add_argument("--tcp-cc", default="", metavar="ALGO",
+                    help="TCP congestion control of every bed host (hack/testbed.sh --tcp-cc; default: the "
+                         "machine's, recorded with the results)")
     ap.add_argument("--no-iperf", action="store_true", help="skip the iperf3 measurement of the rails")
     ap.add_argument("--no-check", action="store_true", help="do not pass --check to the tools")
     ap.add_argument("--no-plot", action="store_true", help="do not write the PNG")
@@ -84,6 +87,8 @@ def parse_args(argv):
         a.seed = secrets.randbelow(1 << 31)
     if a.seed < 0:
         ap.error(f"--seed: want a non-negative integer, got {a.seed}")
+    if hostinfo.tcp_cc_error(a.tcp_cc):
+        ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
     if a.random and not a.chaos:
         a.scenarios += list(draw_scenarios(a.seed, a.random))
     if a.chaos:
@@ -177,7 +182,8 @@ def run_scenarios(a, tun, work_dir: str, doc: dict) -> None:
                 if bed is not None:
                     bed.__exit__(None, None, None)
                     bed = None
-                b = Testbed(tun.testbed_sh, tun.bed, world, len(scen.rates_mbit), scen.rates_mbit, mptcp=True)
+                b = Testbed(tun.testbed_sh, tun.bed, world, len(scen.rates_mbit), scen.rates_mbit, mptcp=True,
+                            tcp_cc=a.tcp_cc)
                 bed = b.__enter__()
             ctx = RunContext(tun=dataclasses.replace(tun, ranks=world), bed=bed, bands=a.bands, work_dir=work_dir,
                              check=not a.no_check, iperf=not a.no_iperf, port=port)
@@ -230,7 +236,7 @@ def main(argv=None) -> int:
     log(f"tool logs and per-band JSON: {work_dir}")
     mode = "chaos" if a.chaos else "quick" if a.quick else "full"
     doc = {"schema": "nezha-bench-suite/1", "mode": mode, "ranks": tun.ranks,
-           "started": started.isoformat(timespec="seconds"), "hardware": hostinfo.collect(),
+           "started": started.isoformat(timespec="seconds"), "hardware": hostinfo.collect(a.tcp_cc),
            "note": a.note, "bed": tun.bed, "work_dir": work_dir,
            "bands": [b.__dict__ for b in a.bands], "scenarios": []}
     if a.random and not a.chaos:
@@ -238,7 +244,8 @@ def main(argv=None) -> int:
     try:
         if a.chaos:
             first = a.scenarios[0]
-            with Testbed(tun.testbed_sh, tun.bed, tun.ranks, len(first.rates_mbit), first.rates_mbit, mptcp=True) as bed:
+            with Testbed(tun.testbed_sh, tun.bed, tun.ranks, len(first.rates_mbit), first.rates_mbit, mptcp=True,
+                         tcp_cc=a.tcp_cc) as bed:
                 ctx = RunContext(tun=tun, bed=bed, bands=a.bands, work_dir=work_dir, check=not a.no_check,
                                  iperf=not a.no_iperf)
                 doc["chaos"] = run_chaos(ctx, first, a.series, timeline)

@@ -121,7 +121,7 @@ def run_scenario(tun, scen: SplitScenario, a, work: str) -> dict:
     curves, controls, failures = [], [], []
     log(f"{scen.name}: {scen.ranks} ranks, rails {'/'.join(map(str, scen.rates_mbit))} Mbit/s, "
         f"{len(cands)} static splits x {a.static_seconds:.1f} s + 1 adaptive curve, x {a.repeats} rounds")
-    with Testbed(tun.testbed_sh, BED, scen.ranks, len(rails), scen.rates_mbit, mptcp=False) as bed:
+    with Testbed(tun.testbed_sh, BED, scen.ranks, len(rails), scen.rates_mbit, mptcp=False, tcp_cc=a.tcp_cc) as bed:
         run = Launcher(tun, bed, scen, a.bytes, work)
         for rnd in range(a.repeats):
             order = cands[rnd % len(cands):] + cands[:rnd % len(cands)]  # who goes first rotates
@@ -211,8 +211,9 @@ def report(doc: dict) -> str:
     r, d = _ratio, _dist
     info, args = doc["hardware"], doc["args"]
     lines = [f"Issue 18 target D (learned split vs the best static split) on the rail test bed, started {doc['started']}",
-             f"hardware: {info['cpu_model']}, {info['cores']} cores, kernel {info['kernel']}; "
-             f"hosts are network namespaces, rails TBF-shaped veth",
+             f"hardware: {info['cpu_model']}, {info['cores']} cores, kernel {info['kernel']}"
+             + (f" (TCP congestion control {info['tcp_congestion_control']})" if "tcp_congestion_control" in info else "")
+             + "; hosts are network namespaces, rails TBF-shaped veth",
              f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}, "
              f"at end {', '.join(f'{x:.2f}' for x in info['loadavg_end'])}",
              f"{args['bytes'] >> 20} MiB allreduce loops, every result checked; {args['repeats']} rounds of "
@@ -280,7 +281,12 @@ def main(argv=None) -> int:
     ap.add_argument("--bytes", default="16M")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results/issue18-perf"))
     ap.add_argument("--note", default="")
+    ap.add_argument("--tcp-cc", default="", metavar="ALGO",
+                    help="TCP congestion control of the bed's hosts (hack/testbed.sh --tcp-cc; default: the machine's). "
+                         "The machine's BBR makes one op per 10 s slow (PROBE_RTT), which the 5-op median sees")
     a = ap.parse_args(argv)
+    if hostinfo.tcp_cc_error(a.tcp_cc):
+        ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
     a.bytes = parse_bytes("--bytes", a.bytes)
     names = list(SCENARIOS) if "all" in (a.scenario or []) else (a.scenario or list(DEFAULT_SCENARIOS))
     if not (1 <= a.repeats <= 10 and sc.GOAL_OPS <= a.curve_ops <= 1000 and a.static_seconds > 0):
@@ -288,7 +294,7 @@ def main(argv=None) -> int:
     tun = load_tunables()
     if not os.access(tun.nezha_bench, os.X_OK):
         ap.error(f"{tun.nezha_bench} not built (make build-runtime)")
-    info = hostinfo.collect()
+    info = hostinfo.collect(a.tcp_cc)
     started = datetime.datetime.now(datetime.timezone.utc)
     work = os.path.join("/tmp", f"nzsc-{started:%Y%m%dT%H%M%S}")
     os.makedirs(work, exist_ok=True)

@@ -3,6 +3,7 @@
 # that need real kernel networking between "hosts" with several NICs.
 #
 #   hack/testbed.sh up      --name NAME --hosts N --rails K [--rate R0,R1,...] [--same-subnet] [--mptcp]
+#                           [--tcp-cc ALGO]
 #   hack/testbed.sh down    --name NAME             idempotent; fine if nothing exists
 #   hack/testbed.sh shape   --name NAME --rail K --rate MBIT [--host I]   rate 0 = unshaped
 #   hack/testbed.sh cut     --name NAME --host I --rail K
@@ -26,6 +27,12 @@
 # --mptcp: every host announces its rails >= 1 (signal endpoints carrying a port) and accepts
 # announcements, so `mptcpize run CMD` spreads one connection over all rails, whether the server
 # listens on the wildcard address or only on its rail-0 address (see MPTCP_JOIN_PORT).
+#
+# --tcp-cc: every host's TCP congestion control (net.ipv4.tcp_congestion_control in its netns).
+# Without it a host namespace inherits the machine's default, which is a hidden variable in every
+# measurement: BBR (v1), for one, drains its queue to 4 packets for ~200 ms every 10 s (PROBE_RTT),
+# which shows as one slow operation every 10 s of a job, Gloo's and Nezha's alike. A namespace may
+# only pick an algorithm in net.ipv4.tcp_allowed_congestion_control (the kernel's rule).
 #
 # `cut` takes the switch port down (carrier loss, like a pulled cable): the host keeps its
 # addresses, routes, rules and qdisc, so `restore` brings back exactly the earlier state.
@@ -51,7 +58,7 @@ TBF_LATENCY=20ms
 MPTCP_JOIN_PORT=7999
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -59,13 +66,13 @@ usage() {
 cmd=${1:-}
 [ -n "$cmd" ] || usage
 shift
-name="" hosts="" rails="" rates="" host="" rail="" same_subnet=0 mptcp=0
+name="" hosts="" rails="" rates="" host="" rail="" same_subnet=0 mptcp=0 tcp_cc=""
 exec_argv=()
 given=() # flags seen, so each subcommand can reject the ones it does not take
 need_value() { [ $# -ge 2 ] || die "$cmd: $1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --name | --hosts | --rails | --rate | --host | --rail)
+    --name | --hosts | --rails | --rate | --host | --rail | --tcp-cc)
       need_value "$@"
       given+=("$1")
       case "$1" in
@@ -75,6 +82,7 @@ while [ $# -gt 0 ]; do
         --rate) rates=$2 ;;
         --host) host=$2 ;;
         --rail) rail=$2 ;;
+        --tcp-cc) tcp_cc=$2 ;;
       esac
       shift 2
       ;;
@@ -160,7 +168,7 @@ up_failed() {
 }
 
 cmd_up() {
-  check_flags --hosts --rails --rate --same-subnet --mptcp
+  check_flags --hosts --rails --rate --same-subnet --mptcp --tcp-cc
   validate_name
   [ -n "$hosts" ] || die "up: --hosts is required"
   [ -n "$rails" ] || die "up: --rails is required"
@@ -176,6 +184,13 @@ cmd_up() {
     for r in "${rate_list[@]}"; do
       is_uint "$r" || die "--rate: want integer Mbit/s values (0 = unshaped), got '$r' in '$rates'"
     done
+  fi
+  if [ -n "$tcp_cc" ]; then
+    [[ $tcp_cc =~ ^[a-z0-9_]{1,15}$ ]] || die "--tcp-cc: want a congestion control name like reno or bbr, got '$tcp_cc'"
+    local allowed
+    allowed=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control 2>/dev/null || true)
+    [[ " $allowed " == *" $tcp_cc "* ]] ||
+      die "--tcp-cc: '$tcp_cc' is not in net.ipv4.tcp_allowed_congestion_control ($allowed); a network namespace may only use those"
   fi
   require_root "$PROG up"
   require_cmd ip tc
@@ -198,6 +213,7 @@ cmd_up() {
     ns=$(host_ns "$i")
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    [ -z "$tcp_cc" ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_congestion_control=$tcp_cc"
     if [ "$same_subnet" = 1 ]; then
       ip netns exec "$ns" sysctl -q -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
         net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
@@ -224,7 +240,7 @@ cmd_up() {
     fi
   done
   trap - EXIT
-  log "up: $name with $hosts hosts x $rails rails$([ "$same_subnet" = 0 ] || echo ", same subnet")$([ "$mptcp" = 0 ] || echo ", mptcp")"
+  log "up: $name with $hosts hosts x $rails rails$([ "$same_subnet" = 0 ] || echo ", same subnet")$([ "$mptcp" = 0 ] || echo ", mptcp"), tcp congestion control $(ip netns exec "$(host_ns 0)" sysctl -n net.ipv4.tcp_congestion_control)"
 }
 
 # teardown: remove every namespace of test bed $name, ending processes still inside them
@@ -306,7 +322,7 @@ cmd_status() {
   validate_name
   discover
   local i k ns state rate_s addr mptcp_s
-  echo "testbed $name: $n_hosts hosts x $n_rails rails, $([ "$same_subnet" = 1 ] && echo "same subnet 10.100.0.0/16" || echo "one /24 per rail")"
+  echo "testbed $name: $n_hosts hosts x $n_rails rails, $([ "$same_subnet" = 1 ] && echo "same subnet 10.100.0.0/16" || echo "one /24 per rail"), tcp congestion control $(ip netns exec "$(host_ns 0)" sysctl -n net.ipv4.tcp_congestion_control)"
   printf '%-5s %-5s %-12s %-5s %-17s %-10s %-12s %s\n' HOST RAIL NETNS IFACE ADDRESS STATE RATE MPTCP
   for ((i = 0; i < n_hosts; i++)); do
     ns=$(host_ns "$i")

@@ -51,13 +51,42 @@ def _gloo_version() -> str:
         return "unknown"
 
 
-def collect() -> dict:
+def _tcp_congestion_control() -> str:
+    # What a bed's namespaces inherit unless run_bench.py --tcp-cc picks one (hack/testbed.sh).
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def allowed_tcp_congestion_controls() -> list[str]:
+    """The algorithms a network namespace other than the machine's may pick (a kernel rule)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_allowed_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def tcp_cc_error(name: str) -> str:
+    """Why --tcp-cc NAME cannot be used for a bed's hosts, or "" if it can (or NAME is "")."""
+    allowed = allowed_tcp_congestion_controls()
+    if not name or name in allowed:
+        return ""
+    return (f"--tcp-cc: {name!r} is not one a network namespace may use here (want one of "
+            f"{' '.join(allowed)}: net.ipv4.tcp_allowed_congestion_control)")
+
+
+def collect(tcp_cc: str = "") -> dict:
+    """tcp_cc: the congestion control the bed was given, "" when it inherits the machine's."""
     return {
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),
         "mem_gib": _mem_gib(),
         "kernel": platform.release(),
+        "tcp_congestion_control": tcp_cc or _tcp_congestion_control(),
         "setup": SETUP_DESCRIPTION,
         "loadavg_start": list(os.getloadavg()),
         "versions": {

@@ -34,7 +34,9 @@ def summary_text(doc: dict) -> str:
     hw = doc["hardware"]
     out = [
         f"Nezha benchmark suite ({doc['mode']}), {doc['ranks']} ranks, started {doc['started']}",
-        f"hardware: {hw['cpu_model']}, {hw['cores']} cores, kernel {hw['kernel']}; {hw['setup']}",
+        f"hardware: {hw['cpu_model']}, {hw['cores']} cores, kernel {hw['kernel']}"
+        + (f" (TCP congestion control {hw['tcp_congestion_control']})" if "tcp_congestion_control" in hw else "")
+        + f"; {hw['setup']}",
         f"load average at start {', '.join(f'{x:.2f}' for x in hw['loadavg_start'])}"
         + (f", at end {', '.join(f'{x:.2f}' for x in hw['loadavg_end'])}" if "loadavg_end" in hw else ""),
     ]

@@ -16,9 +16,10 @@ class Testbed:
     torn down on exit whatever happened (also when it was only half built)."""
 
     def __init__(self, script: str, name: str, hosts: int, rails: int, rates_mbit: Sequence[int],
-                 mptcp: bool = True):
+                 mptcp: bool = True, tcp_cc: str = ""):
         self.script, self.name, self.hosts, self.rails = script, name, hosts, rails
         self.rates_mbit, self.mptcp = list(rates_mbit), mptcp
+        self.tcp_cc = tcp_cc  # "" = the machine's default (testbed.sh --tcp-cc)
 
     # ---- testbed.sh subcommands ----------------------------------------------------------
     def _run(self, *args: str) -> str:
@@ -35,6 +36,8 @@ class Testbed:
                 "--rate", ",".join(str(r) for r in self.rates_mbit)]
         if self.mptcp:
             args.append("--mptcp")
+        if self.tcp_cc:
+            args += ["--tcp-cc", self.tcp_cc]
         self._run(*args)
 
     def down(self) -> None:

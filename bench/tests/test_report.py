@@ -94,3 +94,24 @@ def test_chaos_text_reports_outcome_stall_and_rail_share_per_phase():
     assert row.split()[-1] == "30%/0%/30%"
     assert "nezha-adaptive: SKIPPED: no loop mode" in text
     assert "=== goals ===" not in text
+
+
+def test_summary_names_the_tcp_congestion_control_the_bed_ran():
+    # It changes what a long loop measures (BBR's PROBE_RTT every 10 s), so the report says it.
+    doc = make_doc()
+    doc["hardware"]["tcp_congestion_control"] = "bbr"
+    assert "kernel 6.1 (TCP congestion control bbr); namespaces" in summary_text(doc)
+
+
+def test_tcp_cc_outside_the_namespace_allowed_list_is_refused(monkeypatch, capsys):
+    import pytest
+    import run_bench
+    from harness import hostinfo
+
+    monkeypatch.setattr(hostinfo, "allowed_tcp_congestion_controls", lambda: ["reno", "bbr"])
+    with pytest.raises(SystemExit) as e:
+        run_bench.parse_args(["--tcp-cc", "cubic"])
+    assert e.value.code == 2
+    assert "--tcp-cc: 'cubic'" in capsys.readouterr().err
+    assert run_bench.parse_args(["--tcp-cc", "reno"]).tcp_cc == "reno"
+    assert hostinfo.collect("reno")["tcp_congestion_control"] == "reno"

@@ -141,6 +141,16 @@ def test_cut_makes_rail_unreachable_and_restore_brings_it_back(bed):
         assert f"rate {RATES[1]}Mbit" in qdisc
 
 
+def test_tcp_cc_sets_every_host_and_status_reports_it(testbed_factory):
+    # reno: the one algorithm the kernel lets every namespace use.
+    name = testbed_factory("nzt10", "--hosts", 2, "--rails", 1, "--tcp-cc", "reno")
+    for host in (0, 1):
+        cc = subprocess.run([TESTBED, "exec", "--name", name, "--host", str(host), "--", "sysctl", "-n",
+                             "net.ipv4.tcp_congestion_control"], capture_output=True, text=True, check=True)
+        assert cc.stdout.strip() == "reno"
+    assert "tcp congestion control reno" in tb("status", "--name", name).stdout
+
+
 def test_shape_changes_one_host_or_all_and_zero_unshapes(testbed_factory):
     name = testbed_factory("nzt7", "--hosts", 2, "--rails", 2)
 
@@ -256,6 +266,8 @@ def test_up_refuses_an_existing_testbed(bed):
         (["up", "--name", "nzt3", "--hosts", "2", "--rails", "2", "--rate", "800"], "--rate"),
         (["up", "--name", "nzt3", "--hosts", "2", "--rails", "2", "--rate", "800,fast"], "--rate"),
         (["up", "--name", "nzt3", "--hosts", "2", "--rails", "2", "--bogus"], "--bogus"),
+        (["up", "--name", "nzt3", "--hosts", "2", "--rails", "2", "--tcp-cc", "BBR!"], "--tcp-cc"),
+        (["up", "--name", "nzt3", "--hosts", "2", "--rails", "2", "--tcp-cc", "nosuchcc"], "--tcp-cc"),
         (["up", "--name"], "--name"),
         (["down", "--name", "nzt3", "--hosts", "2"], "--hosts"),
         (["frobnicate", "--name", "nzt3"], "frobnicate"),

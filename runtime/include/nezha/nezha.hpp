@@ -161,6 +161,11 @@ struct Options {
   // TCP rails: ask for an immediate ACK after every receive on a data socket, so a sender
   // limited by its congestion window never waits out the peer's delayed-ACK timer (40 ms).
   bool tcpQuickAck = true;
+  // TCP rails: the data sockets' congestion control (TCP_CONGESTION), e.g. "cubic" or "reno";
+  // empty = the host's default. One flow stalling stalls the whole split operation, so a default
+  // that pauses flows on purpose (BBR v1 drains each flow to 4 packets for ~200 ms every 10 s)
+  // costs a multi-rail job more than one bulk flow (NEZHA_TCP_CONGESTION).
+  std::string tcpCongestion;
   size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
   double tuneGain = 0.6;            // step of the online ratio update (0..1]
   bool verbose = false;

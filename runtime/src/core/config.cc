@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "schedule/algo_table.h"
+#include "util/socket.h"
 
 namespace nezha {
 
@@ -165,6 +166,7 @@ void validateOptions(const Options& o) {
     throw ConfigError(strCat("streams per peer ", o.streamsPerPeer, " must be in [1, 16]"));
   }
   if (o.tuneInterval < 1) throw ConfigError("tune interval must be >= 1");
+  if (!o.tcpCongestion.empty()) checkCongestionControl(o.tcpCongestion, "NEZHA_TCP_CONGESTION");
   if (!(o.tuneGain > 0 && o.tuneGain <= 1)) throw ConfigError("tune gain must be in (0, 1]");
 }
 
@@ -232,6 +234,7 @@ Options Options::fromEnv() {
   // The kernel doubles SO_SNDBUF/SO_RCVBUF into an int: stay far below that.
   o.socketBuffer = paramBytes("NEZHA_SOCKET_BUFFER", 0, size_t(256) << 20);
   o.tcpQuickAck = paramInt("NEZHA_TCP_QUICKACK", 0, 1) == 1;
+  o.tcpCongestion = paramString("NEZHA_TCP_CONGESTION");
   o.minSliceBytes = paramBytes("NEZHA_MIN_SLICE_BYTES", 0, size_t(1) << 30);
   o.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   o.sharpLibrary = paramString("NEZHA_SHARP_LIBRARY");

@@ -61,6 +61,9 @@ const std::vector<Param>& allParams() {
       {"NEZHA_TCP_QUICKACK", "1",
        "TCP rails: 1 = immediate ACK after every receive on a data socket (no delayed-ACK "
        "stalls), 0 = the kernel's delayed ACKs"},
+      {"NEZHA_TCP_CONGESTION", "",
+       "TCP rails: the data sockets' congestion control (e.g. cubic, reno, dctcp); empty = the "
+       "host's default"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},
       {"NEZHA_PREFLIGHT", "degrade",
        "a rail failing the start-up check: fail | degrade (start without it) | wait | off"},

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "core/error.h"
@@ -118,8 +119,51 @@ int localPort(int fd) {
   return ntohs(sa.sin_port);
 }
 
+namespace {
+
+std::string firstLineOf(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+int setCongestion(int fd, const std::string& name) {
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                    static_cast<socklen_t>(name.size()));
+}
+
+}  // namespace
+
+void checkCongestionControl(const std::string& name, const std::string& source) {
+  // The kernel's TCP_CA_NAME_MAX is 16 with the NUL.
+  const bool wellFormed =
+      !name.empty() && name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+  if (!wellFormed) {
+    throw ConfigError(strCat(source, "=\"", name,
+                             "\" is not a congestion control name (want e.g. cubic, reno, dctcp)"));
+  }
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) throw ConfigError(sysError("socket", errno));
+  if (setCongestion(fd.get(), name) != 0) {
+    const int err = errno;
+    throw ConfigError(strCat(
+        source, "=\"", name, "\": the kernel refuses it (", std::strerror(err),
+        "); this kernel has: ", firstLineOf("/proc/sys/net/ipv4/tcp_available_congestion_control"),
+        "; a network namespace without CAP_NET_ADMIN may use: ",
+        firstLineOf("/proc/sys/net/ipv4/tcp_allowed_congestion_control")));
+  }
+}
+
 void applyTuning(int fd, const SocketTuning& t) {
   int one = 1;
+  // Accepted sockets inherit the listener's congestion control, so listeners get it too.
+  if (!t.congestion.empty() && setCongestion(fd, t.congestion) != 0) {
+    throw ConfigError(
+        strCat("TCP_CONGESTION \"", t.congestion, "\": ", sysError("setsockopt", errno)));
+  }
   if (t.noDelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (t.userTimeout.count() > 0) {
     unsigned int ms = static_cast<unsigned int>(t.userTimeout.count());

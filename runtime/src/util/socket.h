@@ -50,7 +50,14 @@ struct SocketTuning {
   size_t buffer = 0;  // SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning alone
   bool noDelay = true;
   std::chrono::milliseconds userTimeout{0};  // TCP_USER_TIMEOUT; 0 = the kernel's default
+  std::string congestion;                    // TCP_CONGESTION; "" = the kernel's default
 };
+
+// Throws ConfigError, naming `source` (the setting it came from), unless a TCP socket in this
+// network namespace may use congestion control `name`: the kernel offers only the algorithms it
+// has, and a namespace only those in net.ipv4.tcp_allowed_congestion_control without
+// CAP_NET_ADMIN.
+void checkCongestionControl(const std::string& name, const std::string& source);
 
 // Listening socket bound to `ip:port` and, when iface is non-empty, to the device itself so
 // its traffic can never be routed through another NIC. port 0 picks a free port.
@@ -66,6 +73,8 @@ Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const st
 // Accepts one connection or throws RailError(rail) when the deadline passes.
 Fd acceptUntil(int listenFd, Deadline deadline, int rail, const std::string& what);
 
+// Throws ConfigError if the congestion control cannot be set (checkCongestionControl() says why
+// up front); the other options are best effort.
 void applyTuning(int fd, const SocketTuning& t);
 // Control connections: TCP_USER_TIMEOUT plus fast keepalive, so a connection over a cut rail
 // (or to a host that vanished) is dropped by the kernel within about `userTimeout`.

@@ -36,6 +36,7 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       // was cut); the kernel then drops it, so it never fills up while the rail is down.
       controlUserTimeout_(2 * o.progressFloor) {
   tuning_.buffer = o.socketBuffer;
+  tuning_.congestion = o.tcpCongestion;
   tuning_.noDelay = true;
   // Data connections: unacknowledged data older than the I/O timeout means the path is gone.
   tuning_.userTimeout = o.ioTimeout;
