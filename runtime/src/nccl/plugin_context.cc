@@ -48,6 +48,8 @@ PluginConfig PluginConfig::fromEnv() {
   c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
   c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
   c.jobName = paramString("NEZHA_JOB_NAME");
+  c.tcpCongestion = paramString("NEZHA_TCP_CONGESTION");
+  if (!c.tcpCongestion.empty()) checkCongestionControl(c.tcpCongestion, "NEZHA_TCP_CONGESTION");
   c.connectTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_NCCL_CONNECT_TIMEOUT_MS", 100, 3600000));
   return c;

@@ -39,8 +39,11 @@ struct PluginConfig {
   std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: read-only /status and /metrics
   int localRank = 0;
   std::string jobName;
+  // NEZHA_TCP_CONGESTION: the rail sockets' congestion control; empty = the host's default.
+  std::string tcpCongestion;
 
-  // Reads NEZHA_RAILS and NEZHA_NCCL_*; throws ConfigError naming the variable.
+  // Reads NEZHA_RAILS, NEZHA_NCCL_* and NEZHA_TCP_CONGESTION; throws ConfigError naming the
+  // variable.
   static PluginConfig fromEnv();
 };
 

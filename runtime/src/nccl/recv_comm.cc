@@ -33,7 +33,9 @@ bool sameNonce(const Nonce& a, const Nonce& b) {
 
 RailAcceptor::RailAcceptor(PluginContext& ctx, const Nonce& nonce) : ctx_(ctx), nonce_(nonce) {
   for (const auto& rail : ctx_.config().rails) {
-    Fd fd = listenOn(rail.ip, 0, rail.iface, 16);
+    SocketTuning tuning;  // accepted sockets inherit the congestion control
+    tuning.congestion = ctx_.config().tcpCongestion;
+    Fd fd = listenOn(rail.ip, 0, rail.iface, 16, tuning);
     setNonBlocking(fd.get(), true);
     addresses_.push_back(RailAddress{rail.ipv4, static_cast<uint16_t>(localPort(fd.get()))});
     listeners_.push_back(std::move(fd));

@@ -105,6 +105,14 @@ void SendComm::startConnect(Rail& r, Clock::time_point now) {
   }
   int one = 1;
   setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // The sender's congestion control is the one that paces the data (checked at init, so a
+  // failure here is a rail failure with its reason, never a silent fallback).
+  const std::string& cc = ctx_.config().tcpCongestion;
+  if (!cc.empty() && setsockopt(fd.get(), IPPROTO_TCP, TCP_CONGESTION, cc.data(),
+                                static_cast<socklen_t>(cc.size())) != 0) {
+    r.reason = sysError("setsockopt TCP_CONGESTION", errno);
+    return;
+  }
   sockaddr_in dst{};
   dst.sin_family = AF_INET;
   dst.sin_addr.s_addr = peer_.rails[r.index].ipv4;

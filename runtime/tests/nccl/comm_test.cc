@@ -3,15 +3,19 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "nccl/frame.h"
 #include "nccl/recv_comm.h"
 #include "nccl/send_comm.h"
@@ -160,6 +164,50 @@ TEST(NcclComm, MessagesOfEverySizeStripedOverTwoRails) {
     EXPECT_EQ(roundTrip(p, data, size + 100, static_cast<int>(size % 1000)), data) << size;
   }
   EXPECT_GT(ctx.counters(0).bytesSent.load() + ctx.counters(1).bytesSent.load(), uint64_t(1) << 20);
+}
+
+// Every IPv4 TCP socket this process holds that runs `cc` (each test runs in its own process).
+int tcpSocketsRunning(const std::string& cc) {
+  int count = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    int type = 0, domain = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    len = sizeof domain;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) continue;
+    char name[16] = {};
+    len = sizeof name;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 && cc == name) ++count;
+  }
+  return count;
+}
+
+TEST(NcclComm, RailSocketsRunTheCongestionControlAsked) {
+  PluginConfig config = loopbackConfig(2);
+  config.tcpCongestion = "reno";  // every kernel has it and lets every namespace use it
+  PluginContext ctx(config, nullptr);
+  ListenComm listen(ctx);
+  Pair p = connectPair(ctx, listen);
+  const std::vector<uint8_t> data(1 << 16, 7);
+  EXPECT_EQ(roundTrip(p, data, data.size(), 1), data);
+  // Per rail: the listener, the sender's socket and the accepted one.
+  EXPECT_GE(tcpSocketsRunning("reno"), 6);
+}
+
+TEST(NcclComm, ACongestionControlTheKernelRefusesFailsInitNamingTheVariable) {
+  setenv("NEZHA_RAILS", "r0=lo:tcp", 1);
+  setenv("NEZHA_TCP_CONGESTION", "nosuchcc", 1);
+  try {
+    PluginConfig::fromEnv();
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("NEZHA_TCP_CONGESTION=\"nosuchcc\""), std::string::npos)
+        << e.what();
+  }
+  setenv("NEZHA_TCP_CONGESTION", "reno", 1);
+  EXPECT_EQ(PluginConfig::fromEnv().tcpCongestion, "reno");
+  unsetenv("NEZHA_TCP_CONGESTION");
+  unsetenv("NEZHA_RAILS");
 }
 
 TEST(NcclComm, ASendLargerThanTheReceiveIsAnErrorNotATruncation) {
