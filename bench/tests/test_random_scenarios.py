@@ -6,7 +6,7 @@ import os
 import pytest
 
 from harness import report
-from harness.config import RANDOM_RANKS, draw_scenarios
+from harness.config import RANDOM_MAX_HOST_MBIT, RANDOM_RANKS, draw_scenarios
 from harness.goals import NOT_RUN, PASS, evaluate_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,6 +21,10 @@ def test_draw_is_seeded_and_in_range():
         assert all(100 <= r <= 800 and r % 50 == 0 for r in s.rates_mbit)
         assert s.ranks in RANDOM_RANKS
     assert draw_scenarios(1235, 8) != a
+    # The machine's per-host limit holds for every draw (seed 1448903852's second mix summed to
+    # 1,600 before the cap).
+    for seed in (1448903852, *range(200)):
+        assert all(sum(s.rates_mbit) <= RANDOM_MAX_HOST_MBIT for s in draw_scenarios(seed, 8))
     assert draw_scenarios(7, 0) == ()
     with pytest.raises(ValueError, match="must not be negative"):
         draw_scenarios(7, -1)
