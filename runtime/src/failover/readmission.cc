@@ -20,6 +20,7 @@
 
 #include "core/communicator_impl.h"
 #include "core/error.h"
+#include "schedule/probe.h"
 #include "transport/transport.h"
 
 namespace nezha {
@@ -132,12 +133,14 @@ void Impl::launchRebuild(int r, const std::shared_ptr<Rebuild>& rb, JobTable jt)
                                             DataType::kFloat64, ReduceOp::kSum,
                                             probeScratch);  // warm-up; also checks the sum
           if (tiny != jt.ranks.size()) throw RailError(-1, strCat("probe sum ", tiny));
-          auto t0 = Clock::now();
-          nezha::allreduceRecursiveDoubling(t, reinterpret_cast<char*>(&tiny), 1,
-                                            DataType::kFloat64, ReduceOp::kMax, probeScratch);
-          rb->latency = std::chrono::duration<double>(Clock::now() - t0).count();
+          // The floor of several rounds, as at init (schedule/probe.cc says why): the rail is
+          // compared with rails measured that way when the cold rail is chosen again.
+          rb->latency = 1e30;
+          for (int i = 0; i < kLatencyProbeRounds; ++i) {
+            rb->latency = std::min(rb->latency, timeTinyAllreduce(t, probeScratch));
+          }
           std::vector<float> bulk(floats, 1.0f);
-          t0 = Clock::now();
+          auto t0 = Clock::now();
           nezha::allreduce(t, reinterpret_cast<char*>(bulk.data()), floats, DataType::kFloat32,
                            ReduceOp::kSum, probeScratch, algo);
           rb->bulk = std::chrono::duration<double>(Clock::now() - t0).count();
