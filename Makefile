@@ -106,10 +106,10 @@ test-asan: ## Runtime unit and in-process tests under AddressSanitizer + Undefin
 	ctest --test-dir build/asan --output-on-failure -L unit
 
 .PHONY: test-tsan
-test-tsan: ## The multi-threaded failover, control-mesh, listener and alltoall tests under ThreadSanitizer.
+test-tsan: ## The multi-threaded failover, control-mesh, listener, alltoall and rail-worker tests under ThreadSanitizer.
 	cmake -S runtime -B build/tsan $(SAN_FLAGS) -DNEZHA_SANITIZE=thread >/dev/null
 	cmake --build build/tsan -j2
-	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor|Alltoall'
+	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor|Alltoall|RailWorker'
 
 .PHONY: fuzz
 fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 60) each.
@@ -183,11 +183,18 @@ e2e-kubeflow: build-go build-runtime ## Only the Kubeflow e2e: real Trainer v2 +
 	hack/setup.sh cluster
 	$(PYTHON) -m pytest -q e2e/nezha/test_kubeflow.py
 
+# The bed's hosts run reno unless told otherwise: BBR v1 (this VM's default) cuts every flow to
+# 4 packets for ~200 ms every 10 s (PROBE_RTT), which swamps the few-percent ratios the suite
+# judges (bench/results/issue18-perf/README.md, "The 10 s stall"). BENCH_TCP_CC= measures the
+# machine's own default; every report names the one it ran.
+BENCH_TCP_CC ?= reno
+BENCH_CC_FLAG = $(if $(BENCH_TCP_CC),--tcp-cc $(BENCH_TCP_CC))
+
 .PHONY: bench
 bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run (~35 min; quiet machine).
-	$(PYTHON) bench/run_bench.py
-	$(PYTHON) bench/run_bench.py --chaos
-	$(PYTHON) bench/run_nccl_bench.py
+	$(PYTHON) bench/run_bench.py $(BENCH_CC_FLAG)
+	$(PYTHON) bench/run_bench.py --chaos $(BENCH_CC_FLAG)
+	$(PYTHON) bench/run_nccl_bench.py $(BENCH_CC_FLAG)
 
 .PHONY: bench-failover
 bench-failover: build-runtime ## Issue 18 failure timing: all rails down -> error on every rank, restore -> share back; vs the knobs off, PASS/MISS (~3 min).
@@ -199,7 +206,7 @@ bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails 
 
 .PHONY: bench-split
 bench-split: build-runtime ## Issue 18 target D: adaptive split's per-op curve vs the best of a static-split sweep (2 ranks, 800/300 and 600/200/400 Mbit/s, 16 MiB), PASS if within 5 % by op 50 (~5 min).
-	$(PYTHON) bench/run_split_curve.py
+	$(PYTHON) bench/run_split_curve.py $(BENCH_CC_FLAG)
 
 .PHONY: bench-alltoall
 bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS; then nezha-tune --algorithms at both (~3 min).
@@ -207,7 +214,7 @@ bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the all
 
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
-	$(PYTHON) bench/run_nccl_bench.py
+	$(PYTHON) bench/run_nccl_bench.py $(BENCH_CC_FLAG)
 
 .PHONY: bench-ddp
 bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).

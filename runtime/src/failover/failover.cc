@@ -63,7 +63,8 @@ void Impl::checkUsable() const {
 
 void Impl::runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
   TaskHandle h;
-  workers[rail]->submit([&] { fn(*channels[rail], scratch[rail]); }, &h);
+  const std::function<void()> task = [&] { fn(*channels[rail], scratch[rail]); };
+  if (!workers[rail]->runHere(task, &h)) workers[rail]->submit(task, &h);
   try {
     h.wait();
   } catch (const RailError& e) {
@@ -241,7 +242,7 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
     const auto deadline = progressDeadline(s.rail, bytes);
     const double predicted = sched->predictSeconds(s.rail, bytes);
     at.longest = std::max(at.longest, deadline);
-    workers[s.rail]->submit(
+    std::function<void()> task =
         [&, s, deadline, predicted] {
           struct Done {  // counted even when the slice throws
             RailWatchdog& w;
@@ -258,8 +259,13 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
           });
           fn(ch, scratch[s.rail], s);
           ch.setProgressWatch(nullptr);
-        },
-        &handles[i]);
+        };
+    // The last slice runs on this thread when its rail is idle (always, for a one-rail
+    // operation): this thread only waits otherwise, and a hand-off costs two wake-ups.
+    const bool lastSlice = i + 1 == todo.size();
+    if (!lastSlice || !workers[s.rail]->runHere(task, &handles[i])) {
+      workers[s.rail]->submit(std::move(task), &handles[i]);
+    }
   }
   std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
   for (size_t i = 0; i < todo.size(); ++i) {
