@@ -97,7 +97,12 @@ def main() -> int:
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--scenario", action="append", choices=[s[0] for s in SCENARIOS],
                     help="run only this scenario (repeatable)")
+    ap.add_argument("--tcp-cc", default="", metavar="ALGO",
+                    help="TCP congestion control of every bed host (hack/testbed.sh --tcp-cc; default: the "
+                         "machine's, recorded with the results)")
     a = ap.parse_args()
+    if hostinfo.tcp_cc_error(a.tcp_cc):
+        ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
     if os.geteuid() != 0:
         log("needs root (network namespaces)")
         return 1
@@ -107,13 +112,14 @@ def main() -> int:
             return 1
     nbytes = (8 if a.quick else 64) << 20
     iters = 3 if a.quick else 8
-    host = hostinfo.collect()
+    host = hostinfo.collect(a.tcp_cc)
     work = tempfile.mkdtemp(prefix="nccl-bench-")
     scenarios = []
     for name, world, rates, mode in SCENARIOS:
         if a.scenario and name not in a.scenario:
             continue
-        bed = Testbed(TESTBED, "nzb2", hosts=world, rails=len(rates), rates_mbit=rates, mptcp=False)
+        bed = Testbed(TESTBED, "nzb2", hosts=world, rails=len(rates), rates_mbit=rates, mptcp=False,
+                      tcp_cc=a.tcp_cc)
         what = "allreduce" if mode == "ring" else "one-way stream"
         log(f"{name}: {world} ranks, rails {rates} Mbit/s, {nbytes >> 20} MiB {what} x {iters}")
         try:
@@ -148,7 +154,8 @@ def main() -> int:
            "host": host, "bytes": nbytes, "iters": iters, "scenarios": scenarios, "goals": goals}
     lines = [f"NCCL net plugin benchmark {doc['time_utc']} - {nbytes >> 20} MiB per operation "
              f"(ring allreduce, or a one-way stream for p2p), median of {iters} ops, slowest rank",
-             f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']}; load "
+             f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']} (TCP congestion "
+             f"control {host['tcp_congestion_control']}); load "
              f"{host['loadavg_start'][0]:.2f} -> {host['loadavg_end'][0]:.2f}",
              "rails: TBF-shaped veth pairs through a bridge namespace (hack/testbed.sh)", ""]
     for sc in scenarios:

@@ -8,6 +8,7 @@ import shutil
 from .chaos_goals import chaos_goals_text
 from .hand_split import SERIES_NAME as HAND_SPLIT, summary_lines as hand_split_lines
 from .series import SERIES_ORDER
+from .sizes import format_bytes
 from .tables import format_table, goals_table, ratio_table, series_table
 
 
@@ -42,6 +43,10 @@ def summary_text(doc: dict) -> str:
     ]
     if doc.get("note"):
         out.append(f"note: {doc['note']}")
+    pinned = [b for b in doc.get("bands", []) if b.get("pinned")]
+    if pinned:
+        labels = ", ".join(f"{format_bytes(b['min_bytes'])}-{format_bytes(b['max_bytes'])}" for b in pinned)
+        out.append(f"pinned bands: {labels} (rank r on core r % {hw['cores']}, every series alike)")
     if "seed" in doc:
         out.append(f"random rail mixes: seed {doc['seed']} (run_bench.py --seed {doc['seed']} draws them again)")
     for scen in doc["scenarios"]:

@@ -51,6 +51,12 @@ def missing_tool(ctx: RunContext, spec: SeriesSpec) -> str:
     return f"{path} not built ({hint})"
 
 
+def pinned_argv(argv_for):
+    """argv_for with rank r's tool pinned to core r % cores (Band.pinned says why)."""
+    cores = os.cpu_count() or 1
+    return lambda rank: ["taskset", "--cpu-list", str(rank % cores), *argv_for(rank)]
+
+
 def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band, repeat: int,
                split: tuple[float, ...] = ()) -> tuple[dict, object]:
     """One launch of one series on one band (for the hand split: at one static split). Returns
@@ -69,13 +75,14 @@ def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band
     best_rate = scenario.rates_mbit[scenario.best_rail()]
     expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
     tx0, mp0 = ctx.bed.rail_tx_bytes(), ctx.bed.mptcp_counters()
-    res = run_ranks(ctx.bed, world, launch.argv, launch.env, budget.launch_timeout(expected), ctx.work_dir, tag)
+    argv_for = pinned_argv(launch.argv) if band.pinned else launch.argv
+    res = run_ranks(ctx.bed, world, argv_for, launch.env, budget.launch_timeout(expected), ctx.work_dir, tag)
     tx = diff_tx(tx0, ctx.bed.rail_tx_bytes())
     mp = {k: v - mp0[k] for k, v in ctx.bed.mptcp_counters().items()}
     shutil.rmtree(store_dir, ignore_errors=True)
     run = {"band": band.label(), "repeat": repeat, **({"split": list(split)} if split else {}),
            "warmup": warmup, "iters": band.iters,
-           "seconds": round(res.seconds, 2), "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": launch.argv(0),
+           "seconds": round(res.seconds, 2), "rail_tx_bytes": tx, "ok": res.ok(), "argv_rank0": list(argv_for(0)),
            "env_rank0": {k: v for k, v in launch.env(0).items() if k != "NEZHA_JOB_TOKEN"}, "logs": res.logs}
     if spec.mptcp:
         run["mptcp_counters"] = mp

@@ -46,6 +46,12 @@ class Band:
     # Launches per series; sizes take the median launch. Small, latency-bound sizes are the most
     # disturbed by a busy machine and the cheapest to repeat.
     repeats: int = 1
+    # Each rank pinned to one core (rank % cores, `taskset`), every series alike. For the
+    # latency-bound band: there a 1 KiB allreduce is ~100 us, and where the kernel happens to
+    # place (and move) 4 ranks on 2 cores swung whole launches by 15-40 % — more than the 5 %
+    # the latency goal judges. Bands that move bytes stay unpinned: their ranks' rail threads
+    # need both cores.
+    pinned: bool = False
 
     def sizes(self, factor: int = 2) -> list[int]:
         return sweep(self.min_bytes, self.max_bytes, factor)
@@ -65,5 +71,5 @@ def clip_bands(bands: list[Band], min_bytes: int, max_bytes: int) -> list[Band]:
             while start < lo:
                 start *= 2
             if start <= hi:
-                out.append(Band(start, hi, b.warmup, b.iters, b.repeats))
+                out.append(Band(start, hi, b.warmup, b.iters, b.repeats, b.pinned))
     return out

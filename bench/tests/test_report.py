@@ -115,3 +115,16 @@ def test_tcp_cc_outside_the_namespace_allowed_list_is_refused(monkeypatch, capsy
     assert "--tcp-cc: 'cubic'" in capsys.readouterr().err
     assert run_bench.parse_args(["--tcp-cc", "reno"]).tcp_cc == "reno"
     assert hostinfo.collect("reno")["tcp_congestion_control"] == "reno"
+
+
+def test_nccl_bench_refuses_a_tcp_cc_outside_the_allowed_list(monkeypatch, capsys):
+    import pytest
+    import run_nccl_bench
+    from harness import hostinfo
+
+    monkeypatch.setattr(hostinfo, "allowed_tcp_congestion_controls", lambda: ["reno", "bbr"])
+    monkeypatch.setattr("sys.argv", ["run_nccl_bench.py", "--tcp-cc", "cubic"])
+    with pytest.raises(SystemExit) as e:
+        run_nccl_bench.main()
+    assert e.value.code == 2
+    assert "--tcp-cc: 'cubic'" in capsys.readouterr().err

@@ -49,3 +49,48 @@ def test_mptcp_launch_wraps_with_mptcpize():
     argv = launch("gloo-mptcp").argv(0)
     assert argv[:3] == ["mptcpize", "run", "/t/tool"]
     assert argv[argv.index("--rail-name") + 1] == "mptcp(r0+)"
+
+
+def _argv_of_launch(tmp_path, monkeypatch, band: Band) -> list[str]:
+    """Rank 1's argv as run_launch would start it (run_ranks is stopped at once)."""
+    from harness import runner
+    from harness.config import load_tunables
+
+    seen = {}
+
+    def fake_run_ranks(bed, world, argv, env, timeout, work_dir, tag):
+        seen["argv"] = list(argv(1))
+        raise RuntimeError("stop here")
+
+    class Bed:
+        def addr(self, host, rail):
+            return "10.100.0.10"
+
+        def rail_tx_bytes(self):
+            return []
+
+        def mptcp_counters(self):
+            return {}
+
+    monkeypatch.setattr(runner, "run_ranks", fake_run_ranks)
+    ctx = runner.RunContext(tun=load_tunables(), bed=Bed(), bands=[], work_dir=str(tmp_path), check=True, iperf=False)
+    with pytest.raises(RuntimeError, match="stop here"):
+        runner.run_launch(ctx, Scenario("homogeneous", (500, 500)), SPECS["gloo-mptcp"], band, 0)
+    return seen["argv"]
+
+
+def test_pinned_band_puts_each_rank_on_its_own_core_and_other_bands_run_free(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    pinned = _argv_of_launch(tmp_path, monkeypatch, Band(1024, 2048, 1, 2, pinned=True))
+    assert pinned[:3] == ["taskset", "--cpu-list", "1"] and pinned[3:5] == ["mptcpize", "run"]
+    free = _argv_of_launch(tmp_path, monkeypatch, Band(1024, 2048, 1, 2))
+    assert free[:2] == ["mptcpize", "run"]
+
+
+def test_the_latency_band_is_pinned_and_the_byte_moving_bands_are_not():
+    from harness.config import FULL_BANDS, QUICK_BANDS
+    from harness.sizes import clip_bands
+
+    for bands in (FULL_BANDS, QUICK_BANDS):
+        assert [b.pinned for b in bands] == [b.max_bytes <= 64 << 10 for b in bands]
+    assert clip_bands(list(FULL_BANDS), 2048, 1 << 20)[0].pinned  # --min/--max-bytes keep it

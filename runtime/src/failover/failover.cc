@@ -242,24 +242,23 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
     const auto deadline = progressDeadline(s.rail, bytes);
     const double predicted = sched->predictSeconds(s.rail, bytes);
     at.longest = std::max(at.longest, deadline);
-    std::function<void()> task =
-        [&, s, deadline, predicted] {
-          struct Done {  // counted even when the slice throws
-            RailWatchdog& w;
-            int rail;
-            ~Done() { w.taskDone(rail); }
-          } done{*watchdog, s.rail};
-          Channel& ch = *channels[s.rail];
-          const auto start = Clock::now();
-          ch.setProgressTimeout(deadline);
-          ch.setPeersStillComing(peersBehind);
-          ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
-            std::string why = watchdog->check(rail, moved, start, predicted);
-            return why.empty() ? silentPeerVerdict(moved, start) : why;
-          });
-          fn(ch, scratch[s.rail], s);
-          ch.setProgressWatch(nullptr);
-        };
+    std::function<void()> task = [&, s, deadline, predicted] {
+      struct Done {  // counted even when the slice throws
+        RailWatchdog& w;
+        int rail;
+        ~Done() { w.taskDone(rail); }
+      } done{*watchdog, s.rail};
+      Channel& ch = *channels[s.rail];
+      const auto start = Clock::now();
+      ch.setProgressTimeout(deadline);
+      ch.setPeersStillComing(peersBehind);
+      ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
+        std::string why = watchdog->check(rail, moved, start, predicted);
+        return why.empty() ? silentPeerVerdict(moved, start) : why;
+      });
+      fn(ch, scratch[s.rail], s);
+      ch.setProgressWatch(nullptr);
+    };
     // The last slice runs on this thread when its rail is idle (always, for a one-rail
     // operation): this thread only waits otherwise, and a hand-off costs two wake-ups.
     const bool lastSlice = i + 1 == todo.size();

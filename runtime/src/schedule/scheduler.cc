@@ -12,6 +12,8 @@ namespace nezha {
 namespace {
 // Fewer bytes than this on a rail in one entry's agreed timings say more about latency than rate.
 constexpr double kMinObservedBytes = 256 << 10;
+// Cold-path predictions this close to the least are ties, won by bandwidth (Scheduler::plan).
+constexpr double kColdTieMargin = 0.25;
 }  // namespace
 
 Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table, AlgoTable algo)
@@ -76,19 +78,28 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes, bool offloadable
     return p;
   };
   if (op == OpKind::kBarrier) return whole(coldRail_);
-  // Cold start (paper Eq. 4): the one rail with the least latency + bytes/bandwidth.
+  // Cold start (paper Eq. 4): the one rail with the least latency + bytes/bandwidth, where
+  // predictions within kColdTieMargin of the least count as equal and the fastest of those by
+  // bandwidth wins. The probe's latencies of equal rails differ by tens of microseconds of host
+  // noise (bench: 82 us against 53 us, which sent 1 KiB allreduces to an 800/300 pair's slow
+  // rail); its bandwidths, timed over probeBytes, do not. A real latency gap (RDMA next to TCP)
+  // is a factor, far outside the margin.
   auto coldFor = [&] {
-    int best = 0;
-    double bestTime = 1e300;
+    double least = 1e300;
+    std::vector<double> t(nrails_, 1e300);
     for (size_t i = 0; i < nrails_; ++i) {
       if (!alive_[i] || offload_[i]) continue;
-      double t = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
-      if (t < bestTime) {
-        bestTime = t;
+      t[i] = probe_.latency[i] + static_cast<double>(bytes) / probe_.bandwidth[i];
+      least = std::min(least, t[i]);
+    }
+    int best = -1;
+    for (size_t i = 0; i < nrails_; ++i) {
+      if (!alive_[i] || offload_[i] || t[i] > least * (1 + kColdTieMargin)) continue;
+      if (best < 0 || probe_.bandwidth[i] > probe_.bandwidth[static_cast<size_t>(best)]) {
         best = static_cast<int>(i);
       }
     }
-    return best;
+    return std::max(best, 0);
   };
   const size_t minUnits =
       unitBytes == 0 ? 1 : (o_.minSliceBytes + unitBytes - 1) / std::max<size_t>(unitBytes, 1);

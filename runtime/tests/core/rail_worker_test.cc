@@ -60,8 +60,7 @@ TEST(RailWorkerTest, TaskSubmittedDuringRunHereWaitsForIt) {
             },
             &next);
         // Were the worker to start `next` now, it would do so well within this window.
-        EXPECT_EQ(nextStartedF.wait_for(std::chrono::milliseconds(50)),
-                  std::future_status::timeout)
+        EXPECT_EQ(nextStartedF.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
             << "the worker ran a task beside runHere's";
         hereFinished = true;
       },

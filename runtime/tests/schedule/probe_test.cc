@@ -58,8 +58,8 @@ ProbeResult probeWithStalls(const std::vector<int>& stallsPerRail) {
   std::vector<std::unique_ptr<StallingChannel>> channels;
   for (size_t r = 0; r < stallsPerRail.size(); ++r) {
     o.rails.push_back({"r" + std::to_string(r), "lo", "tcp", "127.0.0.1"});
-    channels.push_back(std::make_unique<StallingChannel>(static_cast<int>(r), stallsPerRail[r],
-                                                         kStall));
+    channels.push_back(
+        std::make_unique<StallingChannel>(static_cast<int>(r), stallsPerRail[r], kStall));
   }
   std::vector<Scratch> scratch(stallsPerRail.size());
   RailRunner run = [&](int r, const std::function<void(Channel&, Scratch&)>& fn) {

@@ -184,5 +184,30 @@ TEST(SchedulerPolicyTest, SingleAndStatic) {
   EXPECT_FALSE(fixed.agreementDue(5));  // static never tunes
 }
 
+// Cold path: a probe's latency gap of tens of microseconds between rails is host noise; the
+// faster rail by bandwidth keeps small operations unless the other is clearly quicker.
+TEST(SchedulerColdPathTest, NoiseSizedLatencyGapDoesNotBeatBandwidth) {
+  Options o;
+  o.rails = {{"r0", "lo", "tcp", ""}, {"r1", "lo", "tcp", ""}, {"r2", "lo", "tcp", ""}};
+  o.policy = Policy::kAdaptive;
+  o.coldThreshold = 1 << 20;
+  // 800/300-like rails; the bench's probe once measured the fast one at 82 us, the slow at 53.
+  ProbeResult noisy{{82e-6, 53e-6, 60e-6}, {66e6, 24.7e6, 24e6}};
+  Scheduler s(o, noisy, Table({"r0", "r1", "r2"}));
+  for (size_t bytes : {size_t(1024), size_t(4096), size_t(65536)}) {
+    Plan p = s.plan(OpKind::kAllreduce, bytes / 4, 4);
+    ASSERT_EQ(p.slices.size(), 1u);
+    EXPECT_EQ(p.slices[0].rail, 0) << bytes;
+  }
+  s.setAlive({false, true, true});  // without it, the faster of the rest by bandwidth
+  EXPECT_EQ(s.plan(OpKind::kAllreduce, 256, 4).slices[0].rail, 1);
+  // A real gap (an RDMA-like 3 us next to TCP's 50 us) still wins at small sizes, and loses
+  // once bytes / bandwidth dominate.
+  ProbeResult real{{50e-6, 3e-6, 50e-6}, {66e6, 24.7e6, 24e6}};
+  Scheduler r(o, real, Table({"r0", "r1", "r2"}));
+  EXPECT_EQ(r.plan(OpKind::kAllreduce, 256, 4).slices[0].rail, 1);
+  EXPECT_EQ(r.plan(OpKind::kAllreduce, 64 << 10, 4).slices[0].rail, 0);
+}
+
 }  // namespace
 }  // namespace nezha
