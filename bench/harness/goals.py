@@ -72,8 +72,27 @@ def evaluate(goal: Goal, ratios_by_scenario: dict[str, dict[str, list[dict]]]) -
     # A goal with holes (a size or scenario that failed or was not run) cannot pass: the hole
     # might be a miss. It is INCOMPLETE unless what was measured already misses.
     status = MISS if not ok else PASS if missing == 0 and not scenarios_missing else INCOMPLETE
-    return {**result, "status": status, "worst": worst[0], "worst_at": f"{worst[1]} {format_bytes(worst[2])}",
-            "best": best[0], "median": median(v for v, _, _ in values)}
+    out = {**result, "status": status, "worst": worst[0], "worst_at": f"{worst[1]} {format_bytes(worst[2])}",
+           "best": best[0], "median": median(v for v, _, _ in values)}
+    bound = attainable_at(goal, ratios_by_scenario, worst[1], worst[2], worst[0])
+    if bound is not None:
+        out["attainable_at_worst"] = bound
+    return out
+
+
+CEILING_RATIO = "nezha/ceiling-iperf"
+
+
+def attainable_at(goal: Goal, ratios_by_scenario: dict, scen: str, nbytes: int, value: float) -> Optional[float]:
+    """For a goal against a measured baseline: the most any series could have reached where the goal is
+    worst, the rails' measured sum over the baseline (nezha/baseline / nezha/ceiling-iperf). When that is
+    below the target (Gloo over MPTCP near the rails' sum), the goal cannot pass on those rails."""
+    if goal.kind != "algbw" or goal.ratio.startswith("nezha/ceiling") or goal.ratio == "nezha/best-single":
+        return None
+    for row in ratios_by_scenario.get(scen, {}).get(CEILING_RATIO, []):
+        if row["bytes"] == nbytes and row["ratio"]:
+            return value / row["ratio"]
+    return None
 
 
 RANDOM_PREFIX = "random"

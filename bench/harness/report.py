@@ -9,7 +9,7 @@ from .chaos_goals import chaos_goals_text
 from .hand_split import SERIES_NAME as HAND_SPLIT, summary_lines as hand_split_lines
 from .series import SERIES_ORDER
 from .sizes import format_bytes
-from .tables import format_table, goals_table, ratio_table, series_table
+from .tables import attainable_note, format_table, goals_table, ratio_table, series_table
 
 
 def rail_usage_table(scen: dict) -> str:
@@ -176,7 +176,7 @@ def readme_block(doc: dict) -> str:
             measured = "no data"
         else:
             unit = "x time" if g["kind"] == "latency" else "x"
-            measured = f"worst {g['worst']:.2f}{unit} at {g['worst_at']} (median {g['median']:.2f})"
+            measured = f"worst {g['worst']:.2f}{unit} at {g['worst_at']} (median {g['median']:.2f}{attainable_note(g)})"
         target = f"{'<=' if g['kind'] == 'latency' else '>='} {g['target']:.2f}"
         lines.append(f"| {g['goal']} | {g['scope']} | {target} | {measured} | {g['status']} |")
     return "\n".join(lines)

@@ -64,6 +64,14 @@ def ratio_table(ratios: dict[str, list[dict]]) -> str:
     return format_table(["size", *names], rows)
 
 
+def attainable_note(g: dict) -> str:
+    """Where the rails' measured sum caps the ratio below the target, say so next to the miss."""
+    bound = g.get("attainable_at_worst")
+    if bound is None or bound >= g["target"]:
+        return ""
+    return f"; at most {bound:.2f}x possible there (iperf3 sum / baseline)"
+
+
 def goals_table(results: list[dict]) -> str:
     rows = []
     for g in results:
@@ -73,7 +81,7 @@ def goals_table(results: list[dict]) -> str:
             unit = "x time" if g["kind"] == "latency" else "x"
             # The median says whether a miss is one noisy size or the rule.
             measured = (f"worst {g['worst']:.2f}{unit} at {g['worst_at']} "
-                        f"(median {g['median']:.2f}, best {g['best']:.2f})")
+                        f"(median {g['median']:.2f}, best {g['best']:.2f})" + attainable_note(g))
         holes = []
         if g.get("sizes_missing"):
             holes.append(f"{g['sizes_missing']} sizes n/a")

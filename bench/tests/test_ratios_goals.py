@@ -96,3 +96,20 @@ def test_goal_scope_text():
     assert BW.scope() == "homogeneous, >= 4M"
     assert Goal("x", "", "r", ("a", "b"), 1, max_bytes=64 << 10).scope() == "a+b, <= 64K"
     assert Goal("x", "", "r", ("a",), 1).scope() == "a, all sizes"
+
+
+def test_a_baseline_near_the_rails_sum_is_named_as_the_cap_of_its_goal():
+    from harness.tables import goals_table
+
+    mptcp_goal = next(g for g in GOALS if g.id == "vs-mptcp")
+    sizes = [16 << 20, 32 << 20]
+    ratios = compute_ratios({"nezha-adaptive": rows({16 << 20: 0.087, 32 << 20: 0.087}),
+                             "gloo-mptcp": rows({16 << 20: 0.081, 32 << 20: 0.070}),
+                             "ceiling-iperf": rows({16 << 20: 0.0877, 32 << 20: 0.0877})}, sizes)
+    got = evaluate(mptcp_goal, {"homogeneous": ratios, "heterogeneous": ratios})
+    assert got["status"] == MISS and got["worst_at"].endswith("16M")
+    assert got["attainable_at_worst"] == pytest.approx(0.0877 / 0.081)  # 1.08 < 1.1: cannot pass here
+    assert "at most 1.08x possible there (iperf3 sum / baseline)" in goals_table([got])
+    # a goal against the ceiling itself, or a latency goal, has no such cap
+    ceiling_goal = next(g for g in GOALS if g.id == "bw-heterogeneous-iperf")
+    assert "attainable_at_worst" not in evaluate(ceiling_goal, {"heterogeneous": ratios})
