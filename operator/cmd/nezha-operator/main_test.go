@@ -170,7 +170,10 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: "smoke", Name: "smoke"}, job); err != nil {
 			return err
 		}
-		if job.Status.Phase != nezhav1.PhasePending || job.Status.WorkersReady != "0/2" {
+		// The first write may predate the pods; the printer columns below need the one that
+		// counts them (both Pending, so unhealthy).
+		if job.Status.Phase != nezhav1.PhasePending || job.Status.WorkersReady != "0/2" ||
+			job.Status.RailsHealthy != "1/1" || job.Status.WorkerCounts.Unhealthy != 2 {
 			return fmt.Errorf("status %+v", job.Status)
 		}
 		return nil
