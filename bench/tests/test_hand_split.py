@@ -157,30 +157,7 @@ def test_dry_run_plan_shows_the_splits_and_counts_their_launches():
     assert "gloo-hand-split: not run (no size >= 16M)" in run_bench.hand_split_plan(small)
 
 
-def test_launch_files_of_a_split_are_plain_names(tmp_path, monkeypatch):
+def test_launch_files_of_a_split_are_plain_names(stopped_launch):
     """The tag of a hand-split launch names rank logs and JSON files: no '/' from the split."""
-    from harness import runner
-
-    seen = {}
-
-    def fake_run_ranks(bed, world, argv, env, timeout, work_dir, tag):
-        seen["tag"] = tag
-        raise RuntimeError("stop here")
-
-    class Bed:
-        def addr(self, host, rail):
-            return "10.100.0.10"
-
-        def rail_tx_bytes(self):
-            return []
-
-        def mptcp_counters(self):
-            return {}
-
-    monkeypatch.setattr(runner, "run_ranks", fake_run_ranks)
-    from harness.config import load_tunables
-
-    ctx = runner.RunContext(tun=load_tunables(), bed=Bed(), bands=[], work_dir=str(tmp_path), check=True, iperf=False)
-    with pytest.raises(RuntimeError, match="stop here"):
-        runner.run_launch(ctx, Scenario("random1", (100, 600)), SPEC, Band(16 << 20, 32 << 20, 2, 5), 0, (0.143, 0.857))
+    seen = stopped_launch(Scenario("random1", (100, 600)), SPEC, Band(16 << 20, 32 << 20, 2, 5), 0, (0.143, 0.857))
     assert seen["tag"] == "random1.gloo-hand-split.16M-32M.split0.143-0.857" and "/" not in seen["tag"]

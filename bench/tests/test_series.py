@@ -51,39 +51,12 @@ def test_mptcp_launch_wraps_with_mptcpize():
     assert argv[argv.index("--rail-name") + 1] == "mptcp(r0+)"
 
 
-def _argv_of_launch(tmp_path, monkeypatch, band: Band) -> list[str]:
-    """Rank 1's argv as run_launch would start it (run_ranks is stopped at once)."""
-    from harness import runner
-    from harness.config import load_tunables
-
-    seen = {}
-
-    def fake_run_ranks(bed, world, argv, env, timeout, work_dir, tag):
-        seen["argv"] = list(argv(1))
-        raise RuntimeError("stop here")
-
-    class Bed:
-        def addr(self, host, rail):
-            return "10.100.0.10"
-
-        def rail_tx_bytes(self):
-            return []
-
-        def mptcp_counters(self):
-            return {}
-
-    monkeypatch.setattr(runner, "run_ranks", fake_run_ranks)
-    ctx = runner.RunContext(tun=load_tunables(), bed=Bed(), bands=[], work_dir=str(tmp_path), check=True, iperf=False)
-    with pytest.raises(RuntimeError, match="stop here"):
-        runner.run_launch(ctx, Scenario("homogeneous", (500, 500)), SPECS["gloo-mptcp"], band, 0)
-    return seen["argv"]
-
-
-def test_pinned_band_puts_each_rank_on_its_own_core_and_other_bands_run_free(tmp_path, monkeypatch):
+def test_pinned_band_puts_each_rank_on_its_own_core_and_other_bands_run_free(stopped_launch, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    pinned = _argv_of_launch(tmp_path, monkeypatch, Band(1024, 2048, 1, 2, pinned=True))
+    homogeneous = Scenario("homogeneous", (500, 500))
+    pinned = stopped_launch(homogeneous, SPECS["gloo-mptcp"], Band(1024, 2048, 1, 2, pinned=True))["argv"](1)
     assert pinned[:3] == ["taskset", "--cpu-list", "1"] and pinned[3:5] == ["mptcpize", "run"]
-    free = _argv_of_launch(tmp_path, monkeypatch, Band(1024, 2048, 1, 2))
+    free = stopped_launch(homogeneous, SPECS["gloo-mptcp"], Band(1024, 2048, 1, 2))["argv"](1)
     assert free[:2] == ["mptcpize", "run"]
 
 
