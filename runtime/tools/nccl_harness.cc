@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -165,6 +166,7 @@ Args parseArgs(int argc, char** argv) {
   if (a.transport != "plugin" && a.transport != "plain") die("--transport must be plugin or plain");
   if (a.version != 8 && a.version != 11) die("--version must be 8 or 11");
   if (a.slot < 1024 || a.slot > (1u << 30)) die("--slot must be 1K..1G bytes");
+  if (a.slot % sizeof(float) != 0) die("--slot must be a multiple of 4 bytes (float32 elements)");
   return a;
 }
 
@@ -468,11 +470,17 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline,
 }
 
 // ---- ring allreduce ---------------------------------------------------------------------------
+// Called as the received bytes [offset, offset + len) of an exchange become complete, in order,
+// one slot at a time: NCCL's kernels reduce or copy slot k while slot k + 1 is on the wire, so the
+// harness does its CPU share the same way rather than idling the rails for it between steps.
+using SlotDone = std::function<void(size_t offset, size_t len)>;
+
 // One step of the ring: send `out` to the right while receiving `in` from the left.
 class RingTransport {
  public:
   virtual ~RingTransport() = default;
-  virtual void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag) = 0;
+  virtual void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag,
+                        const SlotDone& onSlot = {}) = 0;
 };
 
 // NCCL's shape of one ring step over the net: the step's bytes go as a pipeline of slots
@@ -482,7 +490,8 @@ class PluginRing : public RingTransport {
  public:
   PluginRing(Net& net, Links& l, size_t slot, int idleSleepUs, Clock::time_point deadline)
       : net_(net), l_(l), slot_(slot), idleSleepUs_(idleSleepUs), deadline_(deadline) {}
-  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag) override {
+  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int tag,
+                const SlotDone& onSlot) override {
     constexpr size_t kSteps = 8;
     auto* o = static_cast<char*>(out);
     auto* i = static_cast<char*>(in);
@@ -512,6 +521,7 @@ class PluginRing : public RingTransport {
         Net::check(net_.test(rreq[k], &done, nullptr), "test(recv)");
         if (!done) break;  // NCCL consumes slots in order
         rreq[k] = nullptr;
+        if (onSlot) onSlot(k * slot_, std::min(slot_, inBytes - k * slot_));
         ++recvDone;
         progress = true;
       }
@@ -540,7 +550,7 @@ class PluginRing : public RingTransport {
 // the send side, as NCCL's socket transport would carry it with one socket.
 class PlainRing : public RingTransport {
  public:
-  PlainRing(const Args& a, Clock::time_point deadline) {
+  PlainRing(const Args& a, Clock::time_point deadline) : slot_(a.slot) {
     const int right = (a.rank + 1) % a.world;
     const int left = (a.rank + a.world - 1) % a.world;
     const int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -590,7 +600,8 @@ class PlainRing : public RingTransport {
     close(send_);
     close(recv_);
   }
-  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int) override {
+  void exchange(void* out, size_t outBytes, void* in, size_t inBytes, int,
+                const SlotDone& onSlot) override {
     std::thread t([&] {
       const char* p = static_cast<const char*>(out);
       size_t left = outBytes;
@@ -602,13 +613,14 @@ class PlainRing : public RingTransport {
       }
     });
     char* p = static_cast<char*>(in);
-    size_t left = inBytes;
-    while (left > 0) {
-      const ssize_t n = ::recv(recv_, p, left, 0);
+    size_t got = 0, handed = 0;  // bytes received; bytes given to onSlot (whole slots, in order)
+    while (got < inBytes) {
+      const ssize_t n = ::recv(recv_, p + got, inBytes - got, 0);
       if (n <= 0) die("plain: recv failed");
-      p += n;
-      left -= static_cast<size_t>(n);
+      got += static_cast<size_t>(n);
+      for (; onSlot && handed + slot_ <= got; handed += slot_) onSlot(handed, slot_);
     }
+    if (onSlot && handed < inBytes) onSlot(handed, inBytes - handed);
     t.join();
   }
 
@@ -623,6 +635,7 @@ class PlainRing : public RingTransport {
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr)->sin_addr, buf, sizeof buf);
     return buf;
   }
+  size_t slot_;
   int send_ = -1;
   int recv_ = -1;
 };
@@ -653,29 +666,67 @@ bool anotherOp(const Args& a, RingTransport& t, int ops, Clock::time_point t0) {
   return known == 1;
 }
 
+// A token passed world - 1 times around the ring: when it returns, every rank has entered.
+void ringBarrier(const Args& a, RingTransport& t) {
+  for (int step = 0; step < a.world - 1; ++step) {
+    uint8_t out = 1, in = 0;
+    t.exchange(&out, 1, &in, 1, -100 - step);
+  }
+}
+
+// The stream's pattern repeats every 64 KiB (7i and i >> 8 both wrap at 256 there), so a
+// message is written and checked a period at a time with memcpy/memcmp. A byte-at-a-time loop
+// took ~80 ms per 64 MiB on the test bed, time in which the rails idled between operations.
+constexpr size_t kPatternPeriod = 64 * 1024;
+
+std::vector<uint8_t> patternPeriod(int sender, uint64_t msg) {
+  std::vector<uint8_t> p(kPatternPeriod);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = pattern(sender, msg, i);
+  return p;
+}
+
+void fillPattern(std::vector<uint8_t>& buf, const std::vector<uint8_t>& period) {
+  for (size_t at = 0; at < buf.size(); at += period.size())
+    std::memcpy(buf.data() + at, period.data(), std::min(period.size(), buf.size() - at));
+}
+
+// The first byte that differs from the pattern, or buf.size().
+size_t firstMismatch(const std::vector<uint8_t>& buf, const std::vector<uint8_t>& period) {
+  for (size_t at = 0; at < buf.size(); at += period.size()) {
+    const size_t n = std::min(period.size(), buf.size() - at);
+    if (std::memcmp(buf.data() + at, period.data(), n) == 0) continue;
+    for (size_t i = 0; i < n; ++i)
+      if (buf[at + i] != period[i]) return at + i;
+  }
+  return buf.size();
+}
+
 // One direction only: rank 0 streams --bytes per operation to rank 1 (NCCL's send/recv, a
-// pipeline stage), which checks every byte. Bandwidth is the receiver's bytes per second.
+// pipeline stage), which checks every byte. Each rank times its exchange only (filling and
+// checking the buffer are the GPU's work under NCCL); the bandwidth is the slower rank's.
+// The receiver does not clear its buffer between operations: consecutive messages differ in
+// every byte (the pattern moves by 31 per message), so a byte the plugin failed to write fails
+// the check anyway; before the first message the buffer holds a pattern no message has.
 int runStream(const Args& a, RingTransport& t, std::ostringstream& json) {
   std::vector<uint8_t> buf(a.bytes);
+  if (a.rank != 0) fillPattern(buf, patternPeriod(1, 0));
   int bad = 0, ops = 0;
   std::vector<double> opSeconds;
   const auto t0 = Clock::now();
   while (anotherOp(a, t, ops, t0)) {
+    const auto expected = patternPeriod(0, static_cast<uint64_t>(ops));
+    if (a.rank == 0) fillPattern(buf, expected);
     const auto s0 = Clock::now();
     if (a.rank == 0) {
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(0, static_cast<uint64_t>(ops), i);
       t.exchange(buf.data(), buf.size(), nullptr, 0, ops);
     } else {
-      std::fill(buf.begin(), buf.end(), 0);
       t.exchange(nullptr, 0, buf.data(), buf.size(), ops);
-      for (size_t i = 0; i < buf.size(); ++i) {
-        if (buf[i] != pattern(0, static_cast<uint64_t>(ops), i)) {
-          if (bad++ < 3) std::fprintf(stderr, "op %d byte %zu wrong\n", ops, i);
-          break;
-        }
-      }
     }
     opSeconds.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+    if (a.rank != 0) {
+      const size_t at = firstMismatch(buf, expected);
+      if (at != buf.size() && bad++ < 3) std::fprintf(stderr, "op %d byte %zu wrong\n", ops, at);
+    }
     ++ops;
   }
   std::sort(opSeconds.begin(), opSeconds.end());
@@ -695,28 +746,33 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   const size_t count = a.bytes / sizeof(float);
   const int n = a.world;
   const size_t seg = (count + n - 1) / n;
-  std::vector<float> data(seg * n), recvBuf(seg), sendBuf(seg);
+  std::vector<float> data(seg * n), recvBuf(seg);
   int bad = 0, ops = 0;
   const auto t0 = Clock::now();
   std::vector<double> opSeconds;
   while (anotherOp(a, t, ops, t0)) {
     for (size_t i = 0; i < data.size(); ++i)
       data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
+    // Every rank starts the timed operation together: a neighbour still checking the last
+    // result is the harness's time, not the network's.
+    ringBarrier(a, t);
     const auto s0 = Clock::now();
     int tag = 0;
+    const size_t segBytes = seg * sizeof(float);
     for (int step = 0; step < n - 1; ++step) {  // reduce-scatter
       const int sendSeg = (a.rank - step + n) % n;
-      const int recvSeg = (a.rank - step - 1 + 2 * n) % n;
-      std::memcpy(sendBuf.data(), &data[sendSeg * seg], seg * sizeof(float));
-      t.exchange(sendBuf.data(), seg * sizeof(float), recvBuf.data(), seg * sizeof(float), tag++);
-      for (size_t i = 0; i < seg; ++i) data[recvSeg * seg + i] += recvBuf[i];
+      float* into = &data[((a.rank - step - 1 + 2 * n) % n) * seg];
+      // The segment sent and the one reduced into differ, so the send reads `data` directly.
+      t.exchange(&data[sendSeg * seg], segBytes, recvBuf.data(), segBytes, tag++,
+                 [&](size_t offset, size_t len) {
+                   const size_t first = offset / sizeof(float), floats = len / sizeof(float);
+                   for (size_t i = first; i < first + floats; ++i) into[i] += recvBuf[i];
+                 });
     }
-    for (int step = 0; step < n - 1; ++step) {  // allgather
+    for (int step = 0; step < n - 1; ++step) {  // allgather: straight into place
       const int sendSeg = (a.rank + 1 - step + n) % n;
       const int recvSeg = (a.rank - step + n) % n;
-      std::memcpy(sendBuf.data(), &data[sendSeg * seg], seg * sizeof(float));
-      t.exchange(sendBuf.data(), seg * sizeof(float), recvBuf.data(), seg * sizeof(float), tag++);
-      std::memcpy(&data[recvSeg * seg], recvBuf.data(), seg * sizeof(float));
+      t.exchange(&data[sendSeg * seg], segBytes, &data[recvSeg * seg], segBytes, tag++);
     }
     opSeconds.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
     const float ranksSum = static_cast<float>(n * (n + 1) / 2);
