@@ -1,7 +1,7 @@
 """Per-rail alpha-beta parameters fitted to the benchmark suite's own results.
 
 Source: a suite result (bench/results/latest.json, `make bench`: 4 ranks on the TBF-shaped test
-bed) — its "nezha-single" series (every operation whole on the best rail) in each scenario. Each
+bed, some scenarios at 2; each is fitted at its own rank count) — its "nezha-single" series (every operation whole on the best rail) in each scenario. Each
 series is fitted as T(S) = c + b*S by least squares on relative error; with the ring's terms at N
 ranks, b = 2(N-1)/N * beta and c = 2(N-1)*alpha + agreement(N), the agreement being the
 runtime's all-to-all control round (alpha + (N-1)*per_message, per_message assumed, see
@@ -43,11 +43,13 @@ def series_times(scenario, series):
 def fit_suite(result, per_message=DEFAULT_PER_MESSAGE):
     """Fit the suite result: returns a dict with alpha, efficiency, per_message, split cost, notes."""
     n = result["ranks"]
-    a_ring, b_ring = algorithm_terms("ring", n)
-    alphas, effs = [], []
+    alphas, effs, ranks = [], [], set()
     for sc in result["scenarios"]:
         if "nezha-single" not in sc["series"]:
             continue
+        n = sc.get("ranks") or result["ranks"]  # a suite may run some scenarios at other rank counts
+        ranks.add(n)
+        a_ring, b_ring = algorithm_terms("ring", n)
         sizes, times = series_times(sc, "nezha-single")
         c, b = fit_line(sizes, times)
         beta = b / b_ring
@@ -58,11 +60,13 @@ def fit_suite(result, per_message=DEFAULT_PER_MESSAGE):
     if not effs:
         raise ValueError("the suite result has no nezha-single series to fit")
     return {
-        "ranks": n,
+        "ranks": result["ranks"],
+        "ranks_fitted": sorted(ranks),
         "alpha": float(np.mean(alphas)),
         "efficiency": float(np.mean(effs)),
         "per_message": per_message,
-        "source": f"{result.get('mode', '?')} suite run started {result.get('started', '?')}, {n} ranks",
+        "source": f"{result.get('mode', '?')} suite run started {result.get('started', '?')}, "
+                  f"{' and '.join(str(k) for k in sorted(ranks))} ranks",
     }
 
 

@@ -49,11 +49,11 @@ def scenario_sched(rates, fit, scheme, split_cost):
 
 def fit_split_cost(suite, fit):
     """Per-operation cost of splitting, from the homogeneous adaptive series where it runs hot."""
-    n = suite["ranks"]
     diffs = []
     for sc in suite["scenarios"]:
         if "nezha-adaptive" not in sc["series"]:
             continue
+        n = sc.get("ranks") or suite["ranks"]
         sched = scenario_sched(sc["rates_mbit"], fit, "all-to-all", 0.0)
         sizes, times = params.series_times(sc, "nezha-adaptive")
         for s, t in zip(sizes, times):
@@ -65,8 +65,8 @@ def fit_split_cost(suite, fit):
 def validate(suite, nccl, fit, split_cost):
     """Model vs measurement: the suite's adaptive series (its ranks) and the NCCL plugin's ratios."""
     rows = []
-    n = suite["ranks"]
     for sc in suite["scenarios"]:
+        n = sc.get("ranks") or suite["ranks"]
         sched = scenario_sched(sc["rates_mbit"], fit, "all-to-all", split_cost)
         for series in ("nezha-adaptive", "nezha-single"):
             if series not in sc["series"]:
@@ -225,7 +225,7 @@ def plot(res, fit, split_cost, rows, out, stamp):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("allreduce size (bytes)")
     ax.set_ylabel("model time / measured time")
-    ax.set_title(f"Validation against the test bed ({fit['ranks']} ranks)")
+    ax.set_title(f"Validation against the test bed ({' and '.join(map(str, fit.get('ranks_fitted', [fit['ranks']])))} ranks)")
     ax.legend(fontsize=6)
     ax.grid(True, alpha=0.3)
     files["validation"] = f"sim-validation-{stamp}.png"
@@ -250,7 +250,7 @@ def report(fit, split_cost, vsum, ratios, res, checks, files, suite_path):
         lines += ["", "| NCCL plugin run | ranks | 2 rails / 1 rail measured | model |", "|---|---|---|---|"]
         for r in ratios:
             lines.append(f"| {r['source']} | {r['ranks']} | {r['measured_2rail_over_1rail']:.2f}x | {r['model_2rail_over_1rail']:.2f}x |")
-    lines += ["", "Ranks the model was checked at: " + ", ".join(sorted({str(r["ranks"]) for r in ratios} | {str(fit["ranks"])})) +
+    lines += ["", "Ranks the model was checked at: " + ", ".join(sorted({str(r["ranks"]) for r in ratios} | {str(k) for k in fit.get("ranks_fitted", [fit["ranks"]])})) +
               " (the 2-8-rank test-bed sweep checks the discrete-event simulator).", ""]
     lines += ["Paper trends (Nezha v2 Fig. 9/11):", ""]
     for name, ok, detail in checks:

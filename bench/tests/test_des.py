@@ -234,3 +234,94 @@ def test_fit_recovers_step_latency_per_rank_count():
     got = fit_alpha_by_ranks(doc, fit)
     assert got[2] == pytest.approx(true[2], rel=0.05)
     assert got[8] == pytest.approx(true[8], rel=0.05)
+
+
+
+# The launch replay (launch.py): a benchmark launch operation by operation on one network, the
+# token buckets carried over from the probe and from one size to the next.
+TWO_TO_ONE = (Link("fast", A, 1 / 25e6, G), Link("slow", 20 * A, 1 / 12.5e6, G))  # the tuner has to move
+TWO_TO_ONE_TBF = (Link("fast", A, 1 / 25e6, G, burst=131072, line_beta=1 / 500e6),
+                  Link("slow", A, 1 / 12.5e6, G, burst=131072, line_beta=1 / 500e6))
+
+
+def test_launch_replay_carries_the_probe_buckets_into_the_first_size():
+    from sim.des.launch import Launch, replay
+
+    pol = Policy(TWO_TO_ONE_TBF, 2)
+    # after the probe (the slow rail last) the slow rail's bucket is empty, the fast one's full
+    probed = Launch(pol)
+    assert probed.net.tokens[1][0] < 0.1 * 131072
+    assert probed.net.tokens[0][0] > 0.9 * 131072
+    runs = replay(pol, [128 << 10, 256 << 10], 10, 5)
+    first = runs[128 << 10]
+    # the first update (before operation 5) cuts the slow rail under 32 KiB of 128 KiB: whole on one rail
+    assert first.hot[:5] == [True] * 5
+    assert first.ratios[5][1] < 0.25 and not any(first.hot[5:])
+    # at 256 KiB the slow rail starts with the bucket it refilled while starved: its first
+    # update gives it more than its bandwidth share
+    second = runs[256 << 10]
+    assert max(r[1] for r in second.ratios) > 0.4
+    # the steady-state model (a loop of one operation, the tuner's fixed point) splits 128 KiB
+    ratios, _ = learn_ratios(pol, 128 << 10, 5)
+    assert run_op(pol, 128 << 10, ratios).hot
+
+
+def test_launch_counts_the_barrier_and_agrees_every_fifth_operation():
+    from sim.des.launch import Launch
+
+    launch = Launch(Policy(TWO_TO_ONE, 2), probe=False)
+    run = launch.size(1 << 20, 10, 5)
+    assert launch.ops == 16  # 10 warmup, the barrier, 5 timed
+    changes = [i for i in range(1, 15) if run.ratios[i] != run.ratios[i - 1]]
+    # updates before operations 5 and 10 (warmup) and 15 (the last timed one: 11-14 were timed
+    # after the barrier, which is operation 10)
+    assert changes == [5, 10, 14]
+    assert run.timed_from == 10 and len(run.timed) == 5
+    single = Launch(Policy(TWO_TO_ONE, 2), mode="single", probe=False).size(1 << 20, 2, 2)
+    assert not any(single.hot)
+
+
+def test_launches_of_a_measured_series():
+    from sim.des.launch import launches, parse_size
+
+    assert parse_size("128K") == 131072 and parse_size("4M") == 4 << 20 and parse_size("512") == 512
+    sc = {"series": {"nezha-adaptive": {"runs": [
+        {"band": "1K-64K", "warmup": 10, "iters": 30, "repeat": 0}, {"band": "1K-64K", "warmup": 10, "iters": 30, "repeat": 1},
+        {"band": "128K-4M", "warmup": 10, "iters": 5}]}}}
+    assert launches(sc, "nezha-adaptive") == [(1024, 65536, 10, 30), (131072, 4 << 20, 10, 5)]
+    assert launches(sc, "nezha-single") == []
+
+
+def test_measured_split_sizes_reads_where_the_runtime_split():
+    from sim.des.validate import measured_split_sizes
+
+    def pt(s, t, hot, r1=0):
+        return {"bytes": s, "time_us": t, "hot": hot, "rail_bytes": {"r0": s - r1, "r1": r1}}
+
+    ada = [pt(64 << 10, 100, False), pt(128 << 10, 210, False), pt(256 << 10, 260, True, 64 << 10),
+           pt(512 << 10, 500, True, 160 << 10)]
+    one = [{"bytes": s, "time_us": t} for s, t in ((64 << 10, 110), (128 << 10, 200), (256 << 10, 400),
+                                                     (512 << 10, 800))]
+    doc = {"ranks": 2, "scenarios": [{"ranks": 2, "rates_mbit": [200, 100], "series": {
+        "nezha-adaptive": {"results": ada}, "nezha-single": {"results": one}}}]}
+    m = measured_split_sizes(doc)[2]
+    assert m["first_split"] == 256 << 10
+    assert m["hot_sizes"] == [256 << 10, 512 << 10]
+    assert m["slow_share"][256 << 10] == pytest.approx(0.25)
+    assert m["same_plan_spread"] == pytest.approx(0.1)  # 110/100 at 64K, both one rail
+
+
+def test_fit_suite_fits_each_scenario_at_its_own_rank_count():
+    # A suite whose top-level ranks (4) differ from a scenario's (2): the scenario's series must be
+    # fitted at 2 ranks, or the ring's 2(N-1)/N bytes per rank skew its efficiency.
+    from sim.des.fit import fit_suite
+
+    rate, alpha, eff, line = 500, 60e-6, 0.9, 300e6
+    pol = Policy((link_for(rate, alpha, eff, line),), 2)
+    res = [{"bytes": s, "time_us": run_op(pol, s).seconds * 1e6} for s in (1 << k for k in range(10, 25))]
+    doc = {"ranks": 4, "scenarios": [{"name": "two", "ranks": 2, "rates_mbit": [rate], "best_rail": 0,
+                                      "series": {"nezha-single": {"results": res}}}]}
+    fit = fit_suite(doc)
+    assert fit["rails"][0]["ranks"] == 2
+    assert fit["efficiency"] == pytest.approx(eff, rel=0.02)
+    assert "2 ranks" in fit["source"]

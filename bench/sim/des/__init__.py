@@ -13,4 +13,7 @@ liveness.py   heartbeats to the log2 N neighbours with a flooded verdict (the ru
               issue 18): traffic per rank, and a host losing every rail (when every peer knows)
 waves.py      a restored rail re-entering between waves of the operation in flight
 control_report.py  the report's control-plane section and its issue-18 PASS/MISS lines
+launch.py     a benchmark launch replayed operation by operation (probe, warmup, barrier, the tuner
+              every 5 operations, TBF buckets carried over): what the validation compares with
+launch_report.py   the report's lines on where the split starts on the bed and the replay's errors
 """

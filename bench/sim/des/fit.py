@@ -102,8 +102,9 @@ def fit_suite(result):
         if not pts:
             continue
         rate = sc["rates_mbit"][sc["best_rail"]]
-        alpha, eff, line = fit_rail(rate, n, pts)
-        rails.append({"scenario": sc["name"], "rate_mbit": rate, "alpha": alpha, "efficiency": eff,
+        ranks = sc.get("ranks") or n  # a suite may run some scenarios at other rank counts
+        alpha, eff, line = fit_rail(rate, ranks, pts)
+        rails.append({"scenario": sc["name"], "rate_mbit": rate, "ranks": ranks, "alpha": alpha, "efficiency": eff,
                       "line_Bps": line})
     if not rails:
         raise ValueError("the suite result has no nezha-single series to fit")
@@ -111,7 +112,8 @@ def fit_suite(result):
            "alpha": statistics.mean(r["alpha"] for r in rails),
            "efficiency": statistics.mean(r["efficiency"] for r in rails),
            "line_Bps": statistics.mean(r["line_Bps"] for r in rails),
-           "source": f"{result.get('mode', '?')} suite run started {result.get('started', '?')}, {n} ranks"}
+           "source": f"{result.get('mode', '?')} suite run started {result.get('started', '?')}, "
+                     f"{' and '.join(str(k) for k in sorted({r['ranks'] for r in rails}))} ranks"}
     fit["split_cost"] = fit_split_cost(result, fit)
     return fit
 
@@ -156,10 +158,9 @@ def fit_alpha_by_ranks(result, fit):
 
 
 def fit_split_cost(result, fit):
-    n = result["ranks"]
     excess = []
     for sc in result["scenarios"]:
-        pol = policy_for(sc["rates_mbit"], n, fit, split_cost=0.0)
+        pol = policy_for(sc["rates_mbit"], sc.get("ranks") or result["ranks"], fit, split_cost=0.0)
         for s, t in series(sc, "nezha-adaptive"):
             if 256 << 10 <= s <= 4 << 20:
                 ratios, _ = learn_ratios(pol, s, 5)
