@@ -27,7 +27,7 @@ from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: 
 from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, load_tunables  # noqa: E402
 from harness.goals import evaluate_all  # noqa: E402
 from harness.runner import RunContext, log, run_scenario  # noqa: E402
-from harness.series import SERIES, by_name, warmup_for  # noqa: E402
+from harness.series import SERIES, by_name, paired_args, warmup_for  # noqa: E402
 from harness.sizes import clip_bands, parse_bytes  # noqa: E402
 from harness.testbed import Testbed, TestbedError  # noqa: E402
 
@@ -113,8 +113,8 @@ def estimate_seconds(a, tun) -> float:
                 bands = hand_split.bands_for(a.bands)
                 launches = len(hand_split.candidate_splits(scen.rates_mbit, scen.best_rail()))
             for band in bands:
-                total += launches * budget.band_seconds_all_repeats(band, speed,
-                                                                    warmup_for(spec, band, tun.adaptive_warmup))
+                total += launches * budget.band_seconds_all_repeats(
+                    band, speed, warmup_for(spec, band, tun.adaptive_warmup), paired=bool(paired_args(spec, band)))
     return total
 
 

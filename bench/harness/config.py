@@ -107,7 +107,7 @@ def draw_scenarios(seed: int, count: int) -> tuple[Scenario, ...]:
 
 # Full run: 1 KiB .. 256 MiB. Fewer iterations as sizes grow keep every band to tens of seconds.
 FULL_BANDS = (
-    Band(1 << 10, 64 << 10, warmup=5, iters=30, repeats=5, pinned=True),
+    Band(1 << 10, 64 << 10, warmup=5, iters=500, repeats=5, pinned=True, paired="single"),
     Band(128 << 10, 4 << 20, warmup=3, iters=10, repeats=2),
     Band(8 << 20, 32 << 20, warmup=2, iters=5),
     Band(64 << 20, 256 << 20, warmup=1, iters=3),
@@ -115,7 +115,7 @@ FULL_BANDS = (
 
 # Quick run (smoke test, `make demo-runtime`): 1 KiB .. 32 MiB, still reaching the >= 16 MiB goals.
 QUICK_BANDS = (
-    Band(1 << 10, 64 << 10, warmup=2, iters=10, repeats=2, pinned=True),
+    Band(1 << 10, 64 << 10, warmup=2, iters=20, repeats=2, pinned=True, paired="single"),
     Band(128 << 10, 4 << 20, warmup=1, iters=4),
     Band(8 << 20, 32 << 20, warmup=1, iters=2),
 )

@@ -14,7 +14,7 @@ PASS, MISS, INCOMPLETE, NOT_RUN = "PASS", "MISS", "INCOMPLETE", "NOT RUN"
 class Goal:
     id: str
     text: str
-    ratio: str  # a name from ratios.RATIO_SPECS
+    ratio: str  # a name from ratios.RATIO_NAMES
     scenarios: tuple[str, ...]
     target: float
     min_bytes: int = 0
@@ -39,8 +39,10 @@ GOALS = (
     Goal("vs-gloo", ">= 1.0x Gloo on one rail", "nezha/gloo-1-rail", ("homogeneous", "heterogeneous"), 1.0),
     Goal("vs-mptcp", ">= 1.1x Gloo over MPTCP", "nezha/gloo-mptcp", ("homogeneous", "heterogeneous"), 1.1,
          min_bytes=16 << 20),
-    Goal("latency", "<= 1.05x best single rail latency", "nezha/best-single", ("homogeneous", "heterogeneous"),
-         1.05, max_bytes=64 << 10, kind="latency"),
+    # Judged side by side: the adaptive policy and the best single rail in the same launches
+    # (Band.paired); separate launches of each differ by more than the 5 % judged.
+    Goal("latency", "<= 1.05x best single rail latency (same launch)", "nezha/best-single-paired",
+         ("homogeneous", "heterogeneous"), 1.05, max_bytes=64 << 10, kind="latency"),
 )
 
 
@@ -111,8 +113,8 @@ def issue18_goals(random_scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
              random_scenarios, 0.97, min_bytes=16 << 20),
         Goal("i18-hand-split", ">= 0.97 of Gloo hand-split at the best static ratio", "nezha/gloo-hand-split",
              random_scenarios, 0.97, min_bytes=16 << 20),
-        Goal("i18-latency", "<= 1.05x best single rail latency", "nezha/best-single", random_scenarios, 1.05,
-             max_bytes=64 << 10, kind="latency"),
+        Goal("i18-latency", "<= 1.05x best single rail latency (same launch)", "nezha/best-single-paired",
+             random_scenarios, 1.05, max_bytes=64 << 10, kind="latency"),
     )
 
 

@@ -30,6 +30,25 @@ def validate_tool_doc(doc, source: str) -> None:
             v = row[key]
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{source}: results[{i}].{key} must be a number >= 0, got {v!r}")
+        if "paired" in row:
+            p = row["paired"]
+            v = p.get("time_us") if isinstance(p, dict) else None
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{source}: results[{i}].paired.time_us must be a number >= 0, got {v!r}")
+
+
+# The statistics a paired speedup is taken of, and the merged row's field for each: the trimmed
+# mean (judged; nezha-bench kTrimmedShare says why) and the plain mean (reported next to it).
+PAIRED_STATS = (("op_trimmed_us", "paired_speedup"), ("time_us", "paired_speedup_mean"))
+
+
+def paired_speedup(row: dict, stat: str = "op_trimmed_us"):
+    """The paired policy's time over this row's own (nezha-bench --paired-policy, one launch),
+    by `stat`: > 1 when this series was faster. None without a paired measurement of it."""
+    p = row.get("paired")
+    if not isinstance(p, dict) or not row.get(stat) or not p.get(stat):
+        return None
+    return p[stat] / row[stat]
 
 
 def merge_band_docs(docs: list[tuple[str, dict]]) -> dict:
@@ -81,6 +100,13 @@ def median_of_repeats(docs: list[tuple[str, dict]]) -> tuple[str, dict]:
         reps = sorted(rows_by_size[b], key=lambda r: r["time_us"])
         row = dict(reps[(len(reps) - 1) // 2])
         row["repeats_time_us"] = [r["time_us"] for r in rows_by_size[b]]
+        for stat, field in PAIRED_STATS:
+            speedups = [paired_speedup(r, stat) for r in rows_by_size[b]]
+            if all(x is not None for x in speedups):
+                # Each launch's own side-by-side ratio, then their median (not the ratio of the
+                # median launches: those may be different launches on each side).
+                row["repeats_" + field] = speedups
+                row[field] = sorted(speedups)[(len(speedups) - 1) // 2]
         if any(r["check"] == "failed" for r in reps):
             row["check"] = "failed"
         rows.append(row)

@@ -3,7 +3,14 @@ that size; a missing size on either side gives None (printed as n/a), never a gu
 
 from typing import Optional
 
+from .merge import PAIRED_STATS, paired_speedup
+
 NEZHA = "nezha-adaptive"
+# The adaptive series against the best single rail measured in the same launches (Band.paired:
+# nezha-bench --paired-policy single, interleaved): the median over repeats of each launch's own
+# ratio of trimmed means (judged), and of plain means (reported). n/a without a pair.
+PAIRED_SINGLE = "nezha/best-single-paired"
+PAIRED_SINGLE_MEAN = "nezha/best-single-paired-mean"
 
 # (ratio name, numerator series, denominator series). Order = column order in the tables.
 RATIO_SPECS = (
@@ -35,11 +42,26 @@ def ratio(num: Optional[dict], den: Optional[dict]) -> Optional[float]:
     return a / b
 
 
+RATIO_NAMES = tuple(name for name, _, _ in RATIO_SPECS) + (PAIRED_SINGLE, PAIRED_SINGLE_MEAN)
+
+
+def paired_ratio(row: Optional[dict], stat: str = "op_trimmed_us") -> Optional[float]:
+    """The side-by-side speedup of a row of the adaptive series by `stat` (merge.PAIRED_STATS;
+    the median over its repeats when it has them), None when it has no pair or failed its check."""
+    if row is None or row.get("check") == "failed":
+        return None
+    field = dict(PAIRED_STATS)[stat]
+    return row[field] if row.get(field) else paired_speedup(row, stat)
+
+
 def compute_ratios(series_rows: dict[str, list[dict]], sizes: list[int]) -> dict[str, list[dict]]:
-    """{ratio name: [{"bytes": b, "ratio": r|None}, ...]} for every spec and size."""
+    """{ratio name: [{"bytes": b, "ratio": r|None}, ...]} for every name in RATIO_NAMES and size."""
     indexed = {name: by_bytes(rows) for name, rows in series_rows.items()}
     out = {}
     for name, num, den in RATIO_SPECS:
         n, d = indexed.get(num, {}), indexed.get(den, {})
         out[name] = [{"bytes": b, "ratio": ratio(n.get(b), d.get(b))} for b in sizes]
+    adaptive = indexed.get(NEZHA, {})
+    out[PAIRED_SINGLE] = [{"bytes": b, "ratio": paired_ratio(adaptive.get(b))} for b in sizes]
+    out[PAIRED_SINGLE_MEAN] = [{"bytes": b, "ratio": paired_ratio(adaptive.get(b), "time_us")} for b in sizes]
     return out

@@ -14,7 +14,7 @@ from .config import Scenario, Tunables
 from .launch import run_ranks
 from .merge import constant_series, median_of_repeats, merge_band_docs
 from .ratios import compute_ratios
-from .series import SeriesSpec, make_launch, warmup_for
+from .series import SeriesSpec, make_launch, paired_args, warmup_for
 from .sizes import Band
 from .testbed import Testbed, diff_tx
 
@@ -34,8 +34,9 @@ class RunContext:
     port: int = 0
 
     def next_port(self) -> int:
-        # A fresh port per launch: the previous job's sockets may still be in TIME_WAIT.
-        self.port = (self.port or self.tun.rendezvous_port) + 1
+        # A fresh port per launch: the previous job's sockets may still be in TIME_WAIT. Two per
+        # launch: a paired launch (Band.paired) joins its second communicator on port + 1.
+        self.port = (self.port or self.tun.rendezvous_port) + 2
         return self.port
 
 
@@ -73,7 +74,8 @@ def run_launch(ctx: RunContext, scenario: Scenario, spec: SeriesSpec, band: Band
                          store_dir, rendezvous, split)
     # Timeout from the slowest plausible speed (best single rail), so only hangs are killed.
     best_rate = scenario.rates_mbit[scenario.best_rail()]
-    expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup)
+    expected = budget.band_seconds(band, single_rail_algbw_gbps(best_rate, world), warmup,
+                                   paired=bool(paired_args(spec, band)))
     tx0, mp0 = ctx.bed.rail_tx_bytes(), ctx.bed.mptcp_counters()
     argv_for = pinned_argv(launch.argv) if band.pinned else launch.argv
     res = run_ranks(ctx.bed, world, argv_for, launch.env, budget.launch_timeout(expected), ctx.work_dir, tag)

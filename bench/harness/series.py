@@ -63,6 +63,13 @@ def sweep_args(band: Band, warmup: int, json_path: str, check: bool) -> list[str
     return args + (["--check"] if check else [])
 
 
+def paired_args(spec: SeriesSpec, band: Band) -> list[str]:
+    """The adaptive series runs the band's paired policy in the same launch (Band.paired)."""
+    if not band.paired or spec.tool != "nezha" or spec.policy != "adaptive":
+        return []
+    return ["--paired-policy", band.paired]
+
+
 @dataclass
 class Launch:
     """Everything that differs per rank for one invocation of a series on one band."""
@@ -109,5 +116,5 @@ def make_launch(spec: SeriesSpec, scenario: Scenario, world: int, tool_path: str
                 warmup: int, json_path: str, check: bool, store_dir: str, rendezvous: str,
                 split: tuple[float, ...] = ()) -> Launch:
     return Launch(spec=spec, scenario=scenario, world=world, rails=len(scenario.rates_mbit),
-                  argv_common=[tool_path, *sweep_args(band, warmup, json_path, check)],
+                  argv_common=[tool_path, *sweep_args(band, warmup, json_path, check), *paired_args(spec, band)],
                   store_dir=store_dir, rendezvous=rendezvous, token=secrets.token_hex(32), split=split)

@@ -52,6 +52,12 @@ class Band:
     # the latency goal judges. Bands that move bytes stay unpinned: their ranks' rail threads
     # need both cores.
     pinned: bool = False
+    # A policy the adaptive series also runs in the same launch, on a second communicator,
+    # interleaved with its own operations (nezha-bench --paired-policy): the latency goal's ratio
+    # then comes from one launch, side by side. Separate launches differ by more than the 5 %
+    # judged even pinned: a launch the machine slows, it slows as a whole (bench/README.md,
+    # "Latency, side by side").
+    paired: str = ""
 
     def sizes(self, factor: int = 2) -> list[int]:
         return sweep(self.min_bytes, self.max_bytes, factor)
@@ -71,5 +77,5 @@ def clip_bands(bands: list[Band], min_bytes: int, max_bytes: int) -> list[Band]:
             while start < lo:
                 start *= 2
             if start <= hi:
-                out.append(Band(start, hi, b.warmup, b.iters, b.repeats, b.pinned))
+                out.append(Band(start, hi, b.warmup, b.iters, b.repeats, b.pinned, b.paired))
     return out

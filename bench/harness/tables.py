@@ -3,7 +3,7 @@ scenario, and the goals table."""
 
 from typing import Optional, Sequence
 
-from .ratios import RATIO_SPECS, by_bytes
+from .ratios import RATIO_NAMES, by_bytes
 from .sizes import format_bytes
 
 
@@ -53,8 +53,8 @@ def series_table(series_rows: dict[str, list[dict]], order: Sequence[str], sizes
 
 
 def ratio_table(ratios: dict[str, list[dict]]) -> str:
-    """One row per size, one column per ratio spec (in RATIO_SPECS order)."""
-    names = [name for name, _, _ in RATIO_SPECS if name in ratios]
+    """One row per size, one column per ratio (in RATIO_NAMES order)."""
+    names = [name for name in RATIO_NAMES if name in ratios]
     if not names:
         return "(no ratios)"
     sizes = [r["bytes"] for r in ratios[names[0]]]

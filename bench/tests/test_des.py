@@ -152,6 +152,13 @@ def test_learned_split_is_bandwidth_proportional_for_large_operations():
     assert run_op(pol, 64 << 20, ratios).seconds < run_op(pol, 64 << 20, force="cold").seconds
 
 
+def test_sizes_without_room_for_two_slices_run_cold_like_the_runtime():
+    pol = Policy((Link("fast", A, 1 / 100e6, G), Link("slow", A, 1 / 25e6, G)), 4, cold_threshold=16 << 10)
+    assert not pol.splittable(32 << 10) and not pol.splittable((64 << 10) - 4) and pol.splittable(64 << 10)
+    assert pol.plan(32 << 10, [0.5, 0.5]) == [(pol.cold_rail(32 << 10), 0, (32 << 10) // 4)]
+    assert len(pol.plan(1 << 20, [0.5, 0.5])) == 2
+
+
 def test_agreement_round_grows_linearly_all_to_all_and_logarithmically_as_a_tree():
     a2a = [control.round_seconds([RAIL], 0, n, 14, "all-to-all") for n in (64, 128, 256)]
     tree = [control.round_seconds([RAIL], 0, n, 14, "tree") for n in (64, 128, 256)]

@@ -85,6 +85,44 @@ def test_median_of_repeats_takes_median_time_per_size():
     assert all(r["check"] == "failed" for r in two["results"])
 
 
+def test_median_of_repeats_keeps_each_launchs_paired_speedup_and_their_median():
+    from harness.merge import median_of_repeats, paired_speedup
+
+    def rep(times, paired):
+        d = doc([1024])
+        r = d["results"][0]
+        r["time_us"], r["algbw_gbps"], r["op_trimmed_us"] = times, 1024 / (times * 1e3), times - 5
+        r["paired"] = {"time_us": paired, "op_trimmed_us": paired - 5}
+        return d
+
+    # Launch-wide noise: b is slow on both sides, yet its own ratio is ~1 like the others'.
+    _, merged = median_of_repeats([("a", rep(100, 110)), ("b", rep(300, 290)), ("c", rep(120, 114))])
+    row = merged["results"][0]
+    assert row["repeats_paired_speedup_mean"] == [pytest.approx(1.1), pytest.approx(290 / 300),
+                                                  pytest.approx(0.95)]
+    assert row["paired_speedup_mean"] == pytest.approx(290 / 300)
+    # The judged one is of the trimmed means.
+    assert row["repeats_paired_speedup"] == [pytest.approx(105 / 95), pytest.approx(285 / 295),
+                                             pytest.approx(109 / 115)]
+    assert row["paired_speedup"] == pytest.approx(285 / 295)
+    assert paired_speedup({"time_us": 100}) is None
+    assert paired_speedup({"time_us": 0, "paired": {"time_us": 5}}, "time_us") is None
+    assert paired_speedup({"time_us": 10, "paired": {"time_us": 5}}) is None  # no trimmed mean
+    # A repeat without a pair leaves the size without a paired speedup (never a partial median).
+    _, part = median_of_repeats([("a", rep(100, 110)), ("b", doc([1024]))])
+    assert "paired_speedup" not in part["results"][0]
+
+
+def test_a_malformed_paired_measurement_is_rejected_by_name():
+    d = doc([1024])
+    d["results"][0]["paired"] = {"time_us": "fast"}
+    with pytest.raises(ValueError, match=r"x: results\[0\]\.paired\.time_us must be a number"):
+        validate_tool_doc(d, "x")
+    d["results"][0]["paired"] = [1]
+    with pytest.raises(ValueError, match="paired.time_us"):
+        validate_tool_doc(d, "x")
+
+
 def test_median_of_repeats_rejects_different_sizes():
     from harness.merge import median_of_repeats
 

@@ -1,7 +1,7 @@
 import pytest
 
 from harness.goals import GOALS, INCOMPLETE, MISS, NOT_RUN, PASS, Goal, evaluate, evaluate_all
-from harness.ratios import RATIO_SPECS, compute_ratios, ratio
+from harness.ratios import PAIRED_SINGLE, PAIRED_SINGLE_MEAN, RATIO_NAMES, RATIO_SPECS, compute_ratios, ratio
 
 
 def rows(values, check="ok"):
@@ -23,10 +23,34 @@ def test_compute_ratios_per_size_with_gaps():
         "gloo-best-rail": rows({4 << 20: 0.05}),
     }
     r = compute_ratios(series, [1024, 4 << 20])
-    assert set(r) == {name for name, _, _ in RATIO_SPECS}
+    assert set(r) == set(RATIO_NAMES) == {name for name, _, _ in RATIO_SPECS} | {PAIRED_SINGLE, PAIRED_SINGLE_MEAN}
     assert [x["ratio"] for x in r["nezha/best-single"]] == [pytest.approx(1.0), pytest.approx(2.0)]
     assert [x["ratio"] for x in r["nezha/gloo-1-rail"]] == [None, pytest.approx(1.6)]
     assert all(x["ratio"] is None for x in r["nezha/gloo-mptcp"])
+
+
+def test_paired_ratio_comes_from_the_adaptive_rows_own_pair():
+    def row(b, check="ok", **paired):
+        return {"bytes": b, "algbw_gbps": 0.01 * b / 1024, "time_us": 100.0, "op_trimmed_us": 90.0, "check": check,
+                "paired": paired}
+
+    adaptive = [row(1024, time_us=110.0, op_trimmed_us=92.7),
+                {**row(2048, time_us=500.0, op_trimmed_us=500.0), "paired_speedup": 0.9, "paired_speedup_mean": 0.8},
+                row(4096, "failed", time_us=99.0, op_trimmed_us=99.0),
+                {"bytes": 8192, "algbw_gbps": 0.08, "time_us": 100.0, "check": "ok"}]
+    # The separate nezha-single launches say 2x here; the paired ratio ignores them.
+    single = [{"bytes": b, "algbw_gbps": 0.005 * b / 1024, "check": "ok"} for b in (1024, 2048, 4096, 8192)]
+    r = compute_ratios({"nezha-adaptive": adaptive, "nezha-single": single}, [1024, 2048, 4096, 8192, 16384])
+    # Over repeats the median of the launches' own ratios wins over the median row's pair.
+    assert [x["ratio"] for x in r[PAIRED_SINGLE]] == [pytest.approx(1.03), pytest.approx(0.9), None, None, None]
+    assert [x["ratio"] for x in r[PAIRED_SINGLE_MEAN]] == [pytest.approx(1.1), pytest.approx(0.8), None, None, None]
+    assert [x["ratio"] for x in r["nezha/best-single"]][:2] == [pytest.approx(2.0), pytest.approx(2.0)]
+
+
+def test_latency_goals_are_judged_side_by_side():
+    from harness.goals import issue18_goals
+
+    assert {g.ratio for g in (*GOALS, *issue18_goals(("random1",))) if g.kind == "latency"} == {PAIRED_SINGLE}
 
 
 def scen(**ratios):
@@ -88,7 +112,7 @@ def test_goal_table_covers_issue_goals():
     ids = {g.id for g in GOALS}
     assert {"bw-homogeneous", "bw-heterogeneous", "vs-gloo", "vs-mptcp", "latency"} <= ids
     for g in GOALS:
-        assert g.ratio in {name for name, _, _ in RATIO_SPECS}
+        assert g.ratio in RATIO_NAMES
     assert all(r["status"] == NOT_RUN for r in evaluate_all({}))
 
 

@@ -67,3 +67,28 @@ def test_the_latency_band_is_pinned_and_the_byte_moving_bands_are_not():
     for bands in (FULL_BANDS, QUICK_BANDS):
         assert [b.pinned for b in bands] == [b.max_bytes <= 64 << 10 for b in bands]
     assert clip_bands(list(FULL_BANDS), 2048, 1 << 20)[0].pinned  # --min/--max-bytes keep it
+
+
+def test_the_latency_band_pairs_the_adaptive_series_with_the_single_rail_in_one_launch(stopped_launch):
+    from harness.config import FULL_BANDS, QUICK_BANDS
+    from harness.sizes import clip_bands
+
+    for bands in (FULL_BANDS, QUICK_BANDS):
+        assert [b.paired for b in bands] == ["single" if b.max_bytes <= 64 << 10 else "" for b in bands]
+    assert clip_bands(list(FULL_BANDS), 2048, 1 << 20)[0].paired == "single"
+    band = Band(1024, 2048, 1, 2, pinned=True, paired="single")
+    adaptive = stopped_launch(HET, SPECS["nezha-adaptive"], band)["argv"](0)
+    assert adaptive[adaptive.index("--paired-policy") + 1] == "single"
+    # Only the adaptive series carries the pair; the others (and unpaired bands) run alone.
+    for name in ("nezha-single", "nezha-static", "gloo-best-rail"):
+        assert "--paired-policy" not in stopped_launch(HET, SPECS[name], band)["argv"](0)
+    assert "--paired-policy" not in stopped_launch(HET, SPECS["nezha-adaptive"], Band(1024, 2048, 1, 2))["argv"](0)
+
+
+def test_launches_step_rendezvous_ports_by_two_for_the_paired_communicator():
+    from harness import runner
+    from harness.config import load_tunables
+
+    ctx = runner.RunContext(tun=load_tunables(), bed=None, bands=[], work_dir="/w", check=True, iperf=False)
+    first, second = ctx.next_port(), ctx.next_port()
+    assert second - first == 2  # a paired launch also uses first + 1

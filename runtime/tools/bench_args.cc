@@ -29,7 +29,8 @@ enum Flag {
   kLoopSeconds,
   kTrace,
   kReadyFile,
-  kVsComposed
+  kVsComposed,
+  kPairedPolicy
 };
 // --json and --out are the same flag: nezha-bench writes results there, nezha-tune the table.
 const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
@@ -50,6 +51,7 @@ const struct option kLongOptions[] = {{"help", no_argument, nullptr, 'h'},
                                       {"trace", required_argument, nullptr, kTrace},
                                       {"ready-file", required_argument, nullptr, kReadyFile},
                                       {"vs-composed", no_argument, nullptr, kVsComposed},
+                                      {"paired-policy", required_argument, nullptr, kPairedPolicy},
                                       {nullptr, 0, nullptr, 0}};
 
 double positiveSeconds(const std::string& v, const char* flag, double max) {
@@ -118,6 +120,13 @@ void applyFlag(int flag, const std::string& v, BenchArgs& a) {
     case kVsComposed:
       a.vsComposed = true;
       return;
+    case kPairedPolicy:
+      if (v != "adaptive" && v != "static" && v != "single") {
+        throw ConfigError(
+            strCat("--paired-policy ", v, " is unknown (want adaptive, static or single)"));
+      }
+      a.pairedPolicy = v;
+      return;
   }
   NEZHA_ENFORCE(false, "unhandled flag ", flag);
 }
@@ -149,6 +158,9 @@ bool parseBenchArgs(int argc, char** argv, BenchArgs& a, const char* usage) {
   }
   if (a.vsComposed && a.op != OpKind::kAlltoall) {
     throw ConfigError("--vs-composed compares alltoall paths: it needs --op alltoall");
+  }
+  if (!a.pairedPolicy.empty() && (a.loopSeconds > 0 || a.vsComposed)) {
+    throw ConfigError("--paired-policy is for sweeps: not with --loop-seconds or --vs-composed");
   }
   if (a.loopSeconds > 0 && (a.op != OpKind::kAllreduce || a.reduce != ReduceOp::kSum)) {
     throw ConfigError("--loop-seconds runs allreduce with --reduce sum only");

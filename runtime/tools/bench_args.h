@@ -30,6 +30,9 @@ struct BenchArgs {
   // nezha-bench --op alltoall: also time the allgather-composed alltoall (the path before
   // issue 18) at every size, in the same run (alltoall_composed.h).
   bool vsComposed = false;
+  // nezha-bench: also run every size under this policy on a second communicator, interleaved
+  // with the first (empty: off).
+  std::string pairedPolicy;
 };
 
 // Parses the whole command line (argv[0] is the program) with getopt_long, so --flag=value and

@@ -134,7 +134,8 @@ class Launch:
             nb[r] = sum(c for _, _, c in per[r][1]) * pol.elem
         self.eng.now = max([self.eng.now] + [t0 + s for s in secs])
         self._round()
-        if self.mode == "adaptive" and nbytes >= pol.threshold and len(pol.live()) > 1:  # Scheduler::record
+        if (self.mode == "adaptive" and nbytes >= pol.threshold and pol.splittable(nbytes)
+                and len(pol.live()) > 1):  # Scheduler::plan tables it, Scheduler::record counts it
             e = self.table.setdefault(nbytes, {"ratios": list(pol.base), "bytes": [0.0] * nr,
                                                "seconds": [0.0] * nr, "pending": 0})
             e["bytes"] = [a + b for a, b in zip(e["bytes"], nb)]

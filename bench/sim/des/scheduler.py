@@ -4,7 +4,8 @@
                over (a 1 MiB allreduce - latency), both run on the simulated rail (probe.cc)
   threshold    autoColdThreshold (tuner.cc): the smallest power of two >= 16 KiB where
                max(lat) + S/sum(bw) < min_i(lat_i + S/bw_i)
-  cold         bytes < threshold: the whole operation on argmin_i lat_i + S/bw_i
+  cold         bytes < threshold, or too few bytes for two 32 KiB slices: the whole operation
+               on argmin_i lat_i + S/bw_i
   hot          split by the table entry's ratios (toWeights + splitCount, slices >= 32 KiB)
   tuner        tuneRatios: each rail's share moves `gain` of the way to bytes/seconds
   chunking     each slice runs as min(16, bytes / 4 MiB) chunks in order on its rail
@@ -146,11 +147,16 @@ class Policy:
     def cold_rail(self, nbytes):
         return min(self.live(), key=lambda i: (self.lat[i] + nbytes / self.bw[i], i))
 
+    def splittable(self, nbytes):
+        """Room for two minimum slices (scheduler.cc): below it the runtime runs an operation
+        above the threshold cold too, with no table entry."""
+        return nbytes // self.elem >= 2 * -(-self.min_slice // self.elem)
+
     def plan(self, nbytes, ratios=None, force=None):
         """[(rail, offset_units, units)] of one allreduce; force = "cold" | "hot" overrides the
         threshold (to price both sides of it)."""
         units = nbytes // self.elem
-        hot = nbytes >= self.threshold if force is None else force == "hot"
+        hot = nbytes >= self.threshold and self.splittable(nbytes) if force is None else force == "hot"
         if not hot or len(self.live()) == 1:
             return [(self.cold_rail(nbytes), 0, units)] if units else []
         r = [x if self.alive[i] else 0.0 for i, x in enumerate(ratios or self.base)]

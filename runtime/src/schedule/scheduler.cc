@@ -122,6 +122,10 @@ Plan Scheduler::plan(OpKind op, size_t units, size_t unitBytes, bool offloadable
       size_t byteRails = 0;
       for (size_t i = 0; i < nrails_; ++i) byteRails += alive_[i] && !offload_[i];
       if (byteRails == 1) return whole(coldFor());
+      // Too small to give two rails a minimum slice each: it can only run whole, so it runs as a
+      // cold operation. A table entry would learn nothing and cost a timing agreement (two
+      // rounds) every tuneInterval operations: ~5 % of a 16 KiB allreduce at 4 ranks.
+      if (units < 2 * minUnits) return whole(coldFor());
       // Entries are created by record(), so sizes that never reach this point leave no trace.
       const TableEntry* e = table_.find(p.key);
       p.slices = splitCount(units, toWeights(masked(e ? e->ratios : baseRatios_)), minUnits);

@@ -209,5 +209,33 @@ TEST(SchedulerColdPathTest, NoiseSizedLatencyGapDoesNotBeatBandwidth) {
   EXPECT_EQ(r.plan(OpKind::kAllreduce, 64 << 10, 4).slices[0].rail, 0);
 }
 
+// Above the cold threshold but below two minimum slices, an operation can only run whole: it runs
+// cold (no table entry, so no timing agreement is ever due for it); from two slices up it splits
+// and is tabled.
+TEST(SchedulerColdPathTest, UnsplittableSizesRunColdWithoutATableEntry) {
+  Options o;
+  o.rails = {{"r0", "lo", "tcp", ""}, {"r1", "lo", "tcp", ""}};
+  o.policy = Policy::kAdaptive;
+  o.coldThreshold = 16 << 10;
+  o.minSliceBytes = 32 << 10;
+  // r1 has the lower prediction at 32 KiB; the split's biggest weight would be r0's.
+  ProbeResult probe{{1000e-6, 30e-6}, {70e6, 60e6}};
+  Scheduler s(o, probe, Table({"r0", "r1"}));
+  for (size_t bytes : {size_t(16) << 10, size_t(32) << 10, (size_t(64) << 10) - 4}) {
+    Plan p = s.plan(OpKind::kAllreduce, bytes / 4, 4);
+    ASSERT_EQ(p.slices.size(), 1u) << bytes;
+    EXPECT_EQ(p.slices[0].rail, 1) << bytes;
+    EXPECT_FALSE(p.tabled) << bytes;
+    EXPECT_FALSE(p.hot) << bytes;
+    s.record(p, {0.0, 1e-3});
+  }
+  EXPECT_TRUE(s.pendingStats().empty());  // nothing to agree on
+  Plan split = s.plan(OpKind::kAllreduce, (128 << 10) / 4, 4);
+  EXPECT_TRUE(split.tabled);
+  EXPECT_EQ(split.slices.size(), 2u);
+  s.record(split, {1e-3, 1e-3});
+  EXPECT_FALSE(s.pendingStats().empty());
+}
+
 }  // namespace
 }  // namespace nezha

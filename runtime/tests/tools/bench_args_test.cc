@@ -76,6 +76,16 @@ TEST(BenchArgsTest, ErrorsNameTheFlag) {
   BenchArgs other;
   EXPECT_EQ(parse({"--vs-composed"}, other),
             "--vs-composed compares alltoall paths: it needs --op alltoall");
+  BenchArgs paired;
+  EXPECT_EQ(parse({"--paired-policy=fastest"}, paired),
+            "--paired-policy fastest is unknown (want adaptive, static or single)");
+  EXPECT_EQ(parse({"--paired-policy"}, paired), "--paired-policy needs a value (see --help)");
+  BenchArgs pairedLoop;
+  EXPECT_EQ(parse({"--paired-policy=single", "--loop-seconds=1"}, pairedLoop),
+            "--paired-policy is for sweeps: not with --loop-seconds or --vs-composed");
+  BenchArgs pairedOk;
+  EXPECT_EQ(parse({"--paired-policy", "single"}, pairedOk), "");
+  EXPECT_EQ(pairedOk.pairedPolicy, "single");
 }
 
 // alltoall sizes count the whole send buffer (world blocks), and the check recognises each
