@@ -191,7 +191,7 @@ BENCH_TCP_CC ?= reno
 BENCH_CC_FLAG = $(if $(BENCH_TCP_CC),--tcp-cc $(BENCH_TCP_CC))
 
 .PHONY: bench
-bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run (~35 min; quiet machine).
+bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run and the NCCL plugin benchmark (~50 min; quiet machine).
 	$(PYTHON) bench/run_bench.py $(BENCH_CC_FLAG)
 	$(PYTHON) bench/run_bench.py --chaos $(BENCH_CC_FLAG)
 	$(PYTHON) bench/run_nccl_bench.py $(BENCH_CC_FLAG)

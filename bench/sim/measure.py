@@ -66,6 +66,7 @@ def main(argv=None):
             port = ctx.port
     doc["hardware"]["loadavg_end"] = list(os.getloadavg())
     doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    os.makedirs(tun.results_dir, exist_ok=True)  # NEZHA_BENCH_RESULTS may name a new directory
     out = os.path.join(tun.results_dir, f"simval-{stamp}.json")
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -216,8 +216,17 @@ Row measureSize(nezha::Communicator& c, nezha::Communicator* paired, const tools
   row.check = "skipped";
   if (a.check) {
     const void* result = a.op == OpKind::kBroadcast ? inout.data() : out.data();
-    int64_t bad = static_cast<int64_t>(
-        tools::checkOutput(a.op, a.dtype, a.reduce, rank, world, a.root, result, count));
+    auto wrongElements = [&] {
+      return static_cast<int64_t>(
+          tools::checkOutput(a.op, a.dtype, a.reduce, rank, world, a.root, result, count));
+    };
+    int64_t bad = 0;
+    if (paired) {  // one more operation on each communicator, each result checked
+      runOp(*paired, a, in.data(), out.data(), inout.data(), count);
+      bad += wrongElements();
+      runOp(c, a, in.data(), out.data(), inout.data(), count);
+    }
+    bad += wrongElements();
     if (bad > 0) {
       std::fprintf(stderr, "nezha-bench: rank %d: %lld wrong elements at %zu bytes\n", rank,
                    static_cast<long long>(bad), row.bytes);

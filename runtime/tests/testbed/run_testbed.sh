@@ -56,6 +56,24 @@ check_job ar_3x3_prod_static 3 3 NEZHA_POLICY=static -- --op allreduce --reduce 
 check_job ar_2x2_single 2 2 NEZHA_POLICY=single -- --op allreduce --reduce min "${Q[@]}" \
   --min-bytes 4 --max-bytes 1M --factor 31
 
+# --paired-policy: a second communicator (rendezvous port + 1) under another policy in the same
+# launch, interleaved; each one's result is checked and the JSON carries both.
+if run_job ar_3x2_paired 3 2 -- --op allreduce --quiet --check --warmup 2 --iters 12 \
+  --min-bytes 1K --max-bytes 256K --factor 8 --paired-policy single --json "$WORK/paired.json"; then
+  if /usr/bin/python3 - "$WORK/paired.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"]
+sys.exit(0 if d.get("paired_policy") == "single" and d["policy"] == "adaptive" and len(rows) == 3 and all(
+    r["check"] == "ok" and r["paired"]["time_us"] > 0 and r["op_trimmed_us"] > 0 for r in rows) else 1)
+PY
+  then pass ar_3x2_paired; else fail "ar_3x2_paired: $(cat "$WORK/paired.json")"; fi
+else
+  fail ar_3x2_paired
+  show ar_3x2_paired 3
+fi
+PORT=$((PORT + 1)) # the paired communicator's port
+
 # ---- online tuning on heterogeneous rails: 800 vs 300 Mbit/s -----------------------------------
 # 50 hot operations of 16 MiB; the agreed split must move close to the bandwidth ratio 0.73/0.27
 # (the probe's 1 MiB allreduce is a rough first guess). Ratios, not times, are asserted.
