@@ -35,6 +35,13 @@ def validate_tool_doc(doc, source: str) -> None:
             v = p.get("time_us") if isinstance(p, dict) else None
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{source}: results[{i}].paired.time_us must be a number >= 0, got {v!r}")
+        # Per-op statistics (nezha-bench) are optional; present, they must be numbers.
+        for where, fields in ((row, f"results[{i}]"), (row.get("paired"), f"results[{i}].paired")):
+            for key in ("op_trimmed_us", "op_p50_us", "op_p99_us", "op_max_us"):
+                if isinstance(where, dict) and key in where:
+                    v = where[key]
+                    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                        raise ValueError(f"{source}: {fields}.{key} must be a number >= 0, got {v!r}")
 
 
 # The statistics a paired speedup is taken of, and the merged row's field for each: the trimmed

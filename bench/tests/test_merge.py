@@ -121,6 +121,13 @@ def test_a_malformed_paired_measurement_is_rejected_by_name():
     d["results"][0]["paired"] = [1]
     with pytest.raises(ValueError, match="paired.time_us"):
         validate_tool_doc(d, "x")
+    d["results"][0]["paired"] = {"time_us": 5.0, "op_trimmed_us": None}
+    with pytest.raises(ValueError, match=r"x: results\[0\]\.paired\.op_trimmed_us must be a number"):
+        validate_tool_doc(d, "x")
+    d["results"][0]["paired"] = {"time_us": 5.0}
+    d["results"][0]["op_p99_us"] = -1
+    with pytest.raises(ValueError, match=r"x: results\[0\]\.op_p99_us must be a number"):
+        validate_tool_doc(d, "x")
 
 
 def test_median_of_repeats_rejects_different_sizes():
