@@ -160,6 +160,7 @@ struct Communicator::Impl {
   void recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks,
                       const std::string& reason);
   std::string failoverReason(int rail, const std::string& localError) const;
+  bool ownDetectorFired(int rail) const;
   static int reasonRank(const std::string& reason);
   static std::string reasonName(int rank);
   std::unique_ptr<RailWatchdog> watchdog;

@@ -177,6 +177,17 @@ std::string Impl::failoverReason(int rail, const std::string& localError) const 
   return localError.empty() ? "peer" : "error";
 }
 
+// This rank's own detector fired for the rail: its link went down, or its transport reported a
+// fault. Read again when the rail is retired, not only when the attempt ended: a rank that had
+// finished its part (its last bytes still in flight to a peer) waits in the round when its link
+// drops, and its notice is what makes the peer fail the rail. At the round's end the event has
+// therefore reached this rank, and the record must name it, not end up naming no rank.
+bool Impl::ownDetectorFired(int rail) const {
+  if (linkDown[rail]->load()) return true;
+  std::lock_guard<std::mutex> lock(channelMu);
+  return !faultWhy[rail].empty();
+}
+
 // Rails whose link this rank sees down now: the watcher's flag, or the carrier read afresh (a
 // link event may still be on its way when a round times out).
 std::vector<int> Impl::ownLinksDown() const {
@@ -386,7 +397,8 @@ void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
   const size_t k = leaving.size(), world = static_cast<size_t>(o.worldSize);
   std::vector<double> who(world * k + k, 0.0);
   for (size_t j = 0; j < k; ++j) {
-    who[o.rank * k + j] = at.sawHere[leaving[j]];
+    const bool saw = at.sawHere[leaving[j]] > 0 || ownDetectorFired(leaving[j]);
+    who[o.rank * k + j] = saw ? 1.0 : 0.0;
     who[world * k + j] = reasonRank(failoverReason(leaving[j], at.errors[leaving[j]]));
   }
   try {

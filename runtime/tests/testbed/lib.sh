@@ -64,8 +64,9 @@ t = json.load(open(sys.argv[1])); t0 = float(sys.argv[2])
 for kind in ("failovers", "rejected_readmissions", "readmissions", "drains"):
     for e in t.get(kind, []):
         print(f"  [{kind}] op {e['op']} rail {e['rail']} reason {e.get('reason')} "
-              f"t{e['t_unix'] - t0:+.2f}s {e.get('local_error', '')[:160]}")
-print(f"  check {t['check']}, {t['completed']} ops, error {t['error']}")
+              f"ranks {e.get('ranks')} t{e['t_unix'] - t0:+.2f}s {e.get('local_error', '')[:160]}")
+print(f"  check {t['check']}, {t['completed']} ops, error {t['error']}, "
+      f"rail states {t.get('rail_states')}, last split {(t.get('op_split') or [None])[-1]}")
 PY
 }
 show() { # name hosts: dump logs on failure

@@ -75,7 +75,8 @@ if all_rc cut1 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   pass "cut one rank's rail: exact results, r1 failed over (seen by rank 1), longest op after it $(longest_op_ms "$T") ms," \
     "$(trace_get "$T" "t['completed']") ops"
 else
-  fail "cut one rank's rail"
+  fail "cut one rank's rail (exit codes $(cat "$WORK/cut1.rc.0") $(cat "$WORK/cut1.rc.1"); want 0 0," \
+    "one failover of r1 naming rank 1 alone, r1 failed, the last op on r0 alone)"
   show_events "$T" "$(trace_get "$T" "t['start_unix']")"
   show cut1 2
 fi
