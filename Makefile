@@ -256,7 +256,9 @@ test-demo: images images-train-example ## Runs `make demo`'s script end to end a
 ##@ Quality
 
 .PHONY: lint
-lint: ## go vet, gofmt, clang-format check, shellcheck on hack/ and the test-bed scripts.
+lint: ## go vet, gofmt, clang-format check, the runtime's layering (includes vs runtime/src/README.md), shellcheck on hack/ and the test-bed scripts.
+	$(PYTHON) runtime/tools/check_layers.py
+	$(PYTHON) -m pytest -q runtime/tools/check_layers_test.py
 	go vet ./...
 	@out=$$(gofmt -l operator cni hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	find runtime bench -name '*.cc' -o -name '*.h' | grep -v '/build/' | xargs -r clang-format --dry-run --Werror

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/json.h"
 #include "nezha/nezha.hpp"
 #include "schedule/algo_table.h"
-#include "util/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/params.h"
+#include "comm/config.h"
 #include "control/control_address.h"
-#include "core/config.h"
-#include "core/params.h"
 #include "nezha/nezha.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/params.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/params.h"
 
 namespace nezha::tools {
 

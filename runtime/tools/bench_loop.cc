@@ -7,8 +7,8 @@
 #include <fstream>
 #include <vector>
 
-#include "core/error.h"
-#include "util/json.h"
+#include "base/error.h"
+#include "base/json.h"
 
 namespace nezha::tools {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "alltoall_composed.h"
+#include "base/json.h"
 #include "bench_args.h"
 #include "bench_loop.h"
-#include "util/json.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/socket.h"
 #include "transport/verbs/discovery.h"
-#include "util/socket.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
+#include "base/sha256.h"
 #include "nezha/nezha.hpp"
-#include "util/sha256.h"
 
 namespace nezha_torch {
 

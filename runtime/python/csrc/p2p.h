@@ -22,7 +22,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
-#include "util/socket.h"
+#include "base/socket.h"
 
 namespace nezha_torch {
 

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "base/error.h"
 #include "bootstrap/auth.h"
-#include "core/error.h"
 
 namespace nezha {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "util/socket.h"
+#include "base/socket.h"
 
 namespace nezha {
 

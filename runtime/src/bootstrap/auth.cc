@@ -1,8 +1,8 @@
 #include "bootstrap/auth.h"
 
-#include "core/error.h"
-#include "util/sha256.h"
-#include "util/wire.h"
+#include "base/error.h"
+#include "base/sha256.h"
+#include "base/wire.h"
 
 namespace nezha {
 

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "util/socket.h"
+#include "base/socket.h"
 
 namespace nezha {
 

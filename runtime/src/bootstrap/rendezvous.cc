@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <map>
 
+#include "base/error.h"
+#include "base/json.h"
+#include "base/sha256.h"
+#include "base/wire.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
-#include "core/error.h"
-#include "util/json.h"
-#include "util/sha256.h"
-#include "util/wire.h"
 
 namespace nezha {
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "nezha/nezha.hpp"
-#include "util/socket.h"
 
 namespace nezha {
 

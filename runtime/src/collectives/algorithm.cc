@@ -1,6 +1,6 @@
 #include "collectives/algorithm.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

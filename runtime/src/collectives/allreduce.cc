@@ -15,10 +15,10 @@
 // at the end.
 #include <cstring>
 
+#include "base/error.h"
+#include "base/reduce.h"
 #include "collectives/collectives.h"
 #include "collectives/power_of_two_fold.h"
-#include "core/error.h"
-#include "core/reduce.h"
 
 namespace nezha {
 

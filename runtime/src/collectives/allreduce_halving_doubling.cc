@@ -20,10 +20,10 @@
 // min/max with NaN give the same answer whichever rank reduces.
 #include <cstring>
 
+#include "base/error.h"
+#include "base/reduce.h"
 #include "collectives/collectives.h"
 #include "collectives/power_of_two_fold.h"
-#include "core/error.h"
-#include "core/reduce.h"
 
 namespace nezha {
 

@@ -5,8 +5,8 @@
 // live in scratch blocks, one per step, and are forwarded as soon as they are reduced.
 #include <cstring>
 
+#include "base/reduce.h"
 #include "collectives/collectives.h"
-#include "core/reduce.h"
 
 namespace nezha {
 

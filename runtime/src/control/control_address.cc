@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/params.h"
-#include "util/socket.h"
+#include "base/error.h"
+#include "base/params.h"
+#include "base/socket.h"
 
 namespace nezha {
 

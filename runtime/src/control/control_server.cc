@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

@@ -2,7 +2,7 @@
 // connection progressing at once on non-blocking sockets, each under its own 2 s deadline and
 // the 8 KiB head limit, so idle, slow or hostile clients never delay a GET from the operator or
 // Prometheus. Malformed requests get their 4xx without reaching the handler. What the endpoint
-// answers (and who may change what) is the handler's business: control/control_status.cc.
+// answers (and who may change what) is the handler's business: comm/control_status.cc.
 #pragma once
 
 #include <atomic>
@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "control/http_request.h"
-#include "util/socket.h"
 
 namespace nezha {
 

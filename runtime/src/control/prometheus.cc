@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/wire.h"
 #include "failover/mesh_frame.h"
 #include "nezha/nezha.hpp"
-#include "util/wire.h"
 
 namespace nezha {
 

@@ -61,8 +61,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/socket.h"
 #include "failover/mesh_frame.h"
-#include "util/socket.h"
 
 namespace nezha {
 

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "nezha/nezha.hpp"
 
 namespace nezha {

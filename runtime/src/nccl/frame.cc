@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "core/error.h"
-#include "util/wire.h"
+#include "base/error.h"
+#include "base/wire.h"
 
 namespace nezha::ncclnet {
 

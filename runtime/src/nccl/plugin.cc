@@ -18,7 +18,7 @@
 #include <mutex>
 #include <new>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "nccl/net_abi.h"
 #include "nccl/plugin_context.h"
 #include "nccl/recv_comm.h"

@@ -6,13 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
+#include "base/params.h"
+#include "base/socket.h"
+#include "comm/config.h"
 #include "control/control_address.h"
 #include "control/control_server.h"
 #include "control/prometheus.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/params.h"
-#include "util/socket.h"
 
 namespace nezha::ncclnet {
 

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "nccl/frame.h"
 #include "nccl/handle.h"
 #include "nccl/plugin_context.h"
 #include "nccl/send_comm.h"
-#include "util/socket.h"
 
 namespace nezha::ncclnet {
 

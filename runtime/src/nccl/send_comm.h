@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "nccl/comm_error.h"
 #include "nccl/frame.h"
 #include "nccl/handle.h"
 #include "nccl/plugin_context.h"
-#include "util/socket.h"
 
 namespace nezha::ncclnet {
 

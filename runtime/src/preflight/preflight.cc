@@ -4,7 +4,7 @@
 #include <memory>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

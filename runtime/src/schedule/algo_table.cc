@@ -1,6 +1,6 @@
 #include "schedule/algo_table.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

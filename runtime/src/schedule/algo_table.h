@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "collectives/algorithm.h"
-#include "util/json.h"
 
 namespace nezha {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "schedule/tuner.h"
 
 namespace nezha {

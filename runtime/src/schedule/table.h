@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "nezha/nezha.hpp"
-#include "util/json.h"
 
 namespace nezha {
 

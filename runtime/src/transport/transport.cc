@@ -1,6 +1,6 @@
 #include "transport/transport.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/sharp/sharp_channel.h"
 #include "transport/tcp/tcp_channel.h"
 #ifdef NEZHA_WITH_VERBS

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/rendezvous.h"
 #include "transport/channel.h"
-#include "util/socket.h"
 
 namespace nezha {
 

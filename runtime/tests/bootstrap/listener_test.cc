@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/rendezvous.h"
 #include "test_util.h"
 #include "transport/tcp/tcp_channel.h"
-#include "util/socket.h"
 
 namespace nezha {
 namespace {

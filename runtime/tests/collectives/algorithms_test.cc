@@ -7,8 +7,8 @@
 
 #include <cstring>
 
+#include "base/dtype.h"
 #include "collectives/algorithm.h"
-#include "core/dtype.h"
 #include "test_util.h"
 
 namespace nezha {

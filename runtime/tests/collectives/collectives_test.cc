@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "test_util.h"
 
 namespace nezha {

@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/json.h"
 #include "bootstrap/auth.h"
 #include "control/control_address.h"
 #include "control/control_server.h"
 #include "test_util.h"
-#include "util/json.h"
 
 namespace nezha {
 namespace {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "failover/mesh_frame.h"
 #include "nezha/nezha.hpp"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "nccl/frame.h"
 #include "nccl/recv_comm.h"
 #include "nccl/send_comm.h"

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 namespace {

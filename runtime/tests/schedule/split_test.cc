@@ -6,7 +6,7 @@
 
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 namespace {

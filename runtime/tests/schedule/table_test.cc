@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "util/json.h"
+#include "base/json.h"
 
 namespace nezha {
 namespace {

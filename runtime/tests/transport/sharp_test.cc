@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "comm/config.h"
 #include "schedule/scheduler.h"
 #include "transport/sharp/sharp_channel.h"
 #include "transport/sharp/sharp_library.h"

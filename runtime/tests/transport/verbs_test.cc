@@ -17,7 +17,7 @@
 #include <mutex>
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "test_util.h"
 #include "transport/transport.h"
 #include "transport/verbs/discovery.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/verbs/discovery.h"
 
 namespace nezha {

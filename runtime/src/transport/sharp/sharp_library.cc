@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha::sharp {
 

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/error.h"
+#include "base/sha256.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
-#include "core/error.h"
-#include "util/sha256.h"
 
 namespace nezha {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/rendezvous.h"
 #include "transport/tcp/stream_queue.h"
 #include "transport/transport.h"
-#include "util/socket.h"
 
 namespace nezha {
 

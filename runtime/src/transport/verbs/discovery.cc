@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace nezha {
 

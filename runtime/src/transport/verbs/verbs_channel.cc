@@ -11,11 +11,11 @@
 #include <cstring>
 #include <random>
 
+#include "base/error.h"
+#include "base/params.h"
+#include "base/sha256.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
-#include "core/error.h"
-#include "core/params.h"
-#include "util/sha256.h"
 
 namespace nezha {
 

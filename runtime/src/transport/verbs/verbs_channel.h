@@ -35,11 +35,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/rendezvous.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_peer.h"
-#include "util/socket.h"
 
 namespace nezha {
 

@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
-#include "util/wire.h"
+#include "base/error.h"
+#include "base/wire.h"
 
 namespace nezha {
 

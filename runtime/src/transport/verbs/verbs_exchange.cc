@@ -9,7 +9,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/verbs/verbs_channel.h"
 
 namespace nezha {

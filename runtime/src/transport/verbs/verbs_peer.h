@@ -15,8 +15,8 @@
 #include <deque>
 #include <memory>
 
+#include "base/socket.h"
 #include "transport/verbs/verbs_device.h"
-#include "util/socket.h"
 
 namespace nezha {
 

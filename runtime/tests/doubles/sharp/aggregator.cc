@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/reduce.h"
+#include "base/reduce.h"
 #include "transport/sharp/sharp_api.h"
 #include "wire.h"
 

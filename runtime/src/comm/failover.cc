@@ -1,0 +1,692 @@
+// Failover: running an operation's slices on their rails and finishing it exactly when a rail
+// breaks.
+//
+// With Options::failover every operation ends with a failure agreement on the control mesh:
+// each rank max-reduces per-rail failure flags (1 = a slice on that rail failed here, or the
+// rail's link is known down here or on a peer). A rail flagged by any rank leaves the split on
+// all ranks at the same operation; the slices it carried are redone on the survivors from the
+// preserved inputs; slices on unflagged rails completed on every rank, so their results stand.
+// The agreement travels on every rail at once (control_mesh.h), so a cut during the round
+// cannot leave ranks in different rounds. A rank that loses a rail's link tells its peers at
+// once over the other rails, so they drop the rail in milliseconds instead of waiting for
+// their progress deadline.
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+
+#include "base/error.h"
+#include "base/socket.h"
+#include "comm/communicator_impl.h"
+
+namespace nezha {
+
+using Impl = Communicator::Impl;
+
+namespace {
+// Large slices run as chunks of about this size, in order on their rail's thread. When a rail
+// breaks, the chunks every rank finished stand and only the rest is redone, so a replay costs
+// about one chunk on the survivors instead of the failed rail's whole share. A chunk costs a
+// ring's start-up (a few round trips), under 1% at this size on these rails.
+constexpr size_t kChunkBytes = 4 << 20;
+constexpr size_t kMaxChunksPerSlice = 16;
+
+std::vector<Slice> chunked(const std::vector<Slice>& slices, size_t unitBytes) {
+  std::vector<Slice> out;
+  for (const Slice& s : slices) {
+    const size_t bytes = s.count * unitBytes;
+    size_t k = std::min(kMaxChunksPerSlice, std::max<size_t>(1, bytes / kChunkBytes));
+    k = std::min(k, std::max<size_t>(1, s.count));
+    for (size_t i = 0; i < k; ++i) {
+      const size_t b = s.count * i / k, e = s.count * (i + 1) / k;
+      if (e > b || s.count == 0) out.push_back(Slice{s.rail, s.offset + b, e - b});
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void Impl::failStop(const RailError& e) {
+  if (failure.empty()) {
+    failure = e.what();
+    failureRail = e.rail();
+  }
+  for (auto& ch : channels) ch->abort();
+  if (mesh) mesh->closeAll();  // peers waiting in a round with this rank fail now, not later
+  throw e;
+}
+
+void Impl::checkUsable() const {
+  if (failure.empty()) return;
+  throw RailError(failureRail, strCat("communicator is unusable after an earlier rail failure (",
+                                      failure, "); build a new one"));
+}
+
+void Impl::runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
+  TaskHandle h;
+  const std::function<void()> task = [&] { fn(*channels[rail], scratch[rail]); };
+  if (!workers[rail]->runHere(task, &h)) workers[rail]->submit(task, &h);
+  try {
+    h.wait();
+  } catch (const RailError& e) {
+    failStop(e);
+  }
+}
+
+void Impl::agree(std::vector<double>& v, std::chrono::milliseconds timeout) {
+  try {
+    mesh->maxReduce(v, timeout);
+  } catch (const RailError& e) {
+    // A round nobody can answer means no rail joins this rank to a peer any more: the same
+    // error, with the same wording, as when a collective's last rail fails.
+    allRailsDown({e.what()});
+  } catch (const Error&) {
+    for (auto& ch : channels) ch->abort();
+    if (failure.empty()) failure = "ranks disagreed";
+    throw;
+  }
+}
+
+void Impl::shutRail(int rail) {
+  if (localDown[rail]) return;
+  localDown[rail] = true;
+  channels[rail]->abort();
+}
+
+std::string Impl::railError(int rail, const std::string& what) {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    why = faultWhy[rail];
+  }
+  if (!why.empty()) {
+    why = strCat(rails[rail].transport, " transport: ", why);
+  } else if (linkDown[rail]->load()) {
+    why = strCat("link of ", rails[rail].iface, " went down");
+  } else if (int by = reportedDownBy[rail]->load(); by > 0) {
+    why = strCat("rank ", by - 1, " lost the link of rail ", rails[rail].name);
+  }
+  // The transport's own message is then only the echo of this rank aborting the rail.
+  return why.empty() ? what : why;
+}
+
+void Impl::onLinkDown(size_t rail) {
+  if (linkDown[rail]->exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    channels[rail]->abort();  // thread-safe: fails the rail's exchange in flight now
+  }
+  if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
+}
+
+void Impl::onTransportFault(size_t rail, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    faultWhy[rail] = why;
+    if (rail < channels.size()) channels[rail]->abort();  // else: reported while connecting
+  }
+  if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
+}
+
+void Impl::onLinkUp(size_t rail) {
+  if (!linkDown[rail]->exchange(false)) return;
+  linkUpAt[rail]->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count());
+}
+
+void Impl::onPeerRailDown(int peer, int rail, uint64_t gen) {
+  // A notice about connections this rank already replaced says nothing about the current ones.
+  if (gen != generation[rail]->load()) return;
+  reportedDownBy[rail]->store(peer + 1);
+  std::lock_guard<std::mutex> lock(channelMu);
+  channels[rail]->abort();
+}
+
+void Impl::recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks,
+                          const std::string& reason) {
+  FailoverEvent ev = railEvent(rail, reason);
+  ev.ranks = ranks;
+  ev.stallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart).count();
+  ev.localError = localError;
+  metrics.failovers.push_back(ev);
+  failedAt[rail] = std::chrono::steady_clock::now();
+  metrics.rails[rails[rail].name].alive = false;
+  if (o.verbose) {
+    std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s: %s)\n", o.rank,
+                 ev.rail.c_str(), static_cast<unsigned long long>(ev.op), reason.c_str(),
+                 localError.empty() ? "reported by a peer" : localError.c_str());
+  }
+}
+
+// One word for why this rank saw the rail fail (FailoverEvent::reason).
+std::string Impl::failoverReason(int rail, const std::string& localError) const {
+  if (linkDown[rail]->load() || reportedDownBy[rail]->load() > 0) return "carrier";
+  switch (watchdog->verdict(rail)) {
+    case RailWatchdog::kStalled:
+      return "watchdog";
+    case RailWatchdog::kSlow:
+      return "slow";
+    case RailWatchdog::kNone:
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(channelMu);
+    if (!faultWhy[rail].empty()) return "transport";
+  }
+  return localError.empty() ? "peer" : "error";
+}
+
+// This rank's own detector fired for the rail: its link went down, or its transport reported a
+// fault. Read again when the rail is retired, not only when the attempt ended: a rank that had
+// finished its part (its last bytes still in flight to a peer) waits in the round when its link
+// drops, and its notice is what makes the peer fail the rail. At the round's end the event has
+// therefore reached this rank, and the record must name it, not end up naming no rank.
+bool Impl::ownDetectorFired(int rail) const {
+  if (linkDown[rail]->load()) return true;
+  std::lock_guard<std::mutex> lock(channelMu);
+  return !faultWhy[rail].empty();
+}
+
+// Rails whose link this rank sees down now: the watcher's flag, or the carrier read afresh (a
+// link event may still be on its way when a round times out).
+std::vector<int> Impl::ownLinksDown() const {
+  std::vector<int> down;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    const bool carrierLost = !rails[r].iface.empty() && !linkHasCarrier(rails[r].iface);
+    if (linkDown[r]->load() || carrierLost) down.push_back(static_cast<int>(r));
+  }
+  return down;
+}
+
+// Every way of losing the last rail ends here, so every rank reports it in one message family:
+// "operation N failed: no rail left to finish it on (<cause>)". A rank whose own links are all
+// down says so and names them, whichever detector fired first (link event, slice deadline,
+// silent round); a rank that only sees silence names the silent peers and the rails it tried.
+void Impl::allRailsDown(const std::vector<std::string>& errors) {
+  std::string cause;
+  const std::vector<int> own = ownLinksDown();
+  if (!rails.empty() && own.size() == rails.size()) {
+    for (int r : own) {
+      cause += strCat(cause.empty() ? "" : ", ", rails[r].name, " (", rails[r].iface, ")");
+    }
+    cause = strCat("every link of this rank is down: ", cause);
+  } else {
+    for (const std::string& e : errors) {
+      if (!e.empty()) cause += strCat(cause.empty() ? "" : "; ", e);
+    }
+    std::string tried;
+    for (size_t r = 0; r < rails.size(); ++r) {
+      if (std::find(own.begin(), own.end(), static_cast<int>(r)) == own.end()) {
+        tried += strCat(tried.empty() ? "" : ", ", rails[r].name);
+      }
+    }
+    if (cause.empty()) cause = "every rail failed or was shut";
+    if (!tried.empty()) cause += strCat(" [rails tried: ", tried, "]");
+  }
+  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter ? opCounter - 1 : 0;
+  failStop(RailError(
+      -1, strCat("operation ", op, " failed: no rail left to finish it on (", cause, ")")));
+}
+
+// One attempt: every slice of `todo` submitted to its rail's thread, then waited for. Rail
+// failures are collected per rail (the first error message kept); a bug check ends the
+// communicator.
+Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
+                               Outcome& out) {
+  const size_t n = rails.size();
+  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter - 1;
+  // A peer that has not reached this operation yet (busy elsewhere) is not a dead rail.
+  std::function<bool()> peersBehind = [this, op] { return mesh->peersBehind(op); };
+  Attempt at;
+  at.failed.assign(n, 0.0);
+  at.errors.assign(n, std::string());
+  at.leadingDone.assign(n, 0);
+  at.longest = o.progressFloor;
+  std::vector<TaskHandle> handles(todo.size());
+  std::vector<int> tasksPerRail(n, 0);
+  for (const Slice& s : todo) ++tasksPerRail[s.rail];
+  watchdog->beginAttempt(tasksPerRail);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const Slice s = todo[i];
+    const size_t bytes = s.count * plan.unitBytes;
+    const auto deadline = progressDeadline(s.rail, bytes);
+    const double predicted = sched->predictSeconds(s.rail, bytes);
+    at.longest = std::max(at.longest, deadline);
+    std::function<void()> task = [&, s, deadline, predicted] {
+      struct Done {  // counted even when the slice throws
+        RailWatchdog& w;
+        int rail;
+        ~Done() { w.taskDone(rail); }
+      } done{*watchdog, s.rail};
+      Channel& ch = *channels[s.rail];
+      const auto start = Clock::now();
+      ch.setProgressTimeout(deadline);
+      ch.setPeersStillComing(peersBehind);
+      ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
+        std::string why = watchdog->check(rail, moved, start, predicted);
+        return why.empty() ? silentPeerVerdict(moved, start) : why;
+      });
+      fn(ch, scratch[s.rail], s);
+      ch.setProgressWatch(nullptr);
+    };
+    // The last slice runs on this thread when its rail is idle (always, for a one-rail
+    // operation): this thread only waits otherwise, and a hand-off costs two wake-ups.
+    const bool lastSlice = i + 1 == todo.size();
+    if (!lastSlice || !workers[s.rail]->runHere(task, &handles[i])) {
+      workers[s.rail]->submit(std::move(task), &handles[i]);
+    }
+  }
+  std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const int r = todo[i].rail;
+    try {
+      handles[i].wait();
+      out.secs[r] += handles[i].seconds();
+      if (at.failed[r] == 0) ++at.leadingDone[r];
+    } catch (const RailError& e) {
+      if (at.failed[r] == 0) at.errors[r] = railError(r, e.what());
+      at.failed[r] = 1;
+    } catch (...) {
+      if (!bug) bug = std::current_exception();
+    }
+  }
+  if (bug) {
+    for (auto& ch : channels) ch->abort();
+    if (failure.empty()) failure = "an internal error";
+    std::rethrow_exception(bug);
+  }
+  return at;
+}
+
+// A slice that moved nothing for the peer silence while some peer was heard on no rail for as
+// long (control-mesh heartbeats: by this rank if it watches that peer, else by a rank that does,
+// whose verdict was flooded here) waits for a peer that cannot be reached: the rail fails now
+// instead of after its progress deadline and a question nobody answers. Both must hold, so a
+// peer that is only late (its heartbeats arrive) is waited for as before.
+std::string Impl::silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const {
+  if (!mesh || mesh->peerSilence().count() == 0) return "";
+  const auto quiet = Clock::now() - std::max(moved, start);
+  if (quiet < mesh->peerSilence()) return "";
+  const std::vector<int> silent = mesh->silentPeers();
+  if (silent.empty()) return "";
+  std::string who;
+  for (int p : silent) who += strCat(who.empty() ? "" : ", ", p);
+  return strCat("rank(s) ", who, " heard on no rail for ", mesh->peerSilence().count(),
+                " ms by this rank or the ranks that watch them (heartbeats lost: every rail to "
+                "them is down, or the host is gone)");
+}
+
+// Deadline from the split table's prediction with a floor, so a slow rail is not taken for a
+// dead one.
+std::chrono::milliseconds Impl::progressDeadline(int rail, size_t bytes) const {
+  const double predicted = sched->predictSeconds(rail, bytes);
+  return std::max(o.progressFloor,
+                  std::chrono::milliseconds(static_cast<int64_t>(4000 * std::min(predicted, 1e6))));
+}
+
+// A rail whose link is known down (here or on a peer) leaves now even if this operation did not
+// use it, so the next one is not planned onto it.
+void Impl::flagKnownDownRails(Attempt& at) {
+  for (size_t r = 0; r < rails.size(); ++r) {
+    const int ri = static_cast<int>(r);
+    if (at.failed[r] == 0 && sched->alive()[r] &&
+        (linkDown[r]->load() || reportedDownBy[r]->load() > 0)) {
+      at.failed[r] = 1;
+      at.errors[r] = railError(ri, "");
+    }
+    if (at.failed[r] > 0) shutRail(ri);
+  }
+  // Saw it here: own link down, or a slice failed for a reason other than a peer's notice.
+  at.sawHere.assign(rails.size(), 0.0);
+  for (size_t r = 0; r < rails.size(); ++r) {
+    at.sawHere[r] = linkDown[r]->load() || (at.failed[r] > 0 && reportedDownBy[r]->load() == 0);
+  }
+}
+
+// The per-operation round. Its vector, per rail: [failed | not ready to rebuild | drain asked
+// | restore asked | -chunks done | rebuild failed here | rebuild not done here]. Drain/restore
+// come from this rank's control endpoint; the max of -done is minus the number of leading
+// chunks finished on every rank. Afterwards at.failed holds the agreed failures,
+// at.doneEverywhere the chunks that stand, at.ready the rails to start rebuilding and
+// at.rebuild* the agreed state of rails being rebuilt.
+void Impl::agreeOnAttempt(Attempt& at, bool patient) {
+  const size_t n = rails.size();
+  constexpr size_t kFields = 7;
+  std::vector<double> round = at.failed;
+  round.resize(kFields * n + 1, 1.0);
+  // Last: minus this rank's operation number (the max is minus the oldest any rank is in).
+  const uint64_t current = opCounter ? opCounter - 1 : 0;
+  round[kFields * n] = -static_cast<double>(current);
+  for (size_t r = 0; r < n; ++r) {
+    round[4 * n + r] = -static_cast<double>(at.leadingDone[r]);
+    const int req = controlRequest[r]->load();
+    round[2 * n + r] = req == kDrain ? 1.0 : 0.0;
+    round[3 * n + r] = req == kRestore ? 1.0 : 0.0;
+    const int ri = static_cast<int>(r);
+    if (!sched->alive()[r] && !drained[r] && !rebuilding(ri) && readyLocally(ri)) {
+      round[n + r] = 0;
+    }
+    rebuildFlags(r, round[5 * n + r], round[6 * n + r]);
+  }
+  try {
+    // Peers still blocked on a silent rail reach the round up to their longest deadline late.
+    mesh->maxReduce(round, patient ? std::max(o.ioTimeout, at.longest + 2 * o.progressFloor)
+                                   : at.longest + 2 * o.progressFloor);
+  } catch (const RailError& e) {
+    at.errors.push_back(e.what());
+    allRailsDown(at.errors);
+  }
+  at.ready.clear();
+  for (size_t r = 0; r < n; ++r) {
+    if (round[n + r] == 0 && round[r] == 0) at.ready.push_back(static_cast<int>(r));
+  }
+  applyControl(std::vector<double>(round.begin() + 2 * n, round.begin() + 4 * n));
+  at.doneEverywhere.assign(n, 0);
+  for (size_t r = 0; r < n; ++r) at.doneEverywhere[r] = static_cast<size_t>(-round[4 * n + r]);
+  at.rebuildFailed.assign(round.begin() + 5 * n, round.begin() + 6 * n);
+  at.rebuildNotDone.assign(round.begin() + 6 * n, round.begin() + 7 * n);
+  at.failed.assign(round.begin(), round.begin() + n);
+  at.minOp = static_cast<uint64_t>(-round[kFields * n]);
+}
+
+// Rails that leave the split: which ranks saw each fail themselves and the most specific reason
+// any rank saw (one more round, held only when a rail leaves), then a failover record per rail
+// that is the same on every rank.
+void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
+  const size_t k = leaving.size(), world = static_cast<size_t>(o.worldSize);
+  std::vector<double> who(world * k + k, 0.0);
+  for (size_t j = 0; j < k; ++j) {
+    const bool saw = at.sawHere[leaving[j]] > 0 || ownDetectorFired(leaving[j]);
+    who[o.rank * k + j] = saw ? 1.0 : 0.0;
+    who[world * k + j] = reasonRank(failoverReason(leaving[j], at.errors[leaving[j]]));
+  }
+  try {
+    mesh->maxReduce(who, 2 * o.progressFloor);
+  } catch (const RailError& e) {
+    at.errors.push_back(e.what());
+    allRailsDown(at.errors);
+  }
+  for (size_t j = 0; j < k; ++j) {
+    std::vector<int> ranks;
+    for (int p = 0; p < o.worldSize; ++p) {
+      if (who[p * k + j] > 0) ranks.push_back(p);
+    }
+    recordFailover(leaving[j], at.errors[leaving[j]], ranks,
+                   reasonName(static_cast<int>(who[world * k + j])));
+  }
+}
+
+namespace {
+// Failover reasons from least to most specific: the agreed reason is the most specific any rank
+// saw (a peer's "peer" or "error" says less than its neighbour's "watchdog" or "carrier").
+constexpr const char* kReasons[] = {"peer", "error", "watchdog", "slow", "transport", "carrier"};
+}  // namespace
+
+int Impl::reasonRank(const std::string& reason) {
+  for (int i = 0; i < static_cast<int>(std::size(kReasons)); ++i) {
+    if (reason == kReasons[i]) return i;
+  }
+  return 0;
+}
+
+std::string Impl::reasonName(int rank) {
+  return rank >= 0 && rank < static_cast<int>(std::size(kReasons)) ? kReasons[rank] : "peer";
+}
+
+Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_ptr<Kept>* next) {
+  Outcome out;
+  out.secs.assign(rails.size(), 0.0);
+  std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
+  if (todo.empty()) return out;  // nothing ran, so no round is held
+  std::vector<Slice> later = laterWaves(todo);
+  Attempt at = runAttempt(plan, todo, fn, out);
+  if (!o.failover) {
+    for (size_t r = 0; r < rails.size(); ++r) {
+      if (at.failed[r] > 0) failStop(RailError(static_cast<int>(r), at.errors[r]));
+    }
+    out.done = todo;
+    return out;
+  }
+  const bool mayKeep = next != nullptr && *next != nullptr && later.empty();
+  if (mayKeep && std::none_of(at.failed.begin(), at.failed.end(), [](double f) { return f > 0; })) {
+    // Done here without a round. Finishing it needed every rank's part, so every peer finished
+    // the previous operation: that one is confirmed and this one is kept in its place.
+    out.done = std::move(todo);
+    kept = std::move(*next);
+    ++metrics.roundFreeOps;
+    return out;
+  }
+  const bool patient = mayKeep || kept != nullptr;
+  out.restart =
+      !finish(plan, fn, std::move(todo), std::move(at), out, patient, false, std::move(later));
+  return out;
+}
+
+std::vector<Slice> Impl::laterWaves(std::vector<Slice>& todo) const {
+  std::vector<Slice> later;
+  if (!o.failover || o.readmitHoldDown.count() == 0 || o.waveBytes == 0) return later;
+  // Whole chunks per rail per wave (Options::waveBytes, 8 MiB: an eighth of a 64 MiB slice);
+  // the round after a wave costs well under a millisecond.
+  const size_t waveChunks = std::max<size_t>(1, o.waveBytes / kChunkBytes);
+  bool mayReturn = false;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (!sched->alive()[r] && !drained[r]) mayReturn = true;
+  }
+  if (!mayReturn) return later;
+  std::vector<size_t> taken(rails.size(), 0);
+  std::vector<Slice> wave;
+  for (const Slice& s : todo) (taken[s.rail]++ < waveChunks ? wave : later).push_back(s);
+  todo = std::move(wave);
+  return later;
+}
+
+namespace {
+// Adjacent element ranges merged (by offset), so a re-split of the rest of an operation makes
+// a few large slices rather than a piece of every chunk on every rail.
+std::vector<Slice> merged(std::vector<Slice> slices) {
+  std::sort(slices.begin(), slices.end(),
+            [](const Slice& a, const Slice& b) { return a.offset < b.offset; });
+  std::vector<Slice> out;
+  for (const Slice& s : slices) {
+    if (!out.empty() && out.back().offset + out.back().count == s.offset) {
+      out.back().count += s.count;
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void Impl::moveReadmissions(const Attempt& agreed) {
+  reapAbandoned();
+  advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
+  std::vector<int> start;
+  for (int r : agreed.ready) {
+    if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
+  }
+  if (!start.empty()) {
+    startRebuilds(start);
+    settleQuickRebuilds();
+  }
+}
+
+bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
+                  Outcome& out, bool patient, bool agreedAlready, std::vector<Slice> later) {
+  const size_t n = rails.size();
+  Attempt agreed;  // the last round's re-admission flags
+  for (bool first = true;; first = false) {
+    if (!(first && agreedAlready)) {
+      flagKnownDownRails(at);
+      // With every link of this rank down nobody can be reached: no round to wait for.
+      if (std::all_of(linkDown.begin(), linkDown.end(), [](const auto& d) { return d->load(); })) {
+        allRailsDown(at.errors);
+      }
+      agreeOnAttempt(at, patient);
+      if (kept && at.minOp <= kept->op) {
+        // A peer is still in the kept operation: it failed there while this rank finished it.
+        // Redo it with that peer (same agreed round, same plan, so the same slices everywhere),
+        // writing the redone result aside; the caller's operation then starts afresh.
+        std::unique_ptr<Kept> k = std::move(kept);
+        k->out.resize(k->outBytes);
+        Outcome redo;
+        redo.secs.assign(n, 0.0);
+        eventOp = static_cast<int64_t>(k->op);
+        ++metrics.keptRedos;
+        finish(k->plan, k->make(k->in.data(), k->out.data()),
+               chunked(k->plan.slices, k->plan.unitBytes), at, redo, true, true);
+        eventOp = -1;
+        return false;
+      }
+      kept.reset();  // every rank is past it
+    }
+    agreed.ready = at.ready;
+    agreed.rebuildFailed = at.rebuildFailed;
+    agreed.rebuildNotDone = at.rebuildNotDone;
+    // Chunks on unflagged rails, and a flagged rail's leading chunks done on every rank, stand.
+    std::vector<Slice> redo;
+    std::vector<size_t> index(n, 0);  // chunk's position on its rail
+    for (const Slice& s : todo) {
+      const bool stands = at.failed[s.rail] == 0 || index[s.rail]++ < at.doneEverywhere[s.rail];
+      (stands ? out.done : redo).push_back(s);
+    }
+    std::vector<bool> alive = sched->alive();
+    std::vector<int> leaving;
+    for (size_t r = 0; r < n; ++r) {
+      if (at.failed[r] == 0 || !alive[r]) continue;
+      alive[r] = false;
+      leaving.push_back(static_cast<int>(r));
+      shutRail(static_cast<int>(r));
+    }
+    if (!leaving.empty()) retireRails(leaving, at);
+    if (leaving.empty() && redo.empty() && later.empty()) break;
+    // An offload rail (SHARP) alone cannot finish a replay or run anything but allreduce.
+    if (!sched->anyByteRail(alive)) allRailsDown(at.errors);
+    sched->setAlive(alive);
+    if (redo.empty() && later.empty()) break;
+    if (!redo.empty()) {
+      out.replayed = true;
+      metrics.replayedSlices += redo.size();
+    }
+    if (later.empty()) {
+      todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
+    } else {
+      // Between waves: a rail agreed ready re-enters now and takes its share of the rest.
+      ++metrics.waveRounds;
+      moveReadmissions(agreed);
+      agreed.ready.clear();
+      agreed.rebuildFailed.assign(n, 0.0);
+      agreed.rebuildNotDone.assign(n, 0.0);
+      if (sched->alive() != alive) {
+        for (const Slice& s : later) redo.push_back(s);
+        later.clear();
+        out.replayed = true;  // the rail set changed mid-operation: its timings are no sample
+        ++metrics.midOpReadmissions;
+      }
+      todo = redo.empty() ? std::vector<Slice>{}
+                          : chunked(sched->resplit(plan, merged(std::move(redo))), plan.unitBytes);
+      for (const Slice& s : later) todo.push_back(s);
+      later = laterWaves(todo);
+    }
+    at = runAttempt(plan, todo, fn, out);
+  }
+  // Re-admission moves on at operation boundaries (and between waves), with the last round's
+  // agreed flags.
+  moveReadmissions(agreed);
+  return true;
+}
+
+// Round-free operations (Options::roundFreeBytes). A small cold operation on one rail skips the
+// per-operation round when every rail is alive: its result stands on this rank as soon as its
+// exchange finishes here. A rank that fails it aborts the rail, so every peer that finished it
+// fails its next operation on that rail too (that one cannot finish without the failed rank)
+// and the next round meets: the round carries each rank's operation number, and ranks one
+// operation ahead redo the kept operation with the ones behind (from kept inputs, on the
+// survivors), then run their own operation again from a fresh plan. Before anything that could
+// leave a peer's data waiting on another rail (a split, another rail, a broadcast, a timing
+// agreement) and every kConfirmEvery operations, a round confirms the kept operation. A rank
+// that finished an operation is never more than one ahead of one that did not: finishing the
+// next one needs every rank's part.
+bool Impl::roundFree(OpKind op, const Plan& plan) const {
+  if (!o.failover || o.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
+  if (op != OpKind::kAllreduce && op != OpKind::kAllgather && op != OpKind::kReduceScatter) {
+    return false;  // a broadcast root finishes without its peers; barriers are rare
+  }
+  if (plan.units * plan.unitBytes > o.roundFreeBytes) return false;
+  if ((opCounter - 1) % kConfirmEvery == 0) return false;
+  if (sched->isOffload(plan.slices[0].rail)) return false;
+  const std::vector<bool>& alive = sched->alive();
+  for (size_t r = 0; r < rails.size(); ++r) {
+    if (!alive[r] || drained[r] || rebuilds[r]) return false;
+  }
+  return continuesKept(plan) || !kept;
+}
+
+bool Impl::continuesKept(const Plan& plan) const {
+  if (!kept) return false;
+  const int rail = kept->plan.slices[0].rail;
+  if (plan.slices.empty()) return false;  // runs nothing, so it would not meet a failed peer
+  return std::all_of(plan.slices.begin(), plan.slices.end(),
+                     [rail](const Slice& s) { return s.rail == rail; });
+}
+
+void Impl::confirmKept() {
+  if (!kept) return;
+  Attempt at;
+  at.failed.assign(rails.size(), 0.0);
+  at.errors.assign(rails.size(), std::string());
+  at.leadingDone.assign(rails.size(), 0);
+  at.longest = o.progressFloor;
+  Outcome out;
+  out.secs.assign(rails.size(), 0.0);
+  finish(Plan{}, nullptr, {}, std::move(at), out, true);
+}
+
+void Impl::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
+  for (;;) {
+    Plan p;
+    p.units = 1;
+    p.slices.push_back(Slice{sched->coldRail(), 0, 1});
+    if (kept && !continuesKept(p)) {
+      confirmKept();
+      continue;  // the cold rail may have changed
+    }
+    if (!runSlices(p, [&](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); }).restart) return;
+  }
+}
+
+Impl::Outcome Impl::runOp(OpKind op, const std::function<Plan()>& makePlan, const char* in,
+                          size_t inBytes, char* out, size_t outBytes, bool copyIn,
+                          const MakeSliceFn& make, Plan& plan) {
+  // In place, a run overwrites the inputs a replay (or a second run) needs: they are copied
+  // first, once, and every run reads the copy.
+  std::vector<char> preserved;
+  for (;;) {
+    plan = makePlan();
+    if (kept && !continuesKept(plan)) {
+      confirmKept();
+      plan = makePlan();  // the confirmation may have changed the rail set
+    }
+    const char* from = preserved.empty() ? in : preserved.data();
+    std::unique_ptr<Kept> next;
+    const char* src = from;
+    if (roundFree(op, plan)) {
+      next = std::make_unique<Kept>();
+      next->op = opCounter - 1;
+      next->plan = plan;
+      next->in.assign(from, from + inBytes);
+      next->outBytes = outBytes;
+      next->make = make;
+      src = next->in.data();
+    } else if (copyIn) {
+      if (preserved.empty()) preserved.assign(in, in + inBytes);
+      src = preserved.data();
+    }
+    Outcome ran = runSlices(plan, make(src, out), &next);
+    if (!ran.restart) return ran;
+    if (copyIn && preserved.empty() && next) preserved = std::move(next->in);
+  }
+}
+
+}  // namespace nezha
