@@ -1,6 +1,7 @@
 // Communicator: the public collectives that turn each call into per-rail slices, operation
-// numbering and per-operation reports. Construction lives in communicator_setup.cc; failover,
-// re-admission and the control endpoint in failover/ and control/ (state: communicator_impl.h).
+// numbering and per-operation reports. Construction lives in communicator_setup.cc, the control
+// endpoint's side in control_status.cc (state: communicator_impl.h); each operation runs through
+// the failover engine (failover/failover_engine.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,14 +27,13 @@ void Impl::fold(uint64_t v) {
 
 // Operation numbering and the tuning agreement that may precede an operation.
 void Impl::beginOp(OpKind op, size_t count, DataType dt, int root) {
-  checkUsable();
-  opStart = std::chrono::steady_clock::now();
-  uint64_t n = opCounter++;
-  if (mesh) mesh->setCurrentOp(n);
+  const uint64_t n = opCounter;
+  engine->beginOp(n);  // refuses when an earlier failure made the communicator unusable
+  ++opCounter;
   if (o.worldSize > 1 && sched->agreementDue(n)) {
     std::vector<double> stats = sched->pendingStats();
     if (!stats.empty()) {
-      confirmKept();  // a peer that failed the last round-free operation is in that round
+      engine->confirmKept();  // a peer that failed the last round-free operation is in that round
       // At the start of an operation ranks may be far apart (one was computing or writing a
       // checkpoint): wait as long as for any I/O; a peer that is gone is caught by the mesh.
       auto agree = [this](std::vector<double>& v) { this->agree(v, o.ioTimeout); };
@@ -108,9 +108,7 @@ void Communicator::abortRail(int rail) {
   if (rail < 0 || rail >= static_cast<int>(impl_->rails.size())) {
     throw InvalidArgument(strCat("abortRail: no rail ", rail));
   }
-  if (impl_->channels.empty()) return;
-  std::lock_guard<std::mutex> lock(impl_->channelMu);
-  impl_->channels[rail]->abort();
+  impl_->engine->abortRail(rail);
 }
 
 int Communicator::controlPort() const { return impl_->control ? impl_->control->port() : 0; }
@@ -150,7 +148,7 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
   // The offload rail (SHARP) takes the cold allreduces its library can reduce.
   auto makePlan = [&] {
     const int off = m.sched->offloadRail();
-    CollectiveOffload* offload = off >= 0 ? m.channels[off]->offload() : nullptr;
+    CollectiveOffload* offload = off >= 0 ? m.engine->channel(off).offload() : nullptr;
     const bool offloadable = offload != nullptr && offload->supports(dtype, op);
     return m.sched->plan(OpKind::kAllreduce, count, es, offloadable);
   };
@@ -161,8 +159,8 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, D
     };
   };
   Plan plan;
-  Impl::Outcome ran = m.runOp(OpKind::kAllreduce, makePlan, in, count * es, out, count * es,
-                              m.o.failover && in == out, make, plan);
+  Impl::Outcome ran = m.engine->runOp(OpKind::kAllreduce, makePlan, in, count * es, out, count * es,
+                                      m.o.failover && in == out, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
   m.report(OpKind::kAllreduce, plan, ran);
 }
@@ -187,7 +185,7 @@ void Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) 
     };
   };
   Plan plan;
-  Impl::Outcome ran = m.runOp(
+  Impl::Outcome ran = m.engine->runOp(
       OpKind::kBroadcast, [&] { return m.sched->plan(OpKind::kBroadcast, count, es); }, b, 0, b, 0,
       false, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
@@ -218,7 +216,7 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, D
     };
   };
   Plan plan;
-  Impl::Outcome ran = m.runOp(
+  Impl::Outcome ran = m.engine->runOp(
       OpKind::kAllgather, [&] { return m.sched->plan(OpKind::kAllgather, count, es * n); }, in,
       count * es, out, n * count * es, false, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);
@@ -251,7 +249,7 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
     };
   };
   Plan plan;
-  Impl::Outcome ran = m.runOp(
+  Impl::Outcome ran = m.engine->runOp(
       OpKind::kReduceScatter,
       [&] { return m.sched->plan(OpKind::kReduceScatter, recvcount, es * n); }, in,
       n * recvcount * es, out, recvcount * es, overlap, make, plan);
@@ -264,7 +262,7 @@ void Communicator::barrier() {
   m.beginOp(OpKind::kBarrier, 0, DataType::kInt32, 0);
   ++m.metrics.ops;
   if (m.o.worldSize == 1) return;
-  m.runUnit([](Channel& ch, Scratch&) { barrierDissemination(ch); });
+  m.engine->runUnit([](Channel& ch, Scratch&) { barrierDissemination(ch); });
 }
 
 }  // namespace nezha

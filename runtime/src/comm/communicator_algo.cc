@@ -7,7 +7,7 @@ namespace nezha {
 
 void Communicator::setAlgoTable(const std::string& json) {
   Impl& m = *impl_;
-  m.checkUsable();
+  m.engine->checkUsable();
   AlgoTable t = json.empty() ? AlgoTable(m.o.ringThreshold, m.o.chainThreshold)
                              : AlgoTable::parse(json, "algorithm table", m.o.ringThreshold,
                                                 m.o.chainThreshold);

@@ -79,7 +79,7 @@ void runAlltoall(Impl& m, AlltoallLayout l, size_t maxPair, size_t widestBytes) 
     };
   };
   Plan plan;
-  Impl::Outcome ran = m.runOp(
+  Impl::Outcome ran = m.engine->runOp(
       OpKind::kAlltoall, [&] { return m.sched->plan(OpKind::kAlltoall, maxPair, l.unitBytes); },
       l.send, 0, l.recv, 0, false, make, plan);
   if (!ran.replayed) m.sched->record(plan, ran.secs);

@@ -32,6 +32,9 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
                                                          m.o.ringThreshold, m.o.chainThreshold);
   m.algo = m.algoTable.options();
   m.describeRails();
+  m.engine = std::make_unique<FailoverEngine>(m.o, m.rails, m.metrics, [&m](int rail) {
+    return makeTransport(m.o, rail, m.rails[rail].address);
+  });
   Impl::StartState start;
   start.usable.assign(m.rails.size(), true);
   start.downReason.assign(m.rails.size(), std::string());
@@ -106,27 +109,6 @@ std::vector<std::unique_ptr<Transport>> Impl::joinJob(StartState& start) {
   return transports;
 }
 
-void Impl::allocateRailState(size_t nr) {
-  for (size_t i = 0; i < nr; ++i) {
-    workers.push_back(std::make_unique<RailWorker>());
-    linkDown.push_back(std::make_unique<std::atomic<bool>>(false));
-    reportedDownBy.push_back(std::make_unique<std::atomic<int>>(0));
-    linkUpAt.push_back(std::make_unique<std::atomic<int64_t>>(0));
-    generation.push_back(std::make_unique<std::atomic<uint64_t>>(0));
-    controlRequest.push_back(std::make_unique<std::atomic<int>>(0));
-  }
-  faultWhy.assign(nr, std::string());
-  rebuilds.assign(nr, nullptr);
-  std::vector<std::string> names;
-  for (const auto& r : rails) names.push_back(r.name);
-  watchdog = std::make_unique<RailWatchdog>(names, o.watchdog, o.slowFactor);
-  scratch.resize(nr);
-  localDown.assign(nr, false);
-  failedAt.assign(nr, std::chrono::steady_clock::time_point{});
-  holdDown.assign(nr, o.readmitHoldDown);
-  drained.assign(nr, false);
-}
-
 void Impl::StartState::leaveOut(size_t rail, const std::string& reason, std::vector<int> ranks,
                                 const std::string& why) {
   usable[rail] = false;
@@ -137,7 +119,6 @@ void Impl::StartState::leaveOut(size_t rail, const std::string& reason, std::vec
 
 void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, StartState& start) {
   const size_t nr = rails.size();
-  allocateRailState(nr);
   const auto began = std::chrono::steady_clock::now();
   std::vector<std::vector<PreflightFailure>> local = connectAndCheck(transports, start);
   for (size_t i = 0; i < nr; ++i) {
@@ -148,8 +129,10 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, Sta
   const auto silence = std::max(o.progressFloor, std::chrono::milliseconds(300));
   mesh = std::make_unique<ControlMesh>(
       o.rank, o.worldSize, nr, silence,
-      [this](int peer, int rail, uint64_t gen) { onPeerRailDown(peer, rail, gen); },
+      [this](int peer, int rail, uint64_t gen) { engine->onPeerRailDown(peer, rail, gen); },
       o.failover ? o.peerSilence : std::chrono::milliseconds(0));
+  engine->setAgreement(mesh.get());
+  engine->setJob(job, algo);
   for (size_t i = 0; i < nr; ++i) {
     // A rail that could not connect here has no control connections to give; the agreement
     // below runs over the others.
@@ -158,15 +141,15 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, Sta
     }
   }
   if (o.preflight != PreflightPolicy::kOff) decidePreflight(local, transports, start, began);
-  for (size_t i = 0; i < nr; ++i) {
-    if (!start.usable[i]) localDown[i] = true;
-    channels.push_back(std::move(transports[i]));
-  }
+  std::vector<std::unique_ptr<Channel>> channels;
+  for (size_t i = 0; i < nr; ++i) channels.push_back(std::move(transports[i]));
+  engine->adoptChannels(std::move(channels), start.usable);
   std::vector<std::string> ifaces;
   for (const auto& r : rails) ifaces.push_back(r.iface);
   try {
     watcher = std::make_unique<LinkWatcher>(
-        ifaces, [this](size_t i) { onLinkDown(i); }, [this](size_t i) { onLinkUp(i); });
+        ifaces, [this](size_t i) { engine->onLinkDown(i); },
+        [this](size_t i) { engine->onLinkUp(i); });
   } catch (const Error& e) {
     // Detection then rests on the per-slice progress deadline alone; say so once.
     std::fprintf(stderr, "nezha: rank %d: %s; rail failures are detected by deadline only\n",
@@ -176,7 +159,7 @@ void Impl::connectRails(std::vector<std::unique_ptr<Transport>>& transports, Sta
 
 void Impl::startScheduler(const StartState& start) {
   RailRunner run = [this](int r, const std::function<void(Channel&, Scratch&)>& fn) {
-    runOn(r, fn);
+    engine->runOn(r, fn);
   };
   auto agreeMax = [this](std::vector<double>& v) { agree(v, o.ioTimeout); };
   ProbeResult probe = probeRails(o, algo, start.usable, run, agreeMax);
@@ -203,13 +186,13 @@ void Impl::startScheduler(const StartState& start) {
       std::find(start.usable.begin(), start.usable.end(), true) - start.usable.begin());
   Table table = loadTable(names, firstUsable);
   sched = std::make_unique<Scheduler>(o, probe, std::move(table), algoTable);
+  engine->setScheduler(sched.get());
   if (start.downAtStart.empty()) return;
   sched->setAlive(start.usable);
-  opStart = std::chrono::steady_clock::now();
   for (size_t i = 0; i < start.usable.size(); ++i) {
     if (start.usable[i]) continue;
-    recordFailover(static_cast<int>(i), strCat("at start: ", start.downAtStart), start.downRanks[i],
-                   start.downReason[i]);
+    engine->recordDownAtStart(static_cast<int>(i), strCat("at start: ", start.downAtStart),
+                              start.downRanks[i], start.downReason[i]);
   }
 }
 
@@ -250,14 +233,15 @@ Table Impl::loadTable(const std::vector<std::string>& names, int rail) {
     }
   }
   if (o.worldSize > 1) {
-    runOn(rail, [&](Channel& ch, Scratch&) {
+    engine->runOn(rail, [&](Channel& ch, Scratch&) {
       broadcastBinomialTree(ch, reinterpret_cast<char*>(&len), sizeof(len), 0);
     });
     if (len == UINT64_MAX) {
       throw ConfigError(readError.empty() ? "rank 0 cannot read its NEZHA_TABLE file" : readError);
     }
     text.resize(len);
-    runOn(rail, [&](Channel& ch, Scratch&) { nezha::broadcast(ch, text.data(), len, 0, algo); });
+    engine->runOn(rail,
+                  [&](Channel& ch, Scratch&) { nezha::broadcast(ch, text.data(), len, 0, algo); });
   } else if (!readError.empty()) {
     throw ConfigError(readError);
   }

@@ -1,6 +1,7 @@
-// The control endpoint's side of the communicator: drain/restore requests applied at an agreed
-// operation, and the /status and /metrics snapshots the HTTP thread serves (refreshed after
-// every operation under statusMu, so the HTTP thread never touches live state).
+// The control endpoint's side of the communicator: drain/restore requests handed to the failover
+// engine (applied at an agreed operation, failover/drain.cc), and the /status and /metrics
+// snapshots the HTTP thread serves (refreshed after every operation under statusMu, so the HTTP
+// thread never touches live state).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,43 +16,6 @@ namespace nezha {
 
 using Impl = Communicator::Impl;
 
-void Impl::applyControl(const std::vector<double>& agreed) {
-  const size_t n = rails.size();
-  std::vector<bool> alive = sched->alive();
-  bool changed = false;
-  for (size_t r = 0; r < n; ++r) {
-    const bool drain = agreed[r] > 0, restore = agreed[n + r] > 0;
-    int mine = controlRequest[r]->load();
-    if (drain && alive[r] && std::count(alive.begin(), alive.end(), true) > 1) {
-      alive[r] = false;
-      drained[r] = true;
-      changed = true;
-      metrics.drains.push_back(railEvent(static_cast<int>(r), "operator"));
-    } else if (restore && drained[r] && !localDown[r]) {
-      alive[r] = true;
-      drained[r] = false;
-      changed = true;
-      metrics.restores.push_back(railEvent(static_cast<int>(r), "operator"));
-    }
-    // Requests seen by the agreement are done (applied, or moot); clear only those.
-    if ((mine == kDrain && drain) || (mine == kRestore && restore)) {
-      controlRequest[r]->compare_exchange_strong(mine, 0);
-    }
-  }
-  if (changed) sched->setAlive(alive);
-}
-
-// A rail's state as /status reports it (the operator's prober reads it).
-std::string Impl::railState(size_t r) const {
-  const bool alive = sched ? sched->alive()[r] : true;
-  if (alive) return "healthy";
-  if (drained.size() > r && drained[r]) return "drained";
-  if (o.worldSize > 1 && (rebuilding(static_cast<int>(r)) || readyLocally(static_cast<int>(r)))) {
-    return "probing";  // being rebuilt and probed, or ready to be once every rank agrees
-  }
-  return "failed";
-}
-
 // The start-up check as /status reports it (the operator's RailsVerified condition reads it).
 namespace {
 // A rail whose measured speed is below this fraction of its RailClass's expectedBandwidthMbps is
@@ -63,7 +27,9 @@ constexpr double kDegradedFraction = 0.5;
 // allreduce); 0 when it was not measured.
 double measuredBitsPerSecond(const Impl& m, size_t r) {
   const int n = m.o.worldSize;
-  if (n < 2 || r >= m.bandwidthMeasured.size() || !m.bandwidthMeasured[r]) return 0;
+  const bool measured =
+      (r < m.bandwidthMeasured.size() && m.bandwidthMeasured[r]) || m.engine->reprobed(r);
+  if (n < 2 || !measured) return 0;
   return m.rails[r].bandwidthBytesPerSecond * 8 * 2.0 * (n - 1) / n;
 }
 
@@ -109,7 +75,7 @@ void Impl::publish() {
   for (size_t r = 0; r < rails.size(); ++r) {
     const std::string& name = rails[r].name;
     const RailMetrics& m = metrics.rails[name];
-    const std::string state = railState(r);
+    const std::string state = engine->railState(r);
     Json j = Json::object();
     j["name"] = name;
     j["state"] = state;
@@ -182,7 +148,7 @@ std::string Impl::metricsExposition() const {
   p.family("nezha_runtime_rail_state", "gauge",
            "1 for the rail's current state (healthy, failed, probing, drained).");
   for (size_t r = 0; r < rails.size(); ++r) {
-    p.sample({{"rail", rails[r].name}, {"state", railState(r)}}, 1);
+    p.sample({{"rail", rails[r].name}, {"state", engine->railState(r)}}, 1);
   }
   p.family("nezha_runtime_rail_bytes_total", "counter", "Operation bytes the rail carried.");
   for (const auto& r : rails) p.sample({{"rail", r.name}}, metricsOf(r.name).bytes);
@@ -247,7 +213,8 @@ HttpReply Impl::handleControl(const HttpRequest& req) {
   for (size_t r = 0; r < rails.size(); ++r) {
     if (rails[r].name != name) continue;
     if (o.worldSize == 1) return {409, "text/plain", "single-rank job has no rails in use\n", ""};
-    controlRequest[r]->store(action == "drain" ? kDrain : kRestore);
+    engine->request(static_cast<int>(r), action == "drain" ? FailoverEngine::Request::kDrain
+                                                           : FailoverEngine::Request::kRestore);
     return {202, "application/json",
             strCat("{\"rail\":\"", name, "\",\"action\":\"", action,
                    "\",\"applied\":\"at the next operation, on every rank\"}\n"),

@@ -35,21 +35,22 @@ std::vector<std::vector<PreflightFailure>> Impl::connectAndCheck(
   std::vector<TaskHandle> tasks(nr);
   for (size_t i = 0; i < nr; ++i) {
     transports[i]->setHealthListener(
-        [this, i](const std::string& why) { onTransportFault(i, why); });
+        [this, i](const std::string& why) { engine->onTransportFault(i, why); });
     if (!start.usable[i]) continue;
     Transport* t = transports[i].get();
     std::vector<PreflightFailure>* failures = &local[i];
-    workers[i]->submit(
-        [this, t, failures, deadline, &peers, check] {
-          t->connect(job, deadline);
-          if (!check || peers.empty()) return;
-          const auto left =
-              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-          t->setProgressTimeout(std::max(left, o.progressFloor));
-          *failures = checkTransfers(*t, peers, o.preflightBytes);
-          t->setProgressTimeout(std::chrono::milliseconds(0));
-        },
-        &tasks[i]);
+    engine->worker(static_cast<int>(i))
+        .submit(
+            [this, t, failures, deadline, &peers, check] {
+              t->connect(job, deadline);
+              if (!check || peers.empty()) return;
+              const auto left =
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+              t->setProgressTimeout(std::max(left, o.progressFloor));
+              *failures = checkTransfers(*t, peers, o.preflightBytes);
+              t->setProgressTimeout(std::chrono::milliseconds(0));
+            },
+            &tasks[i]);
   }
   std::exception_ptr fatal;
   for (size_t i = 0; i < nr; ++i) {

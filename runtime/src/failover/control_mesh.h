@@ -62,11 +62,12 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "failover/agreement.h"
 #include "failover/mesh_frame.h"
 
 namespace nezha {
 
-class ControlMesh {
+class ControlMesh : public Agreement {
  public:
   // onRailDown(peer, rail, generation): `peer` lost the link of `rail` (its connections of that
   // rail's `generation`). Called on the reader thread; must not block.
@@ -80,23 +81,23 @@ class ControlMesh {
   // immediately), and every other rank learns it from the flooded verdict (silentPeers).
   ControlMesh(int rank, int worldSize, size_t rails, std::chrono::milliseconds silence,
               RailDownFn onRailDown, std::chrono::milliseconds peerSilence = {});
-  ~ControlMesh();  // stops the reader and heartbeat threads, closes every connection
+  ~ControlMesh() override;  // stops the reader and heartbeat threads, closes every connection
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
 
   // Installs the control connections of `rail` (indexed by peer; the own rank's entry is
   // invalid), replacing the ones the rail had.
-  void attach(int rail, std::vector<Fd> conns);
+  void attach(int rail, std::vector<Fd> conns) override;
 
   // Best effort, from any thread: tells every peer, on every rail, that this rank lost the link
   // of `rail`.
-  void notifyRailDown(int rail, uint64_t generation);
+  void notifyRailDown(int rail, uint64_t generation) override;
   // This rank started operation `op` (an atomic store; peers learn it only when they ask).
-  void setCurrentOp(uint64_t op) { opsStarted_ = op + 1; }
+  void setCurrentOp(uint64_t op) override { opsStarted_ = op + 1; }
   // True when some peer is alive but has not started operation `op` yet: it answered within
   // the silence window, and every peer that was asked answered. Asks only peers not already
   // known to be in `op` or later.
-  bool peersBehind(uint64_t op);
+  bool peersBehind(uint64_t op) override;
 
   // Element-wise max of `values` over all ranks (a dissemination round: ceil(log2 N) steps);
   // all ranks call it in the same order with the same length. A peer that is alive may take up
@@ -104,7 +105,7 @@ class ControlMesh {
   // fails the round after the silence window. Throws RailError(-1) when a step does not come
   // or its sender is unreachable, ConfigError when the lengths differ; when another rank's round
   // failed first, the same kind of error naming that rank and its cause.
-  void maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout);
+  void maxReduce(std::vector<double>& values, std::chrono::milliseconds timeout) override;
 
   // What this rank's rounds cost, counted since construction. `messages`: steps sent, one per
   // step (ceil(log2 N) per round), however many rails carried a copy; `resentCopies`: steps
@@ -131,15 +132,15 @@ class ControlMesh {
 
   // Closes every connection: peers waiting on this rank learn at once that it is gone (used
   // when this rank's communicator fails for good).
-  void closeAll();
+  void closeAll() override;
 
   // Per rail: peers whose control connection on it is open (for /status).
   std::vector<int> openPeers() const;
 
   // With heartbeats: the neighbours heard on no rail for peerSilence, and the peers a verdict
   // names that this rank has not heard since it came (empty without heartbeats).
-  std::vector<int> silentPeers() const;
-  std::chrono::milliseconds peerSilence() const { return peerSilence_; }
+  std::vector<int> silentPeers() const override;
+  std::chrono::milliseconds peerSilence() const override { return peerSilence_; }
 
  private:
   struct Conn;

@@ -1,5 +1,5 @@
-// Failover: running an operation's slices on their rails and finishing it exactly when a rail
-// breaks.
+// The failover engine's operation path: running an operation's slices on their rails and
+// finishing it exactly when a rail breaks (failover_engine.h has the whole design).
 //
 // With Options::failover every operation ends with a failure agreement on the control mesh:
 // each rank max-reduces per-rail failure flags (1 = a slice on that rail failed here, or the
@@ -10,17 +10,16 @@
 // cannot leave ranks in different rounds. A rank that loses a rail's link tells its peers at
 // once over the other rails, so they drop the rail in milliseconds instead of waiting for
 // their progress deadline.
+#include "failover/failover_engine.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
 
 #include "base/error.h"
 #include "base/socket.h"
-#include "comm/communicator_impl.h"
 
 namespace nezha {
-
-using Impl = Communicator::Impl;
 
 namespace {
 // Large slices run as chunks of about this size, in order on their rail's thread. When a rail
@@ -29,6 +28,8 @@ namespace {
 // ring's start-up (a few round trips), under 1% at this size on these rails.
 constexpr size_t kChunkBytes = 4 << 20;
 constexpr size_t kMaxChunksPerSlice = 16;
+// Every 16th operation holds its round even when it could skip it (round-free operations).
+constexpr uint64_t kConfirmEvery = 16;
 
 std::vector<Slice> chunked(const std::vector<Slice>& slices, size_t unitBytes) {
   std::vector<Slice> out;
@@ -43,28 +44,110 @@ std::vector<Slice> chunked(const std::vector<Slice>& slices, size_t unitBytes) {
   }
   return out;
 }
+
+// Failover reasons from least to most specific: the agreed reason is the most specific any rank
+// saw (a peer's "peer" or "error" says less than its neighbour's "watchdog" or "carrier").
+constexpr const char* kReasons[] = {"peer", "error", "watchdog", "slow", "transport", "carrier"};
+
+int reasonRank(const std::string& reason) {
+  for (int i = 0; i < static_cast<int>(std::size(kReasons)); ++i) {
+    if (reason == kReasons[i]) return i;
+  }
+  return 0;
+}
+
+std::string reasonName(int rank) {
+  return rank >= 0 && rank < static_cast<int>(std::size(kReasons)) ? kReasons[rank] : "peer";
+}
 }  // namespace
 
-void Impl::failStop(const RailError& e) {
-  if (failure.empty()) {
-    failure = e.what();
-    failureRail = e.rail();
+FailoverEngine::FailoverEngine(const Options& options, std::vector<RailInfo>& rails,
+                               Metrics& metrics, TransportFactory makeTransport)
+    : o_(options), rails_(rails), metrics_(metrics), makeTransport_(std::move(makeTransport)) {
+  const size_t nr = rails_.size();
+  for (size_t i = 0; i < nr; ++i) {
+    workers_.push_back(std::make_unique<RailWorker>());
+    linkDown_.push_back(std::make_unique<std::atomic<bool>>(false));
+    reportedDownBy_.push_back(std::make_unique<std::atomic<int>>(0));
+    linkUpAt_.push_back(std::make_unique<std::atomic<int64_t>>(0));
+    generation_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+    controlRequest_.push_back(std::make_unique<std::atomic<int>>(0));
   }
-  for (auto& ch : channels) ch->abort();
-  if (mesh) mesh->closeAll();  // peers waiting in a round with this rank fail now, not later
+  faultWhy_.assign(nr, std::string());
+  rebuilds_.assign(nr, nullptr);
+  std::vector<std::string> names;
+  for (const auto& r : rails_) names.push_back(r.name);
+  watchdog_ = std::make_unique<RailWatchdog>(names, o_.watchdog, o_.slowFactor);
+  scratch_.resize(nr);
+  localDown_.assign(nr, false);
+  failedAt_.assign(nr, Clock::time_point{});
+  holdDown_.assign(nr, o_.readmitHoldDown);
+  drained_.assign(nr, false);
+  reprobed_.assign(nr, false);
+}
+
+FailoverEngine::~FailoverEngine() = default;
+
+void FailoverEngine::adoptChannels(std::vector<std::unique_ptr<Channel>> channels,
+                                   const std::vector<bool>& usable) {
+  NEZHA_ENFORCE(channels.size() == rails_.size() && usable.size() == rails_.size(),
+                "adoptChannels: one channel and one usable flag per rail");
+  std::lock_guard<std::mutex> lock(channelMu_);
+  channels_ = std::move(channels);
+  for (size_t i = 0; i < usable.size(); ++i) {
+    if (!usable[i]) localDown_[i] = true;
+  }
+}
+
+void FailoverEngine::setJob(const JobTable& job, const AlgoOptions& algo) {
+  job_ = job;
+  algo_ = algo;
+}
+
+void FailoverEngine::recordDownAtStart(int rail, const std::string& why,
+                                       const std::vector<int>& ranks, const std::string& reason) {
+  opStart_ = Clock::now();
+  recordFailover(rail, why, ranks, reason);
+}
+
+void FailoverEngine::beginOp(uint64_t op) {
+  checkUsable();
+  opStart_ = Clock::now();
+  currentOp_ = op;
+  if (agreement_) agreement_->setCurrentOp(op);
+}
+
+void FailoverEngine::abortRail(int rail) {
+  std::lock_guard<std::mutex> lock(channelMu_);
+  if (static_cast<size_t>(rail) < channels_.size()) channels_[rail]->abort();
+}
+
+// The operation a failover or re-admission record names: the kept one while it is redone.
+uint64_t FailoverEngine::eventOpNumber() const {
+  return eventOp_ >= 0 ? static_cast<uint64_t>(eventOp_) : currentOp_;
+}
+
+void FailoverEngine::failStop(const RailError& e) {
+  if (failure_.empty()) {
+    failure_ = e.what();
+    failureRail_ = e.rail();
+  }
+  for (auto& ch : channels_) ch->abort();
+  if (agreement_)
+    agreement_->closeAll();  // peers waiting in a round with this rank fail now, not later
   throw e;
 }
 
-void Impl::checkUsable() const {
-  if (failure.empty()) return;
-  throw RailError(failureRail, strCat("communicator is unusable after an earlier rail failure (",
-                                      failure, "); build a new one"));
+void FailoverEngine::checkUsable() const {
+  if (failure_.empty()) return;
+  throw RailError(failureRail_, strCat("communicator is unusable after an earlier rail failure (",
+                                       failure_, "); build a new one"));
 }
 
-void Impl::runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
+void FailoverEngine::runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
   TaskHandle h;
-  const std::function<void()> task = [&] { fn(*channels[rail], scratch[rail]); };
-  if (!workers[rail]->runHere(task, &h)) workers[rail]->submit(task, &h);
+  const std::function<void()> task = [&] { fn(*channels_[rail], scratch_[rail]); };
+  if (!workers_[rail]->runHere(task, &h)) workers_[rail]->submit(task, &h);
   try {
     h.wait();
   } catch (const RailError& e) {
@@ -72,97 +155,97 @@ void Impl::runOn(int rail, const std::function<void(Channel&, Scratch&)>& fn) {
   }
 }
 
-void Impl::agree(std::vector<double>& v, std::chrono::milliseconds timeout) {
+void FailoverEngine::agree(std::vector<double>& v, std::chrono::milliseconds timeout) {
   try {
-    mesh->maxReduce(v, timeout);
+    agreement_->maxReduce(v, timeout);
   } catch (const RailError& e) {
     // A round nobody can answer means no rail joins this rank to a peer any more: the same
     // error, with the same wording, as when a collective's last rail fails.
     allRailsDown({e.what()});
   } catch (const Error&) {
-    for (auto& ch : channels) ch->abort();
-    if (failure.empty()) failure = "ranks disagreed";
+    for (auto& ch : channels_) ch->abort();
+    if (failure_.empty()) failure_ = "ranks disagreed";
     throw;
   }
 }
 
-void Impl::shutRail(int rail) {
-  if (localDown[rail]) return;
-  localDown[rail] = true;
-  channels[rail]->abort();
+void FailoverEngine::shutRail(int rail) {
+  if (localDown_[rail]) return;
+  localDown_[rail] = true;
+  channels_[rail]->abort();
 }
 
-std::string Impl::railError(int rail, const std::string& what) {
+std::string FailoverEngine::railError(int rail, const std::string& what) {
   std::string why;
   {
-    std::lock_guard<std::mutex> lock(channelMu);
-    why = faultWhy[rail];
+    std::lock_guard<std::mutex> lock(channelMu_);
+    why = faultWhy_[rail];
   }
   if (!why.empty()) {
-    why = strCat(rails[rail].transport, " transport: ", why);
-  } else if (linkDown[rail]->load()) {
-    why = strCat("link of ", rails[rail].iface, " went down");
-  } else if (int by = reportedDownBy[rail]->load(); by > 0) {
-    why = strCat("rank ", by - 1, " lost the link of rail ", rails[rail].name);
+    why = strCat(rails_[rail].transport, " transport: ", why);
+  } else if (linkDown_[rail]->load()) {
+    why = strCat("link of ", rails_[rail].iface, " went down");
+  } else if (int by = reportedDownBy_[rail]->load(); by > 0) {
+    why = strCat("rank ", by - 1, " lost the link of rail ", rails_[rail].name);
   }
   // The transport's own message is then only the echo of this rank aborting the rail.
   return why.empty() ? what : why;
 }
 
-void Impl::onLinkDown(size_t rail) {
-  if (linkDown[rail]->exchange(true)) return;
+void FailoverEngine::onLinkDown(size_t rail) {
+  if (linkDown_[rail]->exchange(true)) return;
   {
-    std::lock_guard<std::mutex> lock(channelMu);
-    channels[rail]->abort();  // thread-safe: fails the rail's exchange in flight now
+    std::lock_guard<std::mutex> lock(channelMu_);
+    channels_[rail]->abort();  // thread-safe: fails the rail's exchange in flight now
   }
-  if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
+  if (agreement_) agreement_->notifyRailDown(static_cast<int>(rail), generation_[rail]->load());
 }
 
-void Impl::onTransportFault(size_t rail, const std::string& why) {
+void FailoverEngine::onTransportFault(size_t rail, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(channelMu);
-    faultWhy[rail] = why;
-    if (rail < channels.size()) channels[rail]->abort();  // else: reported while connecting
+    std::lock_guard<std::mutex> lock(channelMu_);
+    faultWhy_[rail] = why;
+    if (rail < channels_.size()) channels_[rail]->abort();  // else: reported while connecting
   }
-  if (mesh) mesh->notifyRailDown(static_cast<int>(rail), generation[rail]->load());
+  if (agreement_) agreement_->notifyRailDown(static_cast<int>(rail), generation_[rail]->load());
 }
 
-void Impl::onLinkUp(size_t rail) {
-  if (!linkDown[rail]->exchange(false)) return;
-  linkUpAt[rail]->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch())
-                            .count());
+void FailoverEngine::onLinkUp(size_t rail) {
+  if (!linkDown_[rail]->exchange(false)) return;
+  linkUpAt_[rail]->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count());
 }
 
-void Impl::onPeerRailDown(int peer, int rail, uint64_t gen) {
+void FailoverEngine::onPeerRailDown(int peer, int rail, uint64_t gen) {
   // A notice about connections this rank already replaced says nothing about the current ones.
-  if (gen != generation[rail]->load()) return;
-  reportedDownBy[rail]->store(peer + 1);
-  std::lock_guard<std::mutex> lock(channelMu);
-  channels[rail]->abort();
+  if (gen != generation_[rail]->load()) return;
+  reportedDownBy_[rail]->store(peer + 1);
+  std::lock_guard<std::mutex> lock(channelMu_);
+  channels_[rail]->abort();
 }
 
-void Impl::recordFailover(int rail, const std::string& localError, const std::vector<int>& ranks,
-                          const std::string& reason) {
+void FailoverEngine::recordFailover(int rail, const std::string& localError,
+                                    const std::vector<int>& ranks, const std::string& reason) {
   FailoverEvent ev = railEvent(rail, reason);
   ev.ranks = ranks;
   ev.stallSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - opStart_).count();
   ev.localError = localError;
-  metrics.failovers.push_back(ev);
-  failedAt[rail] = std::chrono::steady_clock::now();
-  metrics.rails[rails[rail].name].alive = false;
-  if (o.verbose) {
-    std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s: %s)\n", o.rank,
+  metrics_.failovers.push_back(ev);
+  failedAt_[rail] = std::chrono::steady_clock::now();
+  metrics_.rails[rails_[rail].name].alive = false;
+  if (o_.verbose) {
+    std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s: %s)\n", o_.rank,
                  ev.rail.c_str(), static_cast<unsigned long long>(ev.op), reason.c_str(),
                  localError.empty() ? "reported by a peer" : localError.c_str());
   }
 }
 
 // One word for why this rank saw the rail fail (FailoverEvent::reason).
-std::string Impl::failoverReason(int rail, const std::string& localError) const {
-  if (linkDown[rail]->load() || reportedDownBy[rail]->load() > 0) return "carrier";
-  switch (watchdog->verdict(rail)) {
+std::string FailoverEngine::failoverReason(int rail, const std::string& localError) const {
+  if (linkDown_[rail]->load() || reportedDownBy_[rail]->load() > 0) return "carrier";
+  switch (watchdog_->verdict(rail)) {
     case RailWatchdog::kStalled:
       return "watchdog";
     case RailWatchdog::kSlow:
@@ -171,8 +254,8 @@ std::string Impl::failoverReason(int rail, const std::string& localError) const 
       break;
   }
   {
-    std::lock_guard<std::mutex> lock(channelMu);
-    if (!faultWhy[rail].empty()) return "transport";
+    std::lock_guard<std::mutex> lock(channelMu_);
+    if (!faultWhy_[rail].empty()) return "transport";
   }
   return localError.empty() ? "peer" : "error";
 }
@@ -182,19 +265,19 @@ std::string Impl::failoverReason(int rail, const std::string& localError) const 
 // finished its part (its last bytes still in flight to a peer) waits in the round when its link
 // drops, and its notice is what makes the peer fail the rail. At the round's end the event has
 // therefore reached this rank, and the record must name it, not end up naming no rank.
-bool Impl::ownDetectorFired(int rail) const {
-  if (linkDown[rail]->load()) return true;
-  std::lock_guard<std::mutex> lock(channelMu);
-  return !faultWhy[rail].empty();
+bool FailoverEngine::ownDetectorFired(int rail) const {
+  if (linkDown_[rail]->load()) return true;
+  std::lock_guard<std::mutex> lock(channelMu_);
+  return !faultWhy_[rail].empty();
 }
 
 // Rails whose link this rank sees down now: the watcher's flag, or the carrier read afresh (a
 // link event may still be on its way when a round times out).
-std::vector<int> Impl::ownLinksDown() const {
+std::vector<int> FailoverEngine::ownLinksDown() const {
   std::vector<int> down;
-  for (size_t r = 0; r < rails.size(); ++r) {
-    const bool carrierLost = !rails[r].iface.empty() && !linkHasCarrier(rails[r].iface);
-    if (linkDown[r]->load() || carrierLost) down.push_back(static_cast<int>(r));
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    const bool carrierLost = !rails_[r].iface.empty() && !linkHasCarrier(rails_[r].iface);
+    if (linkDown_[r]->load() || carrierLost) down.push_back(static_cast<int>(r));
   }
   return down;
 }
@@ -203,12 +286,12 @@ std::vector<int> Impl::ownLinksDown() const {
 // "operation N failed: no rail left to finish it on (<cause>)". A rank whose own links are all
 // down says so and names them, whichever detector fired first (link event, slice deadline,
 // silent round); a rank that only sees silence names the silent peers and the rails it tried.
-void Impl::allRailsDown(const std::vector<std::string>& errors) {
+void FailoverEngine::allRailsDown(const std::vector<std::string>& errors) {
   std::string cause;
   const std::vector<int> own = ownLinksDown();
-  if (!rails.empty() && own.size() == rails.size()) {
+  if (!rails_.empty() && own.size() == rails_.size()) {
     for (int r : own) {
-      cause += strCat(cause.empty() ? "" : ", ", rails[r].name, " (", rails[r].iface, ")");
+      cause += strCat(cause.empty() ? "" : ", ", rails_[r].name, " (", rails_[r].iface, ")");
     }
     cause = strCat("every link of this rank is down: ", cause);
   } else {
@@ -216,15 +299,15 @@ void Impl::allRailsDown(const std::vector<std::string>& errors) {
       if (!e.empty()) cause += strCat(cause.empty() ? "" : "; ", e);
     }
     std::string tried;
-    for (size_t r = 0; r < rails.size(); ++r) {
+    for (size_t r = 0; r < rails_.size(); ++r) {
       if (std::find(own.begin(), own.end(), static_cast<int>(r)) == own.end()) {
-        tried += strCat(tried.empty() ? "" : ", ", rails[r].name);
+        tried += strCat(tried.empty() ? "" : ", ", rails_[r].name);
       }
     }
     if (cause.empty()) cause = "every rail failed or was shut";
     if (!tried.empty()) cause += strCat(" [rails tried: ", tried, "]");
   }
-  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter ? opCounter - 1 : 0;
+  const uint64_t op = eventOpNumber();
   failStop(RailError(
       -1, strCat("operation ", op, " failed: no rail left to finish it on (", cause, ")")));
 }
@@ -232,49 +315,49 @@ void Impl::allRailsDown(const std::vector<std::string>& errors) {
 // One attempt: every slice of `todo` submitted to its rail's thread, then waited for. Rail
 // failures are collected per rail (the first error message kept); a bug check ends the
 // communicator.
-Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo, const SliceFn& fn,
-                               Outcome& out) {
-  const size_t n = rails.size();
-  const uint64_t op = eventOp >= 0 ? static_cast<uint64_t>(eventOp) : opCounter - 1;
+FailoverEngine::Attempt FailoverEngine::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
+                                                   const SliceFn& fn, Outcome& out) {
+  const size_t n = rails_.size();
+  const uint64_t op = eventOpNumber();
   // A peer that has not reached this operation yet (busy elsewhere) is not a dead rail.
-  std::function<bool()> peersBehind = [this, op] { return mesh->peersBehind(op); };
+  std::function<bool()> peersBehind = [this, op] { return agreement_->peersBehind(op); };
   Attempt at;
   at.failed.assign(n, 0.0);
   at.errors.assign(n, std::string());
   at.leadingDone.assign(n, 0);
-  at.longest = o.progressFloor;
+  at.longest = o_.progressFloor;
   std::vector<TaskHandle> handles(todo.size());
   std::vector<int> tasksPerRail(n, 0);
   for (const Slice& s : todo) ++tasksPerRail[s.rail];
-  watchdog->beginAttempt(tasksPerRail);
+  watchdog_->beginAttempt(tasksPerRail);
   for (size_t i = 0; i < todo.size(); ++i) {
     const Slice s = todo[i];
     const size_t bytes = s.count * plan.unitBytes;
     const auto deadline = progressDeadline(s.rail, bytes);
-    const double predicted = sched->predictSeconds(s.rail, bytes);
+    const double predicted = sched_->predictSeconds(s.rail, bytes);
     at.longest = std::max(at.longest, deadline);
     std::function<void()> task = [&, s, deadline, predicted] {
       struct Done {  // counted even when the slice throws
         RailWatchdog& w;
         int rail;
         ~Done() { w.taskDone(rail); }
-      } done{*watchdog, s.rail};
-      Channel& ch = *channels[s.rail];
+      } done{*watchdog_, s.rail};
+      Channel& ch = *channels_[s.rail];
       const auto start = Clock::now();
       ch.setProgressTimeout(deadline);
       ch.setPeersStillComing(peersBehind);
       ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
-        std::string why = watchdog->check(rail, moved, start, predicted);
+        std::string why = watchdog_->check(rail, moved, start, predicted);
         return why.empty() ? silentPeerVerdict(moved, start) : why;
       });
-      fn(ch, scratch[s.rail], s);
+      fn(ch, scratch_[s.rail], s);
       ch.setProgressWatch(nullptr);
     };
     // The last slice runs on this thread when its rail is idle (always, for a one-rail
     // operation): this thread only waits otherwise, and a hand-off costs two wake-ups.
     const bool lastSlice = i + 1 == todo.size();
-    if (!lastSlice || !workers[s.rail]->runHere(task, &handles[i])) {
-      workers[s.rail]->submit(std::move(task), &handles[i]);
+    if (!lastSlice || !workers_[s.rail]->runHere(task, &handles[i])) {
+      workers_[s.rail]->submit(std::move(task), &handles[i]);
     }
   }
   std::exception_ptr bug;  // a non-rail failure (a bug check) ends the communicator
@@ -292,8 +375,8 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
     }
   }
   if (bug) {
-    for (auto& ch : channels) ch->abort();
-    if (failure.empty()) failure = "an internal error";
+    for (auto& ch : channels_) ch->abort();
+    if (failure_.empty()) failure_ = "an internal error";
     std::rethrow_exception(bug);
   }
   return at;
@@ -304,43 +387,44 @@ Impl::Attempt Impl::runAttempt(const Plan& plan, const std::vector<Slice>& todo,
 // whose verdict was flooded here) waits for a peer that cannot be reached: the rail fails now
 // instead of after its progress deadline and a question nobody answers. Both must hold, so a
 // peer that is only late (its heartbeats arrive) is waited for as before.
-std::string Impl::silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const {
-  if (!mesh || mesh->peerSilence().count() == 0) return "";
+std::string FailoverEngine::silentPeerVerdict(Clock::time_point moved,
+                                              Clock::time_point start) const {
+  if (!agreement_ || agreement_->peerSilence().count() == 0) return "";
   const auto quiet = Clock::now() - std::max(moved, start);
-  if (quiet < mesh->peerSilence()) return "";
-  const std::vector<int> silent = mesh->silentPeers();
+  if (quiet < agreement_->peerSilence()) return "";
+  const std::vector<int> silent = agreement_->silentPeers();
   if (silent.empty()) return "";
   std::string who;
   for (int p : silent) who += strCat(who.empty() ? "" : ", ", p);
-  return strCat("rank(s) ", who, " heard on no rail for ", mesh->peerSilence().count(),
+  return strCat("rank(s) ", who, " heard on no rail for ", agreement_->peerSilence().count(),
                 " ms by this rank or the ranks that watch them (heartbeats lost: every rail to "
                 "them is down, or the host is gone)");
 }
 
 // Deadline from the split table's prediction with a floor, so a slow rail is not taken for a
 // dead one.
-std::chrono::milliseconds Impl::progressDeadline(int rail, size_t bytes) const {
-  const double predicted = sched->predictSeconds(rail, bytes);
-  return std::max(o.progressFloor,
+std::chrono::milliseconds FailoverEngine::progressDeadline(int rail, size_t bytes) const {
+  const double predicted = sched_->predictSeconds(rail, bytes);
+  return std::max(o_.progressFloor,
                   std::chrono::milliseconds(static_cast<int64_t>(4000 * std::min(predicted, 1e6))));
 }
 
 // A rail whose link is known down (here or on a peer) leaves now even if this operation did not
 // use it, so the next one is not planned onto it.
-void Impl::flagKnownDownRails(Attempt& at) {
-  for (size_t r = 0; r < rails.size(); ++r) {
+void FailoverEngine::flagKnownDownRails(Attempt& at) {
+  for (size_t r = 0; r < rails_.size(); ++r) {
     const int ri = static_cast<int>(r);
-    if (at.failed[r] == 0 && sched->alive()[r] &&
-        (linkDown[r]->load() || reportedDownBy[r]->load() > 0)) {
+    if (at.failed[r] == 0 && sched_->alive()[r] &&
+        (linkDown_[r]->load() || reportedDownBy_[r]->load() > 0)) {
       at.failed[r] = 1;
       at.errors[r] = railError(ri, "");
     }
     if (at.failed[r] > 0) shutRail(ri);
   }
   // Saw it here: own link down, or a slice failed for a reason other than a peer's notice.
-  at.sawHere.assign(rails.size(), 0.0);
-  for (size_t r = 0; r < rails.size(); ++r) {
-    at.sawHere[r] = linkDown[r]->load() || (at.failed[r] > 0 && reportedDownBy[r]->load() == 0);
+  at.sawHere.assign(rails_.size(), 0.0);
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    at.sawHere[r] = linkDown_[r]->load() || (at.failed[r] > 0 && reportedDownBy_[r]->load() == 0);
   }
 }
 
@@ -350,29 +434,29 @@ void Impl::flagKnownDownRails(Attempt& at) {
 // chunks finished on every rank. Afterwards at.failed holds the agreed failures,
 // at.doneEverywhere the chunks that stand, at.ready the rails to start rebuilding and
 // at.rebuild* the agreed state of rails being rebuilt.
-void Impl::agreeOnAttempt(Attempt& at, bool patient) {
-  const size_t n = rails.size();
+void FailoverEngine::agreeOnAttempt(Attempt& at, bool patient) {
+  const size_t n = rails_.size();
   constexpr size_t kFields = 7;
   std::vector<double> round = at.failed;
   round.resize(kFields * n + 1, 1.0);
   // Last: minus this rank's operation number (the max is minus the oldest any rank is in).
-  const uint64_t current = opCounter ? opCounter - 1 : 0;
+  const uint64_t current = currentOp_;
   round[kFields * n] = -static_cast<double>(current);
   for (size_t r = 0; r < n; ++r) {
     round[4 * n + r] = -static_cast<double>(at.leadingDone[r]);
-    const int req = controlRequest[r]->load();
-    round[2 * n + r] = req == kDrain ? 1.0 : 0.0;
-    round[3 * n + r] = req == kRestore ? 1.0 : 0.0;
+    const int req = controlRequest_[r]->load();
+    round[2 * n + r] = req == static_cast<int>(Request::kDrain) ? 1.0 : 0.0;
+    round[3 * n + r] = req == static_cast<int>(Request::kRestore) ? 1.0 : 0.0;
     const int ri = static_cast<int>(r);
-    if (!sched->alive()[r] && !drained[r] && !rebuilding(ri) && readyLocally(ri)) {
+    if (!sched_->alive()[r] && !drained_[r] && !rebuilding(ri) && readyLocally(ri)) {
       round[n + r] = 0;
     }
     rebuildFlags(r, round[5 * n + r], round[6 * n + r]);
   }
   try {
     // Peers still blocked on a silent rail reach the round up to their longest deadline late.
-    mesh->maxReduce(round, patient ? std::max(o.ioTimeout, at.longest + 2 * o.progressFloor)
-                                   : at.longest + 2 * o.progressFloor);
+    agreement_->maxReduce(round, patient ? std::max(o_.ioTimeout, at.longest + 2 * o_.progressFloor)
+                                         : at.longest + 2 * o_.progressFloor);
   } catch (const RailError& e) {
     at.errors.push_back(e.what());
     allRailsDown(at.errors);
@@ -393,23 +477,23 @@ void Impl::agreeOnAttempt(Attempt& at, bool patient) {
 // Rails that leave the split: which ranks saw each fail themselves and the most specific reason
 // any rank saw (one more round, held only when a rail leaves), then a failover record per rail
 // that is the same on every rank.
-void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
-  const size_t k = leaving.size(), world = static_cast<size_t>(o.worldSize);
+void FailoverEngine::retireRails(const std::vector<int>& leaving, Attempt& at) {
+  const size_t k = leaving.size(), world = static_cast<size_t>(o_.worldSize);
   std::vector<double> who(world * k + k, 0.0);
   for (size_t j = 0; j < k; ++j) {
     const bool saw = at.sawHere[leaving[j]] > 0 || ownDetectorFired(leaving[j]);
-    who[o.rank * k + j] = saw ? 1.0 : 0.0;
+    who[o_.rank * k + j] = saw ? 1.0 : 0.0;
     who[world * k + j] = reasonRank(failoverReason(leaving[j], at.errors[leaving[j]]));
   }
   try {
-    mesh->maxReduce(who, 2 * o.progressFloor);
+    agreement_->maxReduce(who, 2 * o_.progressFloor);
   } catch (const RailError& e) {
     at.errors.push_back(e.what());
     allRailsDown(at.errors);
   }
   for (size_t j = 0; j < k; ++j) {
     std::vector<int> ranks;
-    for (int p = 0; p < o.worldSize; ++p) {
+    for (int p = 0; p < o_.worldSize; ++p) {
       if (who[p * k + j] > 0) ranks.push_back(p);
     }
     recordFailover(leaving[j], at.errors[leaving[j]], ranks,
@@ -417,32 +501,16 @@ void Impl::retireRails(const std::vector<int>& leaving, Attempt& at) {
   }
 }
 
-namespace {
-// Failover reasons from least to most specific: the agreed reason is the most specific any rank
-// saw (a peer's "peer" or "error" says less than its neighbour's "watchdog" or "carrier").
-constexpr const char* kReasons[] = {"peer", "error", "watchdog", "slow", "transport", "carrier"};
-}  // namespace
-
-int Impl::reasonRank(const std::string& reason) {
-  for (int i = 0; i < static_cast<int>(std::size(kReasons)); ++i) {
-    if (reason == kReasons[i]) return i;
-  }
-  return 0;
-}
-
-std::string Impl::reasonName(int rank) {
-  return rank >= 0 && rank < static_cast<int>(std::size(kReasons)) ? kReasons[rank] : "peer";
-}
-
-Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_ptr<Kept>* next) {
+FailoverEngine::Outcome FailoverEngine::runSlices(const Plan& plan, const SliceFn& fn,
+                                                  std::unique_ptr<Kept>* next) {
   Outcome out;
-  out.secs.assign(rails.size(), 0.0);
+  out.secs.assign(rails_.size(), 0.0);
   std::vector<Slice> todo = chunked(plan.slices, plan.unitBytes);
   if (todo.empty()) return out;  // nothing ran, so no round is held
   std::vector<Slice> later = laterWaves(todo);
   Attempt at = runAttempt(plan, todo, fn, out);
-  if (!o.failover) {
-    for (size_t r = 0; r < rails.size(); ++r) {
+  if (!o_.failover) {
+    for (size_t r = 0; r < rails_.size(); ++r) {
       if (at.failed[r] > 0) failStop(RailError(static_cast<int>(r), at.errors[r]));
     }
     out.done = todo;
@@ -453,28 +521,28 @@ Impl::Outcome Impl::runSlices(const Plan& plan, const SliceFn& fn, std::unique_p
     // Done here without a round. Finishing it needed every rank's part, so every peer finished
     // the previous operation: that one is confirmed and this one is kept in its place.
     out.done = std::move(todo);
-    kept = std::move(*next);
-    ++metrics.roundFreeOps;
+    kept_ = std::move(*next);
+    ++metrics_.roundFreeOps;
     return out;
   }
-  const bool patient = mayKeep || kept != nullptr;
+  const bool patient = mayKeep || kept_ != nullptr;
   out.restart =
       !finish(plan, fn, std::move(todo), std::move(at), out, patient, false, std::move(later));
   return out;
 }
 
-std::vector<Slice> Impl::laterWaves(std::vector<Slice>& todo) const {
+std::vector<Slice> FailoverEngine::laterWaves(std::vector<Slice>& todo) const {
   std::vector<Slice> later;
-  if (!o.failover || o.readmitHoldDown.count() == 0 || o.waveBytes == 0) return later;
+  if (!o_.failover || o_.readmitHoldDown.count() == 0 || o_.waveBytes == 0) return later;
   // Whole chunks per rail per wave (Options::waveBytes, 8 MiB: an eighth of a 64 MiB slice);
   // the round after a wave costs well under a millisecond.
-  const size_t waveChunks = std::max<size_t>(1, o.waveBytes / kChunkBytes);
+  const size_t waveChunks = std::max<size_t>(1, o_.waveBytes / kChunkBytes);
   bool mayReturn = false;
-  for (size_t r = 0; r < rails.size(); ++r) {
-    if (!sched->alive()[r] && !drained[r]) mayReturn = true;
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    if (!sched_->alive()[r] && !drained_[r]) mayReturn = true;
   }
   if (!mayReturn) return later;
-  std::vector<size_t> taken(rails.size(), 0);
+  std::vector<size_t> taken(rails_.size(), 0);
   std::vector<Slice> wave;
   for (const Slice& s : todo) (taken[s.rail]++ < waveChunks ? wave : later).push_back(s);
   todo = std::move(wave);
@@ -499,12 +567,12 @@ std::vector<Slice> merged(std::vector<Slice> slices) {
 }
 }  // namespace
 
-void Impl::moveReadmissions(const Attempt& agreed) {
+void FailoverEngine::moveReadmissions(const Attempt& agreed) {
   reapAbandoned();
   advanceRebuilds(agreed.rebuildFailed, agreed.rebuildNotDone);
   std::vector<int> start;
   for (int r : agreed.ready) {
-    if (!sched->alive()[r] && !rebuilding(r)) start.push_back(r);
+    if (!sched_->alive()[r] && !rebuilding(r)) start.push_back(r);
   }
   if (!start.empty()) {
     startRebuilds(start);
@@ -512,34 +580,36 @@ void Impl::moveReadmissions(const Attempt& agreed) {
   }
 }
 
-bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
-                  Outcome& out, bool patient, bool agreedAlready, std::vector<Slice> later) {
-  const size_t n = rails.size();
+bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo,
+                            Attempt at, Outcome& out, bool patient, bool agreedAlready,
+                            std::vector<Slice> later) {
+  const size_t n = rails_.size();
   Attempt agreed;  // the last round's re-admission flags
   for (bool first = true;; first = false) {
     if (!(first && agreedAlready)) {
       flagKnownDownRails(at);
       // With every link of this rank down nobody can be reached: no round to wait for.
-      if (std::all_of(linkDown.begin(), linkDown.end(), [](const auto& d) { return d->load(); })) {
+      if (std::all_of(linkDown_.begin(), linkDown_.end(),
+                      [](const auto& d) { return d->load(); })) {
         allRailsDown(at.errors);
       }
       agreeOnAttempt(at, patient);
-      if (kept && at.minOp <= kept->op) {
+      if (kept_ && at.minOp <= kept_->op) {
         // A peer is still in the kept operation: it failed there while this rank finished it.
         // Redo it with that peer (same agreed round, same plan, so the same slices everywhere),
         // writing the redone result aside; the caller's operation then starts afresh.
-        std::unique_ptr<Kept> k = std::move(kept);
+        std::unique_ptr<Kept> k = std::move(kept_);
         k->out.resize(k->outBytes);
         Outcome redo;
         redo.secs.assign(n, 0.0);
-        eventOp = static_cast<int64_t>(k->op);
-        ++metrics.keptRedos;
+        eventOp_ = static_cast<int64_t>(k->op);
+        ++metrics_.keptRedos;
         finish(k->plan, k->make(k->in.data(), k->out.data()),
                chunked(k->plan.slices, k->plan.unitBytes), at, redo, true, true);
-        eventOp = -1;
+        eventOp_ = -1;
         return false;
       }
-      kept.reset();  // every rank is past it
+      kept_.reset();  // every rank is past it
     }
     agreed.ready = at.ready;
     agreed.rebuildFailed = at.rebuildFailed;
@@ -551,7 +621,7 @@ bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, 
       const bool stands = at.failed[s.rail] == 0 || index[s.rail]++ < at.doneEverywhere[s.rail];
       (stands ? out.done : redo).push_back(s);
     }
-    std::vector<bool> alive = sched->alive();
+    std::vector<bool> alive = sched_->alive();
     std::vector<int> leaving;
     for (size_t r = 0; r < n; ++r) {
       if (at.failed[r] == 0 || !alive[r]) continue;
@@ -562,30 +632,30 @@ bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, 
     if (!leaving.empty()) retireRails(leaving, at);
     if (leaving.empty() && redo.empty() && later.empty()) break;
     // An offload rail (SHARP) alone cannot finish a replay or run anything but allreduce.
-    if (!sched->anyByteRail(alive)) allRailsDown(at.errors);
-    sched->setAlive(alive);
+    if (!sched_->anyByteRail(alive)) allRailsDown(at.errors);
+    sched_->setAlive(alive);
     if (redo.empty() && later.empty()) break;
     if (!redo.empty()) {
       out.replayed = true;
-      metrics.replayedSlices += redo.size();
+      metrics_.replayedSlices += redo.size();
     }
     if (later.empty()) {
-      todo = chunked(sched->resplit(plan, redo), plan.unitBytes);
+      todo = chunked(sched_->resplit(plan, redo), plan.unitBytes);
     } else {
       // Between waves: a rail agreed ready re-enters now and takes its share of the rest.
-      ++metrics.waveRounds;
+      ++metrics_.waveRounds;
       moveReadmissions(agreed);
       agreed.ready.clear();
       agreed.rebuildFailed.assign(n, 0.0);
       agreed.rebuildNotDone.assign(n, 0.0);
-      if (sched->alive() != alive) {
+      if (sched_->alive() != alive) {
         for (const Slice& s : later) redo.push_back(s);
         later.clear();
         out.replayed = true;  // the rail set changed mid-operation: its timings are no sample
-        ++metrics.midOpReadmissions;
+        ++metrics_.midOpReadmissions;
       }
       todo = redo.empty() ? std::vector<Slice>{}
-                          : chunked(sched->resplit(plan, merged(std::move(redo))), plan.unitBytes);
+                          : chunked(sched_->resplit(plan, merged(std::move(redo))), plan.unitBytes);
       for (const Slice& s : later) todo.push_back(s);
       later = laterWaves(todo);
     }
@@ -608,47 +678,47 @@ bool Impl::finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, 
 // agreement) and every kConfirmEvery operations, a round confirms the kept operation. A rank
 // that finished an operation is never more than one ahead of one that did not: finishing the
 // next one needs every rank's part.
-bool Impl::roundFree(OpKind op, const Plan& plan) const {
-  if (!o.failover || o.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
+bool FailoverEngine::roundFree(OpKind op, const Plan& plan) const {
+  if (!o_.failover || o_.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
   if (op != OpKind::kAllreduce && op != OpKind::kAllgather && op != OpKind::kReduceScatter) {
     return false;  // a broadcast root finishes without its peers; barriers are rare
   }
-  if (plan.units * plan.unitBytes > o.roundFreeBytes) return false;
-  if ((opCounter - 1) % kConfirmEvery == 0) return false;
-  if (sched->isOffload(plan.slices[0].rail)) return false;
-  const std::vector<bool>& alive = sched->alive();
-  for (size_t r = 0; r < rails.size(); ++r) {
-    if (!alive[r] || drained[r] || rebuilds[r]) return false;
+  if (plan.units * plan.unitBytes > o_.roundFreeBytes) return false;
+  if (currentOp_ % kConfirmEvery == 0) return false;
+  if (sched_->isOffload(plan.slices[0].rail)) return false;
+  const std::vector<bool>& alive = sched_->alive();
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    if (!alive[r] || drained_[r] || rebuilds_[r]) return false;
   }
-  return continuesKept(plan) || !kept;
+  return continuesKept(plan) || !kept_;
 }
 
-bool Impl::continuesKept(const Plan& plan) const {
-  if (!kept) return false;
-  const int rail = kept->plan.slices[0].rail;
+bool FailoverEngine::continuesKept(const Plan& plan) const {
+  if (!kept_) return false;
+  const int rail = kept_->plan.slices[0].rail;
   if (plan.slices.empty()) return false;  // runs nothing, so it would not meet a failed peer
   return std::all_of(plan.slices.begin(), plan.slices.end(),
                      [rail](const Slice& s) { return s.rail == rail; });
 }
 
-void Impl::confirmKept() {
-  if (!kept) return;
+void FailoverEngine::confirmKept() {
+  if (!kept_) return;
   Attempt at;
-  at.failed.assign(rails.size(), 0.0);
-  at.errors.assign(rails.size(), std::string());
-  at.leadingDone.assign(rails.size(), 0);
-  at.longest = o.progressFloor;
+  at.failed.assign(rails_.size(), 0.0);
+  at.errors.assign(rails_.size(), std::string());
+  at.leadingDone.assign(rails_.size(), 0);
+  at.longest = o_.progressFloor;
   Outcome out;
-  out.secs.assign(rails.size(), 0.0);
+  out.secs.assign(rails_.size(), 0.0);
   finish(Plan{}, nullptr, {}, std::move(at), out, true);
 }
 
-void Impl::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
+void FailoverEngine::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
   for (;;) {
     Plan p;
     p.units = 1;
-    p.slices.push_back(Slice{sched->coldRail(), 0, 1});
-    if (kept && !continuesKept(p)) {
+    p.slices.push_back(Slice{sched_->coldRail(), 0, 1});
+    if (kept_ && !continuesKept(p)) {
       confirmKept();
       continue;  // the cold rail may have changed
     }
@@ -656,15 +726,16 @@ void Impl::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
   }
 }
 
-Impl::Outcome Impl::runOp(OpKind op, const std::function<Plan()>& makePlan, const char* in,
-                          size_t inBytes, char* out, size_t outBytes, bool copyIn,
-                          const MakeSliceFn& make, Plan& plan) {
+FailoverEngine::Outcome FailoverEngine::runOp(OpKind op, const std::function<Plan()>& makePlan,
+                                              const char* in, size_t inBytes, char* out,
+                                              size_t outBytes, bool copyIn, const MakeSliceFn& make,
+                                              Plan& plan) {
   // In place, a run overwrites the inputs a replay (or a second run) needs: they are copied
   // first, once, and every run reads the copy.
   std::vector<char> preserved;
   for (;;) {
     plan = makePlan();
-    if (kept && !continuesKept(plan)) {
+    if (kept_ && !continuesKept(plan)) {
       confirmKept();
       plan = makePlan();  // the confirmation may have changed the rail set
     }
@@ -673,7 +744,7 @@ Impl::Outcome Impl::runOp(OpKind op, const std::function<Plan()>& makePlan, cons
     const char* src = from;
     if (roundFree(op, plan)) {
       next = std::make_unique<Kept>();
-      next->op = opCounter - 1;
+      next->op = currentOp_;
       next->plan = plan;
       next->in.assign(from, from + inBytes);
       next->outBytes = outBytes;
