@@ -13,7 +13,7 @@ files, so the last one holds the rows of every N): its alltoall section times pa
 direct per size in one job (ratio to pairwise), and the table it writes is kept next to the
 results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt} to --out.
 
-  run_alltoall.py [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
+  /usr/bin/python3 -m bench.run_alltoall [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
                   [--warmup 3] [--iters 10] [--rates 500,250] [--tune] [--out DIR] [--note TEXT]
 """
 
@@ -26,12 +26,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import alltoall, hostinfo  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness import alltoall, hostinfo
+from .harness.config import load_tunables
+from .harness.launch import run_ranks
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
 
 BED = "nzba2a"
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "issue18-perf")

@@ -12,7 +12,7 @@ Series, interleaved launch by launch in the same run on the same bed:
 
 Target: median step time nezha-2rails <= 0.6x gloo-1rail. Results: bench/results/ddp-<stamp>.
 {json,txt} and latest-ddp.{json,txt}. Needs root and the pinned torch venv (make build-torch).
-  /usr/bin/python3 bench/run_ddp_bench.py --python VENV/bin/python [--steps N] [--repeats R]
+  /usr/bin/python3 -m bench.run_ddp_bench --python VENV/bin/python [--steps N] [--repeats R]
 """
 
 import argparse
@@ -25,10 +25,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ddp, hostinfo  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed, diff_tx  # noqa: E402
+from .harness import ddp, hostinfo
+from .harness.launch import run_ranks
+from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "bench", "ddp_worker.py")

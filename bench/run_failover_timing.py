@@ -13,7 +13,7 @@ times; the worst repeat is judged. --baseline runs the same with NEZHA_PEER_SILE
 NEZHA_WAVE_BYTES=0 (no heartbeats, re-admission at op boundaries only: the runtime before these
 targets were worked on) in the same run. Writes failover-timing-<stamp>.{json,txt} to --out.
 
-  run_failover_timing.py [--ranks 2] [--rates 800,300] [--bytes 64M] [--repeats 3] [--baseline]
+  /usr/bin/python3 -m bench.run_failover_timing [--ranks 2] [--rates 800,300] [--bytes 64M] [--repeats 3] [--baseline]
                          [--out bench/results/issue18-perf] [--note TEXT]
 """
 
@@ -27,14 +27,13 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness.chaos import share_back_after_restore  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.failover_timing import (ALL_DOWN_GOAL_S, SHARE_BACK_GOAL_S, breakdown_restore,  # noqa: E402
+from .harness import hostinfo
+from .harness.chaos import share_back_after_restore
+from .harness.config import load_tunables
+from .harness.failover_timing import (ALL_DOWN_GOAL_S, SHARE_BACK_GOAL_S, breakdown_restore,
                                      judge_all_down, verdict)
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
 
 BED = "nzbft"
 BASELINE_ENV = {"NEZHA_PEER_SILENCE_MS": "0", "NEZHA_WAVE_BYTES": "0"}

@@ -12,7 +12,7 @@ on the same bed:
 
 Target: plugin-2rails >= 1.9x plugin-1rail on two equal rails. Results go to
 bench/results/nccl-<stamp>.{json,txt} and latest-nccl.{json,txt}. Needs root; ~3 min.
-  /usr/bin/python3 bench/run_nccl_bench.py [--quick] [--keep-logs]
+  /usr/bin/python3 -m bench.run_nccl_bench [--quick] [--keep-logs]
 """
 
 import argparse
@@ -23,10 +23,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness import hostinfo
+from .harness.launch import run_ranks
+from .harness.testbed import Testbed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "build", "runtime")

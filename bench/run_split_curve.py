@@ -20,7 +20,7 @@ adaptive repeat's settle op is where its rolling median (5 ops) stays <= 1.05 x 
 op --curve-ops (harness/split_curve.py has the exact definitions). PASS when every repeat of
 every scenario settles by op 50. Writes split-curve-<stamp>.{json,txt,png} to --out.
 
-  run_split_curve.py [--scenario 800-300 --scenario 600-200-400 | --scenario all] [--repeats 3]
+  /usr/bin/python3 -m bench.run_split_curve [--scenario 800-300 --scenario 600-200-400 | --scenario all] [--repeats 3]
                      [--curve-ops 80] [--static-seconds 2.5] [--bytes 16M]
                      [--out bench/results/issue18-perf] [--note TEXT]
 """
@@ -36,15 +36,14 @@ import time
 from dataclasses import dataclass
 from statistics import median
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness import split_curve as sc  # noqa: E402
-from harness.chaos import validate_trace  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
-from plot_split_curve import plot  # noqa: E402
+from .harness import hostinfo
+from .harness import split_curve as sc
+from .harness.chaos import validate_trace
+from .harness.config import load_tunables
+from .harness.launch import run_ranks
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
+from .plot_split_curve import plot
 
 BED = "nzbsc"  # the bench suite's prefix (nzb); nzb1 run_bench, nzb2 nccl, nzb4 ddp, nzb5 talb
 # The adaptive launch runs curve_ops x (best static op time so far) x this + a second: it starts

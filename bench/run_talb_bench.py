@@ -13,7 +13,7 @@ holding the first layer is reduced, until the last bucket is, and the step time.
 Target (chosen here; the issue asks for the measurement): time to the first-needed bucket with
 priorities <= 0.5x without (harness/talb.py says why). Results: bench/results/talb-<stamp>.
 {json,txt} and latest-talb.{json,txt}. Needs root and the pinned torch venv (make build-torch).
-  /usr/bin/python3 bench/run_talb_bench.py --python VENV/bin/python [--steps N] [--repeats R]
+  /usr/bin/python3 -m bench.run_talb_bench --python VENV/bin/python [--steps N] [--repeats R]
 """
 
 import argparse
@@ -25,10 +25,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ddp, hostinfo, talb  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed, diff_tx  # noqa: E402
+from .harness import ddp, hostinfo, talb
+from .harness.launch import run_ranks
+from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "bench", "talb_worker.py")

@@ -17,7 +17,7 @@ over the same launches (/proc/stat, includes ksoftirqd and everyone else) is pri
 Verdicts: (B) nezha-single >= 1.05x gloo-best-rail busbw at every size >= 64 KiB; (U) the better
 Nezha series >= 1.2x gloo-best-rail at every size. Writes unshaped-<stamp>.{json,txt} to --out.
 
-  run_unshaped.py [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...] [--knob NEZHA_X=V,...]...
+  /usr/bin/python3 -m bench.run_unshaped [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...] [--knob NEZHA_X=V,...]...
                   [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3] [--out DIR] [--note TEXT]
 """
 
@@ -32,16 +32,15 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import budget, hostinfo, iperf  # noqa: E402
-from harness.config import Scenario, load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.series import SeriesSpec, by_name, make_launch  # noqa: E402
-from harness.sizes import Band, format_bytes, parse_bytes, sweep  # noqa: E402
-from harness.testbed import Testbed, TestbedError, diff_tx  # noqa: E402
-from harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Launch, nominal_mhz, busy_ticks,  # noqa: E402
+from .harness import budget, hostinfo, iperf
+from .harness.config import Scenario, load_tunables
+from .harness.launch import run_ranks
+from .harness.series import SeriesSpec, by_name, make_launch
+from .harness.sizes import Band, format_bytes, parse_bytes, sweep
+from .harness.testbed import Testbed, TestbedError, diff_tx
+from .harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Launch, nominal_mhz, busy_ticks,
                               parse_knob, plan_size, summarize, verdicts)
-from harness.unshaped_report import table, verdict_lines  # noqa: E402
+from .harness.unshaped_report import table, verdict_lines
 
 BED = "nzbun"
 HOSTS, RAILS = 2, 2

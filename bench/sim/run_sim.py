@@ -2,7 +2,7 @@
 """Nezha scheduler simulator (make bench-sim): fit the rails to the suite's results, check the
 model against the test bed at 2-4 ranks, run it at 16-1,024 ranks, plot, and write a report.
 
-    bench/sim/run_sim.py [--suite bench/results/latest.json] [--nccl bench/results/latest-nccl.json]
+    /usr/bin/python3 -m bench.sim.run_sim [--suite bench/results/latest.json] [--nccl bench/results/latest-nccl.json]
                          [--per-message 10e-6] [--out bench/results]
 
 Writes <out>/sim-<UTC>.{md,json} and sim-*.png, and copies them to latest-sim.*. The model is
@@ -17,16 +17,15 @@ import os
 import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sim import params  # noqa: E402
-from sim.model import Rail, Scheduler, hot_split  # noqa: E402
+from . import params  # noqa: E402
+from .model import Rail, Scheduler, hot_split  # noqa: E402
 
 SIZES = [1 << k for k in range(10, 29)]  # 1 KiB .. 256 MiB
 RANKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]

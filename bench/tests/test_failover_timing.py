@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.failover_timing import breakdown_restore, error_line, judge_all_down, verdict
+from bench.harness.failover_timing import breakdown_restore, error_line, judge_all_down, verdict
 
 FAMILY = "operation 7 failed: no rail left to finish it on"
 

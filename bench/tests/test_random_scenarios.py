@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from harness import report
-from harness.config import RANDOM_MAX_HOST_MBIT, RANDOM_RANKS, draw_scenarios
-from harness.goals import NOT_RUN, PASS, evaluate_all
+from bench.harness import report
+from bench.harness.config import RANDOM_MAX_HOST_MBIT, RANDOM_RANKS, draw_scenarios
+from bench.harness.goals import NOT_RUN, PASS, evaluate_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
