@@ -11,7 +11,8 @@ exact results, no size slower than 0.95x the old path, and >= n/2 x faster at th
 With --tune, then `nezha-tune --algorithms` at each world size on the same bed (merging the
 files, so the last one holds the rows of every N): its alltoall section times pairwise and
 direct per size in one job (ratio to pairwise), and the table it writes is kept next to the
-results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt} to --out.
+results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt}
+and latest-alltoall.* to --out (bench/results).
 
   /usr/bin/python3 -m bench.run_alltoall [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
                   [--warmup 3] [--iters 10] [--rates 500,250] [--tune] [--out DIR] [--note TEXT]
@@ -26,14 +27,13 @@ import sys
 import tempfile
 import time
 
-from .harness import alltoall, hostinfo
+from .harness import alltoall, hostinfo, results
 from .harness.config import load_tunables
 from .harness.launch import run_ranks
 from .harness.sizes import parse_bytes
 from .harness.testbed import Testbed
 
 BED = "nzba2a"
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "issue18-perf")
 
 
 def log(msg: str) -> None:
@@ -49,7 +49,7 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rates", default="500,250", help="Mbit/s per rail, every host (sum <= 1500)")
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=results.DEFAULT_DIR)
     ap.add_argument("--note", default="")
     ap.add_argument("--tune", action="store_true", help="then nezha-tune --algorithms at each world size")
     a = ap.parse_args(argv)
@@ -138,17 +138,12 @@ def main(argv) -> int:
     out["loadavg_end"] = list(os.getloadavg())
     text.append(f"# load average at end {out['loadavg_end']}")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(a.out, exist_ok=True)
-    base = os.path.join(a.out, f"alltoall-{stamp}")
-    with open(base + ".json", "w") as f:
-        json.dump(out, f, indent=1)
+    files = {".json": out, ".txt": "\n".join(text) + "\n"}
     if out.get("algo_table"):
-        with open(base + "-algo.json", "w") as f:
-            json.dump(out["algo_table"], f, indent=2)
-    with open(base + ".txt", "w") as f:
-        f.write("\n".join(text) + "\n")
+        files["-algo.json"] = out["algo_table"]
+    paths = results.write_result(a.out, "alltoall", stamp, files)
     print("\n".join(text))
-    log(f"wrote {base}.{{json,txt}}")
+    log(f"wrote {', '.join(paths.values())} and their latest-alltoall* copies")
     return 0 if ok else 1
 
 

@@ -25,6 +25,7 @@ from .harness.chaos_run import CHAOS_SERIES, run_chaos
 from .harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps
 from .harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, load_tunables
 from .harness.goals import evaluate_all
+from .harness.results import SUITE_KIND, latest_name
 from .harness.runner import RunContext, log, run_scenario
 from .harness.series import SERIES, by_name, paired_args, warmup_for
 from .harness.sizes import clip_bands, parse_bytes
@@ -273,10 +274,9 @@ def main(argv=None) -> int:
     print()
     print(report.summary_text(doc), end="")
     print()
-    latest = "latest-chaos" if a.chaos else "latest"
-    for kind, p in paths.items():
+    for suffix, p in paths.items():
         shown = os.path.relpath(p) if not os.path.relpath(p).startswith("..") else p
-        log(f"{kind}: {shown} (and {latest}.{kind})")
+        log(f"{suffix}: {shown} (and {latest_name('chaos' if a.chaos else SUITE_KIND, suffix)})")
     if publishes_readme(a, tun):
         report.update_readme(README, doc)
         log(f"README: {os.path.relpath(README)} latest results rewritten")

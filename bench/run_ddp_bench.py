@@ -16,7 +16,6 @@ Target: median step time nezha-2rails <= 0.6x gloo-1rail. Results: bench/results
 """
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -27,6 +26,7 @@ import time
 
 from .harness import ddp, hostinfo
 from .harness.launch import run_ranks
+from .harness.results import write_result
 from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -203,12 +203,7 @@ def main() -> int:
     lines.append(f"{verdict}  nezha-2rails / gloo-1rail step time {value} (target <= {ddp.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"ddp-{stamp}", "latest-ddp"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "ddp", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

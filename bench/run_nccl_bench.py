@@ -25,6 +25,7 @@ import time
 
 from .harness import hostinfo
 from .harness.launch import run_ranks
+from .harness.results import write_result
 from .harness.testbed import Testbed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,12 +174,7 @@ def main() -> int:
         lines.append(f"{g['verdict']}  {g['goal']} (measured {value})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"nccl-{stamp}", "latest-nccl"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "nccl", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if not a.keep_logs:
         import shutil

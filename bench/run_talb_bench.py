@@ -17,7 +17,6 @@ priorities <= 0.5x without (harness/talb.py says why). Results: bench/results/ta
 """
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -27,6 +26,7 @@ import time
 
 from .harness import ddp, hostinfo, talb
 from .harness.launch import run_ranks
+from .harness.results import write_result
 from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,12 +164,7 @@ def main() -> int:
     lines.append(f"{verdict}  first-needed bucket prio / fifo {value} (target <= {talb.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"talb-{stamp}", "latest-talb"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "talb", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

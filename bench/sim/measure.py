@@ -12,15 +12,14 @@ count) and copies it to latest-simval.json, which run_des.py validates against.
 import argparse
 import dataclasses
 import datetime
-import json
 import os
 import shutil
 import sys
 import tempfile
 
-
 from ..harness import hostinfo
 from ..harness.config import Scenario, load_tunables
+from ..harness.results import write_result
 from ..harness.runner import RunContext, log, run_scenario
 from ..harness.series import by_name
 from ..harness.sizes import Band
@@ -65,13 +64,9 @@ def main(argv=None):
             port = ctx.port
     doc["hardware"]["loadavg_end"] = list(os.getloadavg())
     doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    os.makedirs(tun.results_dir, exist_ok=True)  # NEZHA_BENCH_RESULTS may name a new directory
-    out = os.path.join(tun.results_dir, f"simval-{stamp}.json")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    shutil.copy(out, os.path.join(tun.results_dir, "latest-simval.json"))
+    out = write_result(tun.results_dir, "simval", stamp, {".json": doc})[".json"]
     shutil.rmtree(work, ignore_errors=True)
-    log(f"wrote {out}")
+    log(f"wrote {out} and latest-simval.json")
     return 0
 
 

@@ -61,7 +61,7 @@ def test_write_outputs_timestamped_and_latest(tmp_path):
             f.write(b"png")
 
     paths = write_outputs(doc, str(tmp_path), "20260101T000000Z", plot_fn=fake_plot)
-    assert sorted(paths) == ["json", "png", "txt"]
+    assert sorted(paths) == [".json", ".png", ".txt"]
     assert json.loads((tmp_path / "latest.json").read_text())["mode"] == "quick"
     assert (tmp_path / "bench-20260101T000000Z.txt").read_text() == (tmp_path / "latest.txt").read_text()
     assert written == [str(tmp_path / "bench-20260101T000000Z.png")]

@@ -142,11 +142,16 @@ def wave_cost(fit, n):
 
 
 def measured_failover_timing(results_dir):
-    """The newest failure-timing run (bench/run_failover_timing.py) under results_dir or its
-    issue18-perf/: {"path", "all_down_peer_s", "share_back_s"} per configuration, or None."""
-    paths = sorted(glob.glob(os.path.join(results_dir, "failover-timing-*.json")) +
-                   glob.glob(os.path.join(results_dir, "issue18-perf", "failover-timing-*.json")),
-                   key=os.path.basename)
+    """The newest failure-timing run (bench/run_failover_timing.py) under results_dir: its
+    latest-failover-timing.json, else the newest stamped run there or in issue18-perf/ (the
+    committed measurement): {"path", "all_down_peer_s", "share_back_s"} per configuration, or None."""
+    latest = os.path.join(results_dir, "latest-failover-timing.json")
+    if os.path.exists(latest):
+        paths = [latest]
+    else:
+        paths = sorted(glob.glob(os.path.join(results_dir, "failover-timing-*.json")) +
+                       glob.glob(os.path.join(results_dir, "issue18-perf", "failover-timing-*.json")),
+                       key=os.path.basename)
     if not paths:
         return None
     with open(paths[-1]) as f:
