@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot a split-curve result (bench/run_split_curve.py, issue 18 target D): one column per
+"""Plot a split-curve result (bench/run_split_curve.py, target D): one column per
 scenario; top, the adaptive policy's op time per op (each repeat faint, its rolling median solid)
 against the best static split's time and the 5 % band; middle, the learned split per op against
 the best static split; bottom, the static sweep.

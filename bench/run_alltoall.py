@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Issue 18, alltoall: the new data path vs the allgather-composed alltoallv it replaced, at 2 and
+"""Alltoall: the direct data path vs the allgather-composed alltoallv it replaced, at 2 and
 4 ranks on the rail test bed (`make bench-alltoall`; needs root).
 
 One nezha-bench launch per world size runs `--op alltoall --vs-composed --check`: at every size
 it times the new alltoall, then the old composed path (tools/alltoall_composed.cc, the code
 libnezha had before), in the same job on the same rails, so the ratio is side by side. Bed: 4
 hosts x 2 rails shaped --rates (default 500,250 Mbit/s: 750 per host), adaptive policy.
-Verdicts (harness/alltoall.py; this change's own criteria, issue 18 has no alltoall number):
+Verdicts (harness/alltoall.py; our own criteria: the suite's goals set no alltoall number):
 exact results, no size slower than 0.95x the old path, and >= n/2 x faster at the largest size.
 With --tune, then `nezha-tune --algorithms` at each world size on the same bed (merging the
 files, so the last one holds the rows of every N): its alltoall section times pairwise and

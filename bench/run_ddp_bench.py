@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DDP step-time benchmark (issue 16): a communication-bound model (a wide MLP, tiny batch)
+"""DDP step-time benchmark of the PyTorch 2 backend (runtime/python/README.md): a communication-bound model (a wide MLP, tiny batch)
 trained with torch DistributedDataParallel on 2 ranks of the rail test bed, 2 equal TBF rails.
 
 Series, interleaved launch by launch in the same run on the same bed:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18's failure-timing targets on the rail test bed (needs root, namespaces).
+"""The failure-timing targets (bench/README.md, "Failure timing") on the rail test bed (needs root, namespaces).
 
   all rails down -> the same clear error on every rank <= 1 s
   restore        -> the rail carries its share again <= 1 s

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18 target D on the rail test bed: "the learned split is within 5 % of the best static
+"""Target D on the rail test bed: "the learned split is within 5 % of the best static
 split after <= 50 operations (report the curve)". Needs root (network namespaces).
 
 Per scenario (ranks, TBF rail rates per host), loops of 16 MiB allreduces with nezha-bench's loop

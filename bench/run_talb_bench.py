@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TaLB benchmark (issue 16, tensor-aware scheduling by priority): how soon the gradient bucket
+"""TaLB benchmark (tensor-aware scheduling by priority, runtime/python/README.md): how soon the gradient bucket
 the next forward pass needs first is reduced, with and without priorities.
 
 DDP with one bucket per layer on a communication-bound MLP (8 x Linear(1024, 1024) without

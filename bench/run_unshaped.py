@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18 targets (B) and (U) on UNSHAPED rails (`make bench-unshaped`; needs root).
+"""Targets (B) and (U) on UNSHAPED rails (`make bench-unshaped`; needs root).
 
 On TBF-shaped rails Nezha on one rail and Gloo both run at the wire rate, so a runtime can only
 be faster than Gloo where the CPU is the limit: here, a 2-host x 2-rail bed of plain veth pairs

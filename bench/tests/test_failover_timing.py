@@ -1,4 +1,4 @@
-"""Issue 18's failure-timing judgement (harness/failover_timing.py): pure functions."""
+"""The failure-timing judgement (harness/failover_timing.py): pure functions."""
 
 import pytest
 

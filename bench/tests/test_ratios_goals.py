@@ -48,9 +48,9 @@ def test_paired_ratio_comes_from_the_adaptive_rows_own_pair():
 
 
 def test_latency_goals_are_judged_side_by_side():
-    from bench.harness.goals import issue18_goals
+    from bench.harness.goals import drawn_mix_goals
 
-    assert {g.ratio for g in (*GOALS, *issue18_goals(("random1",))) if g.kind == "latency"} == {PAIRED_SINGLE}
+    assert {g.ratio for g in (*GOALS, *drawn_mix_goals(("random1",))) if g.kind == "latency"} == {PAIRED_SINGLE}
 
 
 def scen(**ratios):

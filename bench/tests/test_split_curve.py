@@ -1,4 +1,4 @@
-"""Issue 18 target D's judgement (harness/split_curve.py): candidate splits, the pinning table,
+"""Target D's judgement (harness/split_curve.py): candidate splits, the pinning table,
 the best static split and the settle op of an adaptive curve. Pure functions."""
 
 import pytest

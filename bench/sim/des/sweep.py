@@ -6,13 +6,13 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
              larger size (simulated, learned ratios), next to the runtime's own autoColdThreshold
              computed from its probe at that N
   gain       per N and size: best single rail / Nezha adaptive (threshold rule, learned split)
-  agreement  the per-operation round at each N (dissemination: the runtime; all-to-all: before issue 18; tree, epoch):
+  agreement  the per-operation round at each N (dissemination: the runtime; all-to-all: the earlier runtime; tree, epoch):
              time, messages and bytes per rank; a 1 KiB operation with and without round-free
              small operations (one round per 16)
   failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
              slower), at 16, 128 and 1,024 ranks, all-to-all / tree / dissemination rounds
   liveness   heartbeat traffic per rank per second (neighbours + flooded verdict: the runtime since
-             issue 18; all-to-all: before it) and a host losing every rail: when every peer knows
+             all-to-all: the earlier runtime) and a host losing every rail: when every peer knows
              (liveness.py)
   waves      a restored rail re-entering mid-operation on the test bed's rails (against the
              measured share back), and what a round per wave costs at 1,024 ranks (waves.py)
