@@ -10,10 +10,10 @@ fail() { failures=$((failures + 1)); log "FAIL $*"; }
 
 # testbed_begin BED [PORT]: a scenario script's set-up. Needs root (the bed is network namespaces).
 # Sets BED, PORT (the first rendezvous port: run_job takes the next one per job, so jobs never
-# share one; a script that starts no nezha-bench job leaves it out),
-# TOKEN (a fresh job token), WORK (logs and exit codes, /tmp/BED-testbed.XXXXXX) and the pass and
-# fail counters; on exit the bed goes and WORK with it unless KEEP=1. A script with more to undo
-# (an aggregator, an extra namespace) defines cleanup_extra, which runs first.
+# share one; a script that starts no nezha-bench job leaves it out), TOKEN (a fresh job token),
+# WORK (logs and exit codes, /tmp/BED-testbed.XXXXXX) and the pass and fail counters; on exit the
+# bed goes, and WORK with it unless KEEP=1. A script with more to undo (an aggregator, an extra
+# namespace) defines cleanup_extra, which runs first.
 testbed_begin() {
   BED=$1
   PORT=${2:-}

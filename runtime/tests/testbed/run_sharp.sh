@@ -22,7 +22,7 @@ AGG_ADDR=10.102.0.250 # on br-r2 in the switch namespace (rail 2 is 10.102.0.0/2
 AGG_PORT=7100
 STATS=$WORK/aggregator.json
 agg_pid=""
-cleanup_extra() { [ -z "$agg_pid" ] || { kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null; }; }
+cleanup_extra() { [ -z "${agg_pid:-}" ] || { kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null; }; }
 stat() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATS" "$1"; }
 # The ranks' environment: r2 is the SHARP rail (the later NEZHA_RAILS wins over run_job's).
 SHARP_ENV=("NEZHA_RAILS=r0=r0:tcp,r1=r1:tcp,r2=r2:sharp" NEZHA_SHARP_LIBRARY="$SHARPLIB"
