@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""DDP step-time benchmark of the PyTorch 2 backend (runtime/python/README.md): a communication-bound model (a wide MLP, tiny batch)
-trained with torch DistributedDataParallel on 2 ranks of the rail test bed, 2 equal TBF rails.
+"""DDP step-time benchmark of the PyTorch 2 backend (runtime/python/README.md): a
+communication-bound model (a wide MLP, tiny batch) trained with torch DistributedDataParallel on 2
+ranks of the rail test bed, 2 equal TBF rails.
 
 Series, interleaved launch by launch in the same run on the same bed:
   nezha-2rails  c10d backend "nezha" (build/python-torch) striping over r0 and r1

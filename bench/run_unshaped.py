@@ -18,8 +18,9 @@ Verdicts: (B) nezha-single >= 1.05x gloo-best-rail busbw at every size >= 64 KiB
 Nezha series >= 1.2x gloo-best-rail at every size. Writes unshaped-<stamp>.{json,txt}
 and latest-unshaped.* to --out (bench/results).
 
-  /usr/bin/python3 -m bench.run_unshaped [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...] [--knob NEZHA_X=V,...]...
-                  [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3] [--out DIR] [--note TEXT]
+  /usr/bin/python3 -m bench.run_unshaped [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...]
+      [--knob NEZHA_X=V,...]... [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3]
+      [--out DIR] [--note TEXT]
 """
 
 import argparse

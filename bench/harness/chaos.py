@@ -1,7 +1,7 @@
-"""The chaos scenario's analysis (bench/README.md, "Chaos scenario"): one rail of one rank is cut while ranks loop on one
-allreduce size, then restored. From a tool's loop trace (op completion times) this computes how
-long the job stalled, what it delivered while the rail was down, and whether it came back.
-Pure functions; the run itself is in chaos_run.py."""
+"""The chaos scenario's analysis (bench/README.md, "Chaos scenario"): one rail of one rank is cut
+while ranks loop on one allreduce size, then restored. From a tool's loop trace (op completion
+times) this computes how long the job stalled, what it delivered while the rail was down, and
+whether it came back. Pure functions; the run itself is in chaos_run.py."""
 
 from dataclasses import dataclass
 from statistics import median

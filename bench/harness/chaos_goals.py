@@ -1,7 +1,7 @@
-"""The rail-failure chaos goals (bench/README.md, "Chaos scenario"), judged from one chaos run's series (each measured in the same run):
-the stall of the operation in flight, Nezha's throughput while the rail is down against the
-surviving rail alone (Gloo bound to it, the control series), and the time from the restore to the
-cut rail carrying its share again."""
+"""The rail-failure chaos goals (bench/README.md, "Chaos scenario"), judged from one chaos run's
+series (each measured in the same run): the stall of the operation in flight, Nezha's throughput
+while the rail is down against the surviving rail alone (Gloo bound to it, the control series), and
+the time from the restore to the cut rail carrying its share again."""
 
 from typing import Optional
 

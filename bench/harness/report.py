@@ -47,7 +47,8 @@ def summary_text(doc: dict) -> str:
         labels = ", ".join(f"{format_bytes(b['min_bytes'])}-{format_bytes(b['max_bytes'])}" for b in pinned)
         out.append(f"pinned bands: {labels} (rank r on core r % {hw['cores']}, every series alike)")
     if "seed" in doc:
-        out.append(f"random rail mixes: seed {doc['seed']} (python3 -m bench.run_bench --seed {doc['seed']} draws them again)")
+        out.append(f"random rail mixes: seed {doc['seed']} "
+                   f"(python3 -m bench.run_bench --seed {doc['seed']} draws them again)")
     for scen in doc["scenarios"]:
         rates = "/".join(map(str, scen["rates_mbit"]))
         ranks = f", {scen['ranks']} ranks" if scen.get("ranks", doc["ranks"]) != doc["ranks"] else ""

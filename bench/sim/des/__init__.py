@@ -5,7 +5,8 @@ network.py    per-rail alpha-beta links, per-rank NIC queues (contention), rail 
 algorithms.py ring, recursive halving/doubling, binomial tree, recursive doubling as step programs;
               the all-to-all and dissemination agreement patterns
 collective.py runs one algorithm's program on one rail for all ranks (or symmetry classes)
-control.py    the control-mesh agreement round (dissemination: the runtime; all-to-all: the earlier runtime; tree, epoch what-ifs)
+control.py    the control-mesh agreement round (dissemination: the runtime; all-to-all: the
+              earlier runtime; tree, epoch what-ifs)
 roundfree.py  round-free small operations: one round per 16 small cold operations
 scheduler.py  the runtime's cold/hot rules, split, tuner and chunking (runtime/src/schedule/)
 failover.py   a rail failing under an operation: detection, agreement, retire round, replay

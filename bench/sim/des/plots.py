@@ -98,8 +98,8 @@ def plot_all(res, rows):
 
 
 def plot_control(res, figs):
-    """Control traffic per rank vs N (bench/README.md, "Discrete-event simulator"): the agreement round's messages, heartbeat
-    messages per second, and when every peer knows a cut host is gone."""
+    """Control traffic per rank vs N (bench/README.md, "Discrete-event simulator"): the agreement
+    round's messages, heartbeat messages per second, and when every peer knows a cut host is gone."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     tr = res["agreement_traffic"]
     ns = sorted(tr)
