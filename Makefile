@@ -192,45 +192,45 @@ BENCH_CC_FLAG = $(if $(BENCH_TCP_CC),--tcp-cc $(BENCH_TCP_CC))
 
 .PHONY: bench
 bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run and the NCCL plugin benchmark (~50 min; quiet machine).
-	$(PYTHON) bench/run_bench.py $(BENCH_CC_FLAG)
-	$(PYTHON) bench/run_bench.py --chaos $(BENCH_CC_FLAG)
-	$(PYTHON) bench/run_nccl_bench.py $(BENCH_CC_FLAG)
+	$(PYTHON) -m bench.run_bench $(BENCH_CC_FLAG)
+	$(PYTHON) -m bench.run_bench --chaos $(BENCH_CC_FLAG)
+	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
 
 .PHONY: bench-failover
-bench-failover: build-runtime ## Issue 18 failure timing: all rails down -> error on every rank, restore -> share back; vs the knobs off, PASS/MISS (~3 min).
-	$(PYTHON) bench/run_failover_timing.py --repeats 3 --baseline
+bench-failover: build-runtime ## Failure timing: all rails down -> error on every rank, restore -> share back; vs the knobs off, PASS/MISS (~3 min).
+	$(PYTHON) -m bench.run_failover_timing --repeats 3 --baseline
 
 .PHONY: bench-unshaped
-bench-unshaped: build-runtime build-bench ## Issue 18 (B)/(U) on UNSHAPED rails (CPU-bound): nezha single/adaptive vs Gloo, busbw + CPU cycles/byte, PASS/MISS (~1.5 min).
-	$(PYTHON) bench/run_unshaped.py
+bench-unshaped: build-runtime build-bench ## One rail vs Gloo on UNSHAPED rails (CPU-bound): nezha single/adaptive vs Gloo, busbw + CPU cycles/byte, PASS/MISS (~1.5 min).
+	$(PYTHON) -m bench.run_unshaped
 
 .PHONY: bench-split
-bench-split: build-runtime ## Issue 18 target D: adaptive split's per-op curve vs the best of a static-split sweep (2 ranks, 800/300 and 600/200/400 Mbit/s, 16 MiB), PASS if within 5 % by op 50 (~5 min).
-	$(PYTHON) bench/run_split_curve.py $(BENCH_CC_FLAG)
+bench-split: build-runtime ## Learned split: the adaptive split's per-op curve vs the best of a static-split sweep (2 ranks, 800/300 and 600/200/400 Mbit/s, 16 MiB), PASS if within 5 % by op 50 (~5 min).
+	$(PYTHON) -m bench.run_split_curve $(BENCH_CC_FLAG)
 
 .PHONY: bench-alltoall
-bench-alltoall: build-runtime ## Issue 18 alltoall: the new data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS; then nezha-tune --algorithms at both (~3 min).
-	$(PYTHON) bench/run_alltoall.py --tune
+bench-alltoall: build-runtime ## Alltoall: the direct data path vs the allgather-composed one, side by side at 2 and 4 ranks on 500/250 Mbit/s rails, PASS/MISS; then nezha-tune --algorithms at both (~3 min).
+	$(PYTHON) -m bench.run_alltoall --tune
 
 .PHONY: bench-nccl
 bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
-	$(PYTHON) bench/run_nccl_bench.py $(BENCH_CC_FLAG)
+	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
 
 .PHONY: bench-ddp
-bench-ddp: build-torch ## DDP step time (issue 16): wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).
-	$(PYTHON) bench/run_ddp_bench.py --python $(TORCH_PY)
+bench-ddp: build-torch ## DDP step time: wide MLP on 2 ranks x 2 rails of 400 Mbit/s, nezha vs gloo on one rail vs gloo over MPTCP (~1 min after build-torch).
+	$(PYTHON) -m bench.run_ddp_bench --python $(TORCH_PY)
 
 .PHONY: bench-talb
-bench-talb: build-torch ## Priority scheduling (issue 16, TaLB): time until DDP's first-needed bucket is reduced, with vs without priorities (2 ranks x 2 rails of 400 Mbit/s).
-	$(PYTHON) bench/run_talb_bench.py --python $(TORCH_PY)
+bench-talb: build-torch ## Priority scheduling (TaLB): time until DDP's first-needed bucket is reduced, with vs without priorities (2 ranks x 2 rails of 400 Mbit/s).
+	$(PYTHON) -m bench.run_talb_bench --python $(TORCH_PY)
 
 .PHONY: bench-sim
-bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; control traffic per rank (issue 18); plots + report (~2 min).
-	$(PYTHON) bench/sim/run_sim.py
-	$(PYTHON) bench/sim/run_des.py
+bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; control traffic per rank; plots + report (~2 min).
+	$(PYTHON) -m bench.sim.run_sim
+	$(PYTHON) -m bench.sim.run_des
 
 .PHONY: bench-scale
-bench-scale: ## Operator at scale: SCALE_WORKERS (1000; issue 18: 10000) workers on SCALE_NODES (500) kwok nodes, real kube-apiserver; PASS/MISS.
+bench-scale: ## Operator at scale: SCALE_WORKERS (1000; the target is 10000) workers on SCALE_NODES (500) kwok nodes, real kube-apiserver; PASS/MISS.
 	mkdir -p bench/results
 	out=bench/results/scale-$$(date -u +%Y%m%dT%H%M%SZ)-$(SCALE_WORKERS).txt; \
 	  operator/hack/scale-bench.sh --workers $(SCALE_WORKERS) --nodes $(SCALE_NODES) | tee "$$out"; \
@@ -246,7 +246,7 @@ demo: ## The product demo: kind (where Docker works; else the local cluster, roo
 
 .PHONY: demo-runtime
 demo-runtime: build-runtime build-bench ## Runtime-only demo: 4 ranks on a 800/300 Mbit/s two-rail test bed, Nezha vs single rail.
-	$(PYTHON) bench/run_bench.py --quick
+	$(PYTHON) -m bench.run_bench --quick
 
 .PHONY: test-demo
 test-demo: images images-train-example ## Runs `make demo`'s script end to end and checks its story (root; ~5 min warm).

@@ -2,7 +2,7 @@
 """Plot a benchmark result: algbw vs message size (log-log), one panel per scenario, one line per
 series, ceilings dashed.
 
-    /usr/bin/python3 bench/plot.py bench/results/latest.json [-o out.png]
+    /usr/bin/python3 -m bench.plot bench/results/latest.json [-o out.png]
 """
 
 import argparse
@@ -16,9 +16,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness.series import LABELS, SERIES_ORDER  # noqa: E402
-from harness.sizes import format_bytes  # noqa: E402
+from .harness.series import LABELS, SERIES_ORDER  # noqa: E402
+from .harness.sizes import format_bytes  # noqa: E402
 
 STYLE = {
     "nezha-adaptive": dict(color="#d62728", marker="o", linewidth=2.4, zorder=5),

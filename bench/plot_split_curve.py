@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Plot a split-curve result (bench/run_split_curve.py, issue 18 target D): one column per
+"""Plot a split-curve result (bench/run_split_curve.py, target D): one column per
 scenario; top, the adaptive policy's op time per op (each repeat faint, its rolling median solid)
 against the best static split's time and the 5 % band; middle, the learned split per op against
 the best static split; bottom, the static sweep.
 
-    /usr/bin/python3 bench/plot_split_curve.py bench/results/issue18-perf/split-curve-<stamp>.json [-o out.png]
+    /usr/bin/python3 -m bench.plot_split_curve bench/results/issue18-perf/split-curve-<stamp>.json [-o out.png]
 """
 
 import argparse
@@ -17,8 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import split_curve as sc  # noqa: E402
+from .harness import split_curve as sc  # noqa: E402
 
 REPEAT_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 RAIL_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e")

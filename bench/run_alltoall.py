@@ -1,19 +1,20 @@
 #!/usr/bin/python3
-"""Issue 18, alltoall: the new data path vs the allgather-composed alltoallv it replaced, at 2 and
+"""Alltoall: the direct data path vs the allgather-composed alltoallv it replaced, at 2 and
 4 ranks on the rail test bed (`make bench-alltoall`; needs root).
 
 One nezha-bench launch per world size runs `--op alltoall --vs-composed --check`: at every size
 it times the new alltoall, then the old composed path (tools/alltoall_composed.cc, the code
 libnezha had before), in the same job on the same rails, so the ratio is side by side. Bed: 4
 hosts x 2 rails shaped --rates (default 500,250 Mbit/s: 750 per host), adaptive policy.
-Verdicts (harness/alltoall.py; this change's own criteria, issue 18 has no alltoall number):
+Verdicts (harness/alltoall.py; our own criteria: the suite's goals set no alltoall number):
 exact results, no size slower than 0.95x the old path, and >= n/2 x faster at the largest size.
 With --tune, then `nezha-tune --algorithms` at each world size on the same bed (merging the
 files, so the last one holds the rows of every N): its alltoall section times pairwise and
 direct per size in one job (ratio to pairwise), and the table it writes is kept next to the
-results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt} to --out.
+results (alltoall-<stamp>-algo.json). Writes alltoall-<stamp>.{json,txt}
+and latest-alltoall.* to --out (bench/results).
 
-  run_alltoall.py [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
+  /usr/bin/python3 -m bench.run_alltoall [--worlds 2,4] [--min-bytes 16K] [--max-bytes 16M] [--factor 4]
                   [--warmup 3] [--iters 10] [--rates 500,250] [--tune] [--out DIR] [--note TEXT]
 """
 
@@ -26,15 +27,13 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import alltoall, hostinfo  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness import alltoall, hostinfo, results
+from .harness.config import load_tunables
+from .harness.launch import run_ranks
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
 
 BED = "nzba2a"
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "issue18-perf")
 
 
 def log(msg: str) -> None:
@@ -50,7 +49,7 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rates", default="500,250", help="Mbit/s per rail, every host (sum <= 1500)")
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=results.DEFAULT_DIR)
     ap.add_argument("--note", default="")
     ap.add_argument("--tune", action="store_true", help="then nezha-tune --algorithms at each world size")
     a = ap.parse_args(argv)
@@ -139,17 +138,12 @@ def main(argv) -> int:
     out["loadavg_end"] = list(os.getloadavg())
     text.append(f"# load average at end {out['loadavg_end']}")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(a.out, exist_ok=True)
-    base = os.path.join(a.out, f"alltoall-{stamp}")
-    with open(base + ".json", "w") as f:
-        json.dump(out, f, indent=1)
+    files = {".json": out, ".txt": "\n".join(text) + "\n"}
     if out.get("algo_table"):
-        with open(base + "-algo.json", "w") as f:
-            json.dump(out["algo_table"], f, indent=2)
-    with open(base + ".txt", "w") as f:
-        f.write("\n".join(text) + "\n")
+        files["-algo.json"] = out["algo_table"]
+    paths = results.write_result(a.out, "alltoall", stamp, files)
     print("\n".join(text))
-    log(f"wrote {base}.{{json,txt}}")
+    log(f"wrote {', '.join(paths.values())} and their latest-alltoall* copies")
     return 0 if ok else 1
 
 

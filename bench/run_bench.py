@@ -19,17 +19,17 @@ import signal
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import budget, hand_split, hostinfo, report  # noqa: E402
-from harness.chaos import Timeline  # noqa: E402
-from harness.chaos_run import CHAOS_SERIES, run_chaos  # noqa: E402
-from harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps  # noqa: E402
-from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, load_tunables  # noqa: E402
-from harness.goals import evaluate_all  # noqa: E402
-from harness.runner import RunContext, log, run_scenario  # noqa: E402
-from harness.series import SERIES, by_name, paired_args, warmup_for  # noqa: E402
-from harness.sizes import clip_bands, parse_bytes  # noqa: E402
-from harness.testbed import Testbed, TestbedError  # noqa: E402
+from .harness import budget, hand_split, hostinfo, report
+from .harness.chaos import Timeline
+from .harness.chaos_run import CHAOS_SERIES, run_chaos
+from .harness.ceiling import ceiling_algbw_gbps, single_rail_algbw_gbps
+from .harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, load_tunables
+from .harness.goals import evaluate_all
+from .harness.results import SUITE_KIND, latest_name
+from .harness.runner import RunContext, log, run_scenario
+from .harness.series import SERIES, by_name, paired_args, warmup_for
+from .harness.sizes import clip_bands, parse_bytes
+from .harness.testbed import Testbed, TestbedError
 
 BUSY_NOTE = ("numbers from a shared 2-core VM while other builds ran; compare ratios measured in "
              "this run, not absolute values")
@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     plot_fn = None
     if not a.no_plot:
         # matplotlib is slow to import; only when needed.
-        from plot import plot as plot_fn, plot_chaos
+        from .plot import plot as plot_fn, plot_chaos
 
         if a.chaos:
             plot_fn = plot_chaos
@@ -274,10 +274,9 @@ def main(argv=None) -> int:
     print()
     print(report.summary_text(doc), end="")
     print()
-    latest = "latest-chaos" if a.chaos else "latest"
-    for kind, p in paths.items():
+    for suffix, p in paths.items():
         shown = os.path.relpath(p) if not os.path.relpath(p).startswith("..") else p
-        log(f"{kind}: {shown} (and {latest}.{kind})")
+        log(f"{suffix}: {shown} (and {latest_name('chaos' if a.chaos else SUITE_KIND, suffix)})")
     if publishes_readme(a, tun):
         report.update_readme(README, doc)
         log(f"README: {os.path.relpath(README)} latest results rewritten")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""DDP step-time benchmark (issue 16): a communication-bound model (a wide MLP, tiny batch)
-trained with torch DistributedDataParallel on 2 ranks of the rail test bed, 2 equal TBF rails.
+"""DDP step-time benchmark of the PyTorch 2 backend (runtime/python/README.md): a
+communication-bound model (a wide MLP, tiny batch) trained with torch DistributedDataParallel on 2
+ranks of the rail test bed, 2 equal TBF rails.
 
 Series, interleaved launch by launch in the same run on the same bed:
   nezha-2rails  c10d backend "nezha" (build/python-torch) striping over r0 and r1
@@ -12,11 +13,10 @@ Series, interleaved launch by launch in the same run on the same bed:
 
 Target: median step time nezha-2rails <= 0.6x gloo-1rail. Results: bench/results/ddp-<stamp>.
 {json,txt} and latest-ddp.{json,txt}. Needs root and the pinned torch venv (make build-torch).
-  /usr/bin/python3 bench/run_ddp_bench.py --python VENV/bin/python [--steps N] [--repeats R]
+  /usr/bin/python3 -m bench.run_ddp_bench --python VENV/bin/python [--steps N] [--repeats R]
 """
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -25,10 +25,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ddp, hostinfo  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed, diff_tx  # noqa: E402
+from .harness import ddp, hostinfo
+from .harness.launch import run_ranks
+from .harness.results import write_result
+from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "bench", "ddp_worker.py")
@@ -204,12 +204,7 @@ def main() -> int:
     lines.append(f"{verdict}  nezha-2rails / gloo-1rail step time {value} (target <= {ddp.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"ddp-{stamp}", "latest-ddp"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "ddp", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

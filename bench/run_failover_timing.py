@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18's failure-timing targets on the rail test bed (needs root, namespaces).
+"""The failure-timing targets (bench/README.md, "Failure timing") on the rail test bed (needs root, namespaces).
 
   all rails down -> the same clear error on every rank <= 1 s
   restore        -> the rail carries its share again <= 1 s
@@ -11,10 +11,11 @@ rank's exit from just before the last cut; "restore" cuts the slowest rail of th
 restores it and times the rail's return from just before the restore. Each repeats --repeats
 times; the worst repeat is judged. --baseline runs the same with NEZHA_PEER_SILENCE_MS=0 and
 NEZHA_WAVE_BYTES=0 (no heartbeats, re-admission at op boundaries only: the runtime before these
-targets were worked on) in the same run. Writes failover-timing-<stamp>.{json,txt} to --out.
+targets were worked on) in the same run. Writes failover-timing-<stamp>.{json,txt}
+and latest-failover-timing.* to --out (bench/results).
 
-  run_failover_timing.py [--ranks 2] [--rates 800,300] [--bytes 64M] [--repeats 3] [--baseline]
-                         [--out bench/results/issue18-perf] [--note TEXT]
+  /usr/bin/python3 -m bench.run_failover_timing [--ranks 2] [--rates 800,300] [--bytes 64M] [--repeats 3] [--baseline]
+                         [--out bench/results] [--note TEXT]
 """
 
 import argparse
@@ -27,14 +28,14 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness.chaos import share_back_after_restore  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.failover_timing import (ALL_DOWN_GOAL_S, SHARE_BACK_GOAL_S, breakdown_restore,  # noqa: E402
+from .harness import hostinfo
+from .harness.chaos import share_back_after_restore
+from .harness.config import load_tunables
+from .harness.failover_timing import (ALL_DOWN_GOAL_S, SHARE_BACK_GOAL_S, breakdown_restore,
                                      judge_all_down, verdict)
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness.results import DEFAULT_DIR, write_result
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
 
 BED = "nzbft"
 BASELINE_ENV = {"NEZHA_PEER_SILENCE_MS": "0", "NEZHA_WAVE_BYTES": "0"}
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bytes", default="64M")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", action="store_true", help="also run with heartbeats and waves off")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results/issue18-perf"))
+    ap.add_argument("--out", default=DEFAULT_DIR)
     ap.add_argument("--note", default="")
     a = ap.parse_args(argv)
     a.rates = [int(x) for x in a.rates.split(",")]
@@ -221,14 +222,10 @@ def main(argv=None) -> int:
             lines.append("  errors (last repeat): " + " | ".join(results[name]["all_down"][-1]["errors"]))
     text = "\n".join(lines) + "\n"
     print(text)
-    os.makedirs(a.out, exist_ok=True)
-    stamp = f"{started:%Y%m%dT%H%M}"
-    with open(os.path.join(a.out, f"failover-timing-{stamp}.json"), "w") as f:
-        json.dump({"schema": "nezha-failover-timing/v1", "started": started.isoformat(), "hardware": info,
-                   "args": {"ranks": a.ranks, "rates_mbit": a.rates, "bytes": a.bytes, "repeats": a.repeats},
-                   "results": results, "goals": goals}, f, indent=1)
-    with open(os.path.join(a.out, f"failover-timing-{stamp}.txt"), "w") as f:
-        f.write(text)
+    doc = {"schema": "nezha-failover-timing/v1", "started": started.isoformat(), "hardware": info,
+           "args": {"ranks": a.ranks, "rates_mbit": a.rates, "bytes": a.bytes, "repeats": a.repeats},
+           "results": results, "goals": goals}
+    write_result(a.out, "failover-timing", f"{started:%Y%m%dT%H%M}", {".json": doc, ".txt": text})
     return 0 if all(x["status"] == "PASS" for x in goals["after"]) else 1
 
 

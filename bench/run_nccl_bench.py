@@ -12,7 +12,7 @@ on the same bed:
 
 Target: plugin-2rails >= 1.9x plugin-1rail on two equal rails. Results go to
 bench/results/nccl-<stamp>.{json,txt} and latest-nccl.{json,txt}. Needs root; ~3 min.
-  /usr/bin/python3 bench/run_nccl_bench.py [--quick] [--keep-logs]
+  /usr/bin/python3 -m bench.run_nccl_bench [--quick] [--keep-logs]
 """
 
 import argparse
@@ -23,10 +23,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from .harness import hostinfo
+from .harness.launch import run_ranks
+from .harness.results import write_result
+from .harness.testbed import Testbed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "build", "runtime")
@@ -174,12 +174,7 @@ def main() -> int:
         lines.append(f"{g['verdict']}  {g['goal']} (measured {value})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"nccl-{stamp}", "latest-nccl"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "nccl", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if not a.keep_logs:
         import shutil

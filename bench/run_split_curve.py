@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18 target D on the rail test bed: "the learned split is within 5 % of the best static
+"""Target D on the rail test bed: "the learned split is within 5 % of the best static
 split after <= 50 operations (report the curve)". Needs root (network namespaces).
 
 Per scenario (ranks, TBF rail rates per host), loops of 16 MiB allreduces with nezha-bench's loop
@@ -18,11 +18,12 @@ mode (every result checked on every rank), in --repeats rounds, each round:
 The best static split is the candidate with the least median op time over all rounds; each
 adaptive repeat's settle op is where its rolling median (5 ops) stays <= 1.05 x that time through
 op --curve-ops (harness/split_curve.py has the exact definitions). PASS when every repeat of
-every scenario settles by op 50. Writes split-curve-<stamp>.{json,txt,png} to --out.
+every scenario settles by op 50. Writes split-curve-<stamp>.{json,txt,png}
+and latest-split-curve.* to --out (bench/results).
 
-  run_split_curve.py [--scenario 800-300 --scenario 600-200-400 | --scenario all] [--repeats 3]
+  /usr/bin/python3 -m bench.run_split_curve [--scenario 800-300 --scenario 600-200-400 | --scenario all] [--repeats 3]
                      [--curve-ops 80] [--static-seconds 2.5] [--bytes 16M]
-                     [--out bench/results/issue18-perf] [--note TEXT]
+                     [--out bench/results] [--note TEXT]
 """
 
 import argparse
@@ -36,15 +37,14 @@ import time
 from dataclasses import dataclass
 from statistics import median
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import hostinfo  # noqa: E402
-from harness import split_curve as sc  # noqa: E402
-from harness.chaos import validate_trace  # noqa: E402
-from harness.config import load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.sizes import parse_bytes  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
-from plot_split_curve import plot  # noqa: E402
+from .harness import hostinfo, results
+from .harness import split_curve as sc
+from .harness.chaos import validate_trace
+from .harness.config import load_tunables
+from .harness.launch import run_ranks
+from .harness.sizes import parse_bytes
+from .harness.testbed import Testbed
+from .plot_split_curve import plot
 
 BED = "nzbsc"  # the bench suite's prefix (nzb); nzb1 run_bench, nzb2 nccl, nzb4 ddp, nzb5 talb
 # The adaptive launch runs curve_ops x (best static op time so far) x this + a second: it starts
@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     ap.add_argument("--curve-ops", type=int, default=80)
     ap.add_argument("--static-seconds", type=float, default=2.5)
     ap.add_argument("--bytes", default="16M")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results/issue18-perf"))
+    ap.add_argument("--out", default=results.DEFAULT_DIR)
     ap.add_argument("--note", default="")
     ap.add_argument("--tcp-cc", default="", metavar="ALGO",
                     help="TCP congestion control of the bed's hosts (hack/testbed.sh --tcp-cc; default: the machine's). "
@@ -309,14 +309,10 @@ def main(argv=None) -> int:
            "verdict": overall([s["verdict"] for s in scenarios])}
     text = report(doc)
     print(text)
-    os.makedirs(a.out, exist_ok=True)
-    base = os.path.join(a.out, f"split-curve-{started:%Y%m%dT%H%M%SZ}")
-    with open(base + ".json", "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(base + ".txt", "w") as f:
-        f.write(text)
-    plot(doc, base + ".png")
-    log(f"wrote {base}.{{json,txt,png}} ({doc['bed_seconds']:.0f} s on the bed)")
+    paths = results.write_result(a.out, "split-curve", f"{started:%Y%m%dT%H%M%SZ}",
+                                 {".json": doc, ".txt": text, ".png": lambda path: plot(doc, path)})
+    log(f"wrote {', '.join(paths.values())} and their latest-split-curve.* copies "
+        f"({doc['bed_seconds']:.0f} s on the bed)")
     if any(s["failures"] for s in scenarios):
         log(f"rank logs and traces kept in {work}")
     else:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TaLB benchmark (issue 16, tensor-aware scheduling by priority): how soon the gradient bucket
+"""TaLB benchmark (tensor-aware scheduling by priority, runtime/python/README.md): how soon the gradient bucket
 the next forward pass needs first is reduced, with and without priorities.
 
 DDP with one bucket per layer on a communication-bound MLP (8 x Linear(1024, 1024) without
@@ -13,11 +13,10 @@ holding the first layer is reduced, until the last bucket is, and the step time.
 Target (chosen here; the issue asks for the measurement): time to the first-needed bucket with
 priorities <= 0.5x without (harness/talb.py says why). Results: bench/results/talb-<stamp>.
 {json,txt} and latest-talb.{json,txt}. Needs root and the pinned torch venv (make build-torch).
-  /usr/bin/python3 bench/run_talb_bench.py --python VENV/bin/python [--steps N] [--repeats R]
+  /usr/bin/python3 -m bench.run_talb_bench --python VENV/bin/python [--steps N] [--repeats R]
 """
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -25,10 +24,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ddp, hostinfo, talb  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.testbed import Testbed, diff_tx  # noqa: E402
+from .harness import ddp, hostinfo, talb
+from .harness.launch import run_ranks
+from .harness.results import write_result
+from .harness.testbed import Testbed, diff_tx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "bench", "talb_worker.py")
@@ -165,12 +164,7 @@ def main() -> int:
     lines.append(f"{verdict}  first-needed bucket prio / fifo {value} (target <= {talb.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    os.makedirs(RESULTS, exist_ok=True)
-    for base in (f"talb-{stamp}", "latest-talb"):
-        with open(os.path.join(RESULTS, base + ".json"), "w") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(RESULTS, base + ".txt"), "w") as f:
-            f.write(text)
+    write_result(RESULTS, "talb", stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

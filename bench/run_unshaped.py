@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 18 targets (B) and (U) on UNSHAPED rails (`make bench-unshaped`; needs root).
+"""Targets (B) and (U) on UNSHAPED rails (`make bench-unshaped`; needs root).
 
 On TBF-shaped rails Nezha on one rail and Gloo both run at the wire rate, so a runtime can only
 be faster than Gloo where the CPU is the limit: here, a 2-host x 2-rail bed of plain veth pairs
@@ -15,10 +15,12 @@ differencing (harness/unshaped.py); it is reported as "fixed CPU". The whole mac
 over the same launches (/proc/stat, includes ksoftirqd and everyone else) is printed next to it.
 
 Verdicts: (B) nezha-single >= 1.05x gloo-best-rail busbw at every size >= 64 KiB; (U) the better
-Nezha series >= 1.2x gloo-best-rail at every size. Writes unshaped-<stamp>.{json,txt} to --out.
+Nezha series >= 1.2x gloo-best-rail at every size. Writes unshaped-<stamp>.{json,txt}
+and latest-unshaped.* to --out (bench/results).
 
-  run_unshaped.py [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...] [--knob NEZHA_X=V,...]...
-                  [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3] [--out DIR] [--note TEXT]
+  /usr/bin/python3 -m bench.run_unshaped [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...]
+      [--knob NEZHA_X=V,...]... [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3]
+      [--out DIR] [--note TEXT]
 """
 
 import argparse
@@ -32,23 +34,21 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import budget, hostinfo, iperf  # noqa: E402
-from harness.config import Scenario, load_tunables  # noqa: E402
-from harness.launch import run_ranks  # noqa: E402
-from harness.series import SeriesSpec, by_name, make_launch  # noqa: E402
-from harness.sizes import Band, format_bytes, parse_bytes, sweep  # noqa: E402
-from harness.testbed import Testbed, TestbedError, diff_tx  # noqa: E402
-from harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Launch, nominal_mhz, busy_ticks,  # noqa: E402
+from .harness import budget, hostinfo, iperf, results
+from .harness.config import Scenario, load_tunables
+from .harness.launch import run_ranks
+from .harness.series import SeriesSpec, by_name, make_launch
+from .harness.sizes import Band, format_bytes, parse_bytes, sweep
+from .harness.testbed import Testbed, TestbedError, diff_tx
+from .harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Launch, nominal_mhz, busy_ticks,
                               parse_knob, plan_size, summarize, verdicts)
-from harness.unshaped_report import table, verdict_lines  # noqa: E402
+from .harness.unshaped_report import table, verdict_lines
 
 BED = "nzbun"
 HOSTS, RAILS = 2, 2
 SCENARIO = Scenario("unshaped", (0, 0), HOSTS)  # rate 0 = no TBF; r0 is the "best" (first) rail
 RUSAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness", "rusage_exec.py")
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "issue18-perf")
 
 
 def log(msg: str) -> None:
@@ -74,7 +74,7 @@ def parse_args(argv):
     ap.add_argument("--warmup-bytes", default="64M", help="warmup per launch, 3..20 ops (default 64M)")
     ap.add_argument("--iperf-seconds", type=int, default=3, help="iperf3 on r0 first (0: skip)")
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=results.DEFAULT_DIR)
     ap.add_argument("--note", default="")
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     a = ap.parse_args(argv)
@@ -225,14 +225,8 @@ def main(argv=None) -> int:
     text = "\n".join(lines) + "\n"
     print()
     print(text, end="")
-    os.makedirs(a.out, exist_ok=True)
-    base = os.path.join(a.out, f"unshaped-{started:%Y%m%dT%H%M%SZ}")
-    with open(base + ".json", "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    with open(base + ".txt", "w") as f:
-        f.write(text)
-    log(f"wrote {base}.json and .txt")
+    paths = results.write_result(a.out, "unshaped", f"{started:%Y%m%dT%H%M%SZ}", {".json": doc, ".txt": text})
+    log(f"wrote {', '.join(paths.values())} and their latest-unshaped.* copies")
     return 1 if failures else 0
 
 

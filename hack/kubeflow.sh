@@ -9,10 +9,11 @@
 #   jobset             sigs.k8s.io/jobset (main package at the module root)            $JOBSET_VERSION
 #   training-operator  github.com/kubeflow/training-operator/cmd/training-operator.v1  $TRAINING_OPERATOR_VERSION
 #
-# Each binary is built through a small wrapper module (like hack/build-kube.sh builds
-# Kubernetes) into $NEZHA_CACHE/kubeflow/bin/NAME-VERSION, then packed by hack/imagebuilder into
-# a one-file image nezha.local/kubeflow/NAME:VERSION ($NEZHA_CACHE/kubeflow/images/NAME.tar,
-# user 65532 like the upstream distroless images). The install manifests are the projects' own
+# Each binary is built through a small wrapper module (build_go_main_into in
+# hack/lib/cluster-build.sh, the helper that builds the local cluster's Multus and CoreDNS) into
+# $NEZHA_CACHE/kubeflow/bin/NAME-VERSION, then packed by hack/imagebuilder into a one-file image
+# nezha.local/kubeflow/NAME:VERSION ($NEZHA_CACHE/kubeflow/images/NAME.tar, user 65532 like the
+# upstream distroless images). The install manifests are the projects' own
 # kustomizations from the same module versions (CRDs, RBAC, Deployment, webhook Service and
 # configurations, in-process certificate rotation), rendered with `kubectl kustomize` with only
 # the image swapped for ours and imagePullPolicy Never ($NEZHA_CACHE/kubeflow/manifests/NAME.yaml).
@@ -24,6 +25,11 @@ PROG=kubeflow.sh
 source "$REPO/hack/versions.sh"
 # shellcheck source=hack/lib/common.sh
 source "$REPO/hack/lib/common.sh"
+# The Go wrapper-module build and the image builder the local cluster's own components use.
+# shellcheck source=hack/lib/cluster-env.sh
+source "$REPO/hack/lib/cluster-env.sh"
+# shellcheck source=hack/lib/cluster-build.sh
+source "$REPO/hack/lib/cluster-build.sh"
 
 KF_DIR="$NEZHA_CACHE/kubeflow"
 KF_BIN="$KF_DIR/bin"
@@ -53,27 +59,14 @@ module_dir() {
 build_binary() {
   local name=$1 module version pkg
   read -r module version pkg <<<"$(module_of "$name")"
-  local out="$KF_BIN/$name-$version"
-  [ -x "$out" ] && return 0
-  local src="$NEZHA_CACHE/src/$name-$version"
-  mkdir -p "$src" "$KF_BIN"
-  if [ ! -f "$src/go.sum" ]; then
-    printf 'module nezha.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n' "$name" "$module" "$version" >"$src/go.mod"
-    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$src/tools.go"
-    (cd "$src" && GOFLAGS=-mod=mod go mod tidy) >&2 || fail "resolving $module@$version failed"
-  fi
-  log "building $name $version (cold: a few minutes)"
-  (cd "$src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp" "$pkg") ||
-    fail "building $name $version failed"
-  mv "$out.tmp" "$out"
+  build_go_main_into "$KF_BIN" "$name" "$module" "$version" "$pkg"
 }
 
 build_image() {
   local name=$1 version
   version=$(version_of "$name")
   mkdir -p "$KF_IMAGES"
-  (cd "$REPO" && go build -o "$KF_DIR/imagebuilder" ./hack/imagebuilder) || fail "building imagebuilder failed"
-  "$KF_DIR/imagebuilder" --tag "$(image_of "$name")" --output "$KF_IMAGES/$name.tar" \
+  cluster_imagebuilder --tag "$(image_of "$name")" --output "$KF_IMAGES/$name.tar" \
     --file "$KF_BIN/$name-$version:/manager" --user 65532:65532 --entrypoint '["/manager"]' >/dev/null
 }
 

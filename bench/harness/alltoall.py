@@ -4,7 +4,7 @@ same rails). Pure functions: rows out of the results JSON, verdicts, the text ta
 
 from .sizes import format_bytes
 
-# This change's own criteria (issue 18 gives no alltoall number): never slower than the old path
+# Our own criteria (the suite's goals give no alltoall number): never slower than the old path
 # beyond noise, and at the largest size at least half of the byte ratio (the composed path moves
 # n x the bytes, so on bandwidth-bound rails the ideal speedup is about n).
 NO_REGRESSION = 0.95

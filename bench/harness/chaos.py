@@ -1,7 +1,7 @@
-"""The chaos scenario's analysis (issue 4): one rail of one rank is cut while ranks loop on one
-allreduce size, then restored. From a tool's loop trace (op completion times) this computes how
-long the job stalled, what it delivered while the rail was down, and whether it came back.
-Pure functions; the run itself is in chaos_run.py."""
+"""The chaos scenario's analysis (bench/README.md, "Chaos scenario"): one rail of one rank is cut
+while ranks loop on one allreduce size, then restored. From a tool's loop trace (op completion
+times) this computes how long the job stalled, what it delivered while the rail was down, and
+whether it came back. Pure functions; the run itself is in chaos_run.py."""
 
 from dataclasses import dataclass
 from statistics import median
@@ -10,7 +10,7 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Timeline:
-    # 64 MiB as issue 4 asks: ~1 s per op on the 800/300 rails with 4 ranks, so the windows are
+    # 64 MiB, the size the chaos goals are set for: ~1 s per op on the 800/300 rails with 4 ranks, so the windows are
     # long enough for tens of ops before, during and after the cut.
     loop_seconds: int = 42
     cut_at: float = 12.0  # seconds after the ranks start

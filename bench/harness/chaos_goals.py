@@ -1,7 +1,7 @@
-"""Issue 4's chaos goals, judged from one chaos run's series (each measured in the same run):
-the stall of the operation in flight, Nezha's throughput while the rail is down against the
-surviving rail alone (Gloo bound to it, the control series), and the time from the restore to the
-cut rail carrying its share again."""
+"""The rail-failure chaos goals (bench/README.md, "Chaos scenario"), judged from one chaos run's
+series (each measured in the same run): the stall of the operation in flight, Nezha's throughput
+while the rail is down against the surviving rail alone (Gloo bound to it, the control series), and
+the time from the restore to the cut rail carrying its share again."""
 
 from typing import Optional
 
@@ -55,7 +55,7 @@ def _fault_series(chaos: dict, kind: str, name: str) -> Optional[dict]:
 
 
 def evaluate_faults(chaos: dict) -> list[dict]:
-    """Issue 13's goals for the black hole and the gray rail, each against the surviving rail's
+    """The goals for the black hole and the gray rail, each against the surviving rail's
     pace measured in the same run (Gloo bound to the other rail, looping through the same fault)."""
     rows = []
     nz = _fault_series(chaos, "blackhole", NEZHA)

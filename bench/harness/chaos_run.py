@@ -1,6 +1,6 @@
 """Running the chaos scenario on the bed: heterogeneous rails, each series loops on one size while
 a timer cuts the slow rail of one rank and later restores it. Series whose tool has no loop mode
-(nezha-bench until issue 4 adds `--loop-seconds/--trace`) are reported as not run."""
+(a nezha-bench without `--loop-seconds/--trace`) are reported as not run."""
 
 import json
 import os
@@ -227,8 +227,8 @@ def run_chaos(ctx: RunContext, scen: Scenario, names: list[str] | None, tl: Time
         if names and cs.name not in names:
             continue
         out["series"][cs.name] = run_chaos_series(ctx, scen, cs, cut_host, cut_rail, tl)
-    # Failures the carrier does not show (issue 13): Nezha and the surviving-rail control, each
-    # side by side in this run.
+    # Failures the carrier does not show (a black hole, a gray rail; bench/README.md, "Chaos
+    # scenario"): Nezha and the surviving-rail control, each side by side in this run.
     out["faults"] = {}
     for kind in FAULT_KINDS[1:]:
         log(f"chaos: {kind} on r{cut_rail} of host {cut_host} from {tl.cut_at:.0f}s to {tl.restore_at:.0f}s")

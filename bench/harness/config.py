@@ -79,8 +79,8 @@ SCENARIOS = (
     Scenario("heterogeneous", (800, 300)),
 )
 
-# Issue 18: besides the two fixed scenarios every run draws rail mixes and rank counts the suite
-# was not tuned on, from a seed it prints (run_bench.py --seed reproduces a draw).
+# Besides the two fixed scenarios every run draws rail mixes and rank counts the suite
+# was not tuned on, from a seed it prints (python3 -m bench.run_bench --seed reproduces a draw).
 RANDOM_RAILS = (2, 3)
 RANDOM_RATES_MBIT = range(100, 801, 50)
 RANDOM_RANKS = (2, 3, 4)

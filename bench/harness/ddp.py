@@ -5,7 +5,7 @@ import json
 import statistics
 from typing import Optional, Sequence
 
-TARGET_RATIO = 0.6  # issue 16: nezha on 2 equal rails <= 0.6x gloo-one-rail step time
+TARGET_RATIO = 0.6  # the backend's goal: nezha on 2 equal rails <= 0.6x gloo-one-rail step time
 BASELINE = "gloo-1rail"
 SUBJECT = "nezha-2rails"
 MPTCP = "gloo-mptcp"

@@ -1,5 +1,5 @@
-"""Issue 18's two failure-timing targets, judged from test-bed runs of nezha-bench's loop mode
-(pure functions; the runs are in bench/run_failover_timing.py):
+"""The two failure-timing targets (bench/README.md, "Failure timing"), judged from test-bed runs of
+nezha-bench's loop mode (pure functions; the runs are in bench/run_failover_timing.py):
 
 - all rails down: every rank ends with the same clear error (the "no rail left" family, naming
   the rails) within 1 s of the last rail going down;

@@ -100,8 +100,8 @@ def attainable_at(goal: Goal, ratios_by_scenario: dict, scen: str, nbytes: int, 
 RANDOM_PREFIX = "random"
 
 
-def issue18_goals(random_scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
-    """Issue 18's targets on the rail mixes drawn for this run (harness.config.draw_scenarios).
+def drawn_mix_goals(random_scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
+    """The suite's targets on the rail mixes drawn for this run (harness.config.draw_scenarios).
     i18-hand-split compares with the gloo-hand-split series: gloo-bench with one Gloo context per
     rail and each op cut by a static split, the best of a few splits around the iperf3-measured
     rate proportion kept per size (harness.hand_split). It is measured at >= 16 MiB only, the
@@ -120,4 +120,4 @@ def issue18_goals(random_scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
 
 def evaluate_all(ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> list[dict]:
     drawn = tuple(s for s in ratios_by_scenario if s.startswith(RANDOM_PREFIX))
-    return [evaluate(g, ratios_by_scenario) for g in GOALS + issue18_goals(drawn)]
+    return [evaluate(g, ratios_by_scenario) for g in GOALS + drawn_mix_goals(drawn)]

@@ -1,4 +1,4 @@
-"""Gloo hand-split at the best static ratio, issue 18's second baseline: gloo-bench run with one
+"""Gloo hand-split at the best static ratio, the suite's second baseline: gloo-bench run with one
 Gloo context per rail and every allreduce cut by fixed shares (`--iface r0,r1 --split a,b`), at a
 few splits around the rails' measured rate proportion; per size the fastest split counts. Only
 the pure parts live here (which splits, which one won); runner.py launches them."""

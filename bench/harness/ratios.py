@@ -18,7 +18,7 @@ RATIO_SPECS = (
     ("nezha/gloo-1-rail", NEZHA, "gloo-best-rail"),
     ("nezha/gloo-mptcp", NEZHA, "gloo-mptcp"),
     ("nezha/static", NEZHA, "nezha-static"),
-    # Issue 18: Gloo on every rail at the best of a few static splits (harness.hand_split), sizes
+    # The hand-split baseline: Gloo on every rail at the best of a few static splits (harness.hand_split), sizes
     # >= 16 MiB on scenarios with >= 2 rails only; n/a elsewhere.
     ("nezha/gloo-hand-split", NEZHA, "gloo-hand-split"),
     ("nezha/ceiling", NEZHA, "ceiling"),

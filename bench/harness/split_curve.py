@@ -1,7 +1,8 @@
-"""Issue 18 target D, pure parts: "the learned split is within 5 % of the best static split after
-<= 50 operations". The runs are in bench/run_split_curve.py; this module picks the static splits
-to sweep, writes the table that pins one, finds the best static split and judges the adaptive
-policy's per-op curve against it. No root, no network (unit-tested in tests/test_split_curve.py).
+"""Target D (bench/README.md, "Learned split"), pure parts: "the learned split is within 5 % of the
+best static split after <= 50 operations". The runs are in bench/run_split_curve.py; this module
+picks the static splits to sweep, writes the table that pins one, finds the best static split and
+judges the adaptive policy's per-op curve against it. No root, no network (unit-tested in
+tests/test_split_curve.py).
 
 Definitions (the ones the report prints):
 - a static split's time is the median op time over every timed op of every launch pinned to it;

@@ -1,4 +1,4 @@
-"""Issue 18 on UNSHAPED rails (no TBF: the 2 cores, not the wire, are the limit): the pure logic
+"""The suite's goals on UNSHAPED rails (no TBF: the 2 cores, not the wire, are the limit): the pure logic
 of bench/run_unshaped.py. How many ops each launch runs, the CPU cost of the timed ops (with the
 launch's fixed cost - start, rendezvous, probe, warmup - subtracted), cycles per byte, and the
 two verdicts:

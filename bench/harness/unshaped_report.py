@@ -1,5 +1,5 @@
 """The text summary of bench/run_unshaped.py: per size, every series' busbw and CPU cycles per
-byte side by side, the ratios to Gloo, and the issue 18 verdicts (B) and (U)."""
+byte side by side, the ratios to Gloo, and the verdicts (B) and (U) (bench/README.md, "Unshaped rails")."""
 
 from .sizes import format_bytes
 from .unshaped import GLOO, Cell, best_nezha_ratios, ratios

@@ -3,7 +3,7 @@
 the heavy lock): 2, 4 and 8 ranks on two TBF-shaped rails set low (default 200/100 Mbit/s, so
 8 ranks on 2 cores stay rail-bound), Nezha adaptive and single-rail, 1 KiB .. 4 MiB.
 
-    flock /tmp/nezha-heavy.lock bench/sim/measure.py [--ranks 2,4,8] [--rates 200,100]
+    flock /tmp/nezha-heavy.lock /usr/bin/python3 -m bench.sim.measure [--ranks 2,4,8] [--rates 200,100]
 
 Writes bench/results/simval-<UTC>.json (the suite's scenario format, one scenario per rank
 count) and copies it to latest-simval.json, which run_des.py validates against.
@@ -12,20 +12,18 @@ count) and copies it to latest-simval.json, which run_des.py validates against.
 import argparse
 import dataclasses
 import datetime
-import json
 import os
 import shutil
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from harness import hostinfo  # noqa: E402
-from harness.config import Scenario, load_tunables  # noqa: E402
-from harness.runner import RunContext, log, run_scenario  # noqa: E402
-from harness.series import by_name  # noqa: E402
-from harness.sizes import Band  # noqa: E402
-from harness.testbed import Testbed  # noqa: E402
+from ..harness import hostinfo
+from ..harness.config import Scenario, load_tunables
+from ..harness.results import write_result
+from ..harness.runner import RunContext, log, run_scenario
+from ..harness.series import by_name
+from ..harness.sizes import Band
+from ..harness.testbed import Testbed
 
 BANDS = (
     Band(1 << 10, 64 << 10, warmup=5, iters=20),
@@ -66,13 +64,9 @@ def main(argv=None):
             port = ctx.port
     doc["hardware"]["loadavg_end"] = list(os.getloadavg())
     doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    os.makedirs(tun.results_dir, exist_ok=True)  # NEZHA_BENCH_RESULTS may name a new directory
-    out = os.path.join(tun.results_dir, f"simval-{stamp}.json")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    shutil.copy(out, os.path.join(tun.results_dir, "latest-simval.json"))
+    out = write_result(tun.results_dir, "simval", stamp, {".json": doc})[".json"]
     shutil.rmtree(work, ignore_errors=True)
-    log(f"wrote {out}")
+    log(f"wrote {out} and latest-simval.json")
     return 0
 
 

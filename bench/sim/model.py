@@ -115,7 +115,7 @@ class Agreement:
     """How the ranks agree each operation's rail set.
 
     all-to-all: every rank sends its vector to every peer (the runtime's control-mesh round
-      before issue 18; it now runs a dissemination, ceil(log2 n) steps like `tree` here): one
+      before the dissemination round; it now runs one, ceil(log2 n) steps like `tree` here): one
       latency plus a per-message cost for each of the n - 1 peers.
     tree: recursive doubling of the max, log2(n) steps.
     epoch: a rail-set epoch in the slice headers; no round unless the set changes (then one tree

@@ -2,10 +2,11 @@
 """Nezha scheduler simulator (make bench-sim): fit the rails to the suite's results, check the
 model against the test bed at 2-4 ranks, run it at 16-1,024 ranks, plot, and write a report.
 
-    bench/sim/run_sim.py [--suite bench/results/latest.json] [--nccl bench/results/latest-nccl.json]
-                         [--per-message 10e-6] [--out bench/results]
+    /usr/bin/python3 -m bench.sim.run_sim [--suite bench/results/latest.json]
+        [--nccl bench/results/latest-nccl.json] [--per-message 10e-6] [--out bench/results]
 
-Writes <out>/sim-<UTC>.{md,json} and sim-*.png, and copies them to latest-sim.*. The model is
+Writes <out>/sim-<UTC>.{md,json} and sim-<UTC>-<plot>.png through the result writer, each
+copied to latest-sim*. The model is
 analytic (model.py): alpha-beta per rail, best algorithm per rail, cold/hot choice, agreement
 schemes, failover as detection + one agreement round + replay. Nothing here runs the runtime.
 """
@@ -14,19 +15,17 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sim import params  # noqa: E402
-from sim.model import Rail, Scheduler, hot_split  # noqa: E402
+from ..harness.results import figure_writer, latest_name, write_result  # noqa: E402
+from . import params  # noqa: E402
+from .model import Rail, Scheduler, hot_split  # noqa: E402
 
 SIZES = [1 << k for k in range(10, 29)]  # 1 KiB .. 256 MiB
 RANKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -156,8 +155,9 @@ def trend_checks(res):
     return checks
 
 
-def plot(res, fit, split_cost, rows, out, stamp):
-    files = {}
+def plot(res, fit, split_cost, rows):
+    """The report's figures by name; main writes them through the result writer."""
+    figs = {}
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for key, th in res["threshold"].items():
@@ -172,10 +172,7 @@ def plot(res, fit, split_cost, rows, out, stamp):
     ax.set_title("Cold/hot threshold vs N (model; Nezha v2 Fig. 9 trend)")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    files["threshold"] = f"sim-threshold-{stamp}.png"
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, files["threshold"]), dpi=110)
-    plt.close(fig)
+    figs["threshold"] = fig
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, label in zip(axes, ("homogeneous 500/500", "heterogeneous 800/300")):
@@ -190,10 +187,7 @@ def plot(res, fit, split_cost, rows, out, stamp):
     axes[0].set_ylabel("Nezha / best single rail (speed-up)")
     axes[1].legend(fontsize=6, ncol=2)
     fig.suptitle("Gain vs one rail across sizes (model)")
-    files["gain"] = f"sim-gain-{stamp}.png"
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, files["gain"]), dpi=110)
-    plt.close(fig)
+    figs["gain"] = fig
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for scheme in SCHEMES:
@@ -201,7 +195,7 @@ def plot(res, fit, split_cost, rows, out, stamp):
         axes[1].plot(RANKS, [res["small_op_over_single"][scheme][n] for n in RANKS], marker="o", label=scheme)
     axes[0].set_ylabel("agreement per operation (ms)")
     axes[1].set_ylabel("1 KiB allreduce: Nezha / best single rail (time)")
-    axes[1].axhline(1.05, color="red", lw=0.8, ls="--", label="issue 18 target 1.05x")
+    axes[1].axhline(1.05, color="red", lw=0.8, ls="--", label="target 1.05x")
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("ranks N")
@@ -209,10 +203,7 @@ def plot(res, fit, split_cost, rows, out, stamp):
         ax.legend(fontsize=7)
     axes[0].set_yscale("log")
     fig.suptitle("Per-operation rail agreement vs N (model)")
-    files["agreement"] = f"sim-agreement-{stamp}.png"
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, files["agreement"]), dpi=110)
-    plt.close(fig)
+    figs["agreement"] = fig
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for source in sorted({r["source"] for r in rows}):
@@ -228,11 +219,8 @@ def plot(res, fit, split_cost, rows, out, stamp):
     ax.set_title(f"Validation against the test bed ({' and '.join(map(str, fit.get('ranks_fitted', [fit['ranks']])))} ranks)")
     ax.legend(fontsize=6)
     ax.grid(True, alpha=0.3)
-    files["validation"] = f"sim-validation-{stamp}.png"
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, files["validation"]), dpi=110)
-    plt.close(fig)
-    return files
+    figs["validation"] = fig
+    return figs
 
 
 def report(fit, split_cost, vsum, ratios, res, checks, files, suite_path):
@@ -294,7 +282,7 @@ def update_readme(path, md, results_rel):
     if README_BEGIN not in text or README_END not in text:
         raise SystemExit(f"{path}: no {README_BEGIN} ... {README_END} block to rewrite")
     body = md.split("\n", 2)[2]  # drop the report's own heading; the README has one
-    body = body.replace("](sim-", f"]({results_rel}/sim-")
+    body = body.replace("](latest-sim-", f"]({results_rel}/latest-sim-")
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
     with open(path, "w") as f:
@@ -325,20 +313,17 @@ def main(argv=None):
     checks = trend_checks(res)
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(args.out, exist_ok=True)
-    files = plot(res, fit, split_cost, rows, args.out, stamp)
+    figs = plot(res, fit, split_cost, rows)
+    # The report links the latest-* copies of the plots: those are the ones committed.
+    files = {name: latest_name("sim", f"-{name}.png") for name in figs}
     md = report(fit, split_cost, vsum, ratios, res, checks, files, os.path.relpath(args.suite, os.path.dirname(here)))
-    with open(os.path.join(args.out, f"sim-{stamp}.md"), "w") as f:
-        f.write(md)
     data = {"fit": fit, "split_cost_s": split_cost, "validation": vsum, "validation_points": rows, "nccl_ratios": ratios,
             "results": {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in res.items()},
             "checks": [{"check": c, "pass": ok, "detail": d} for c, ok, d in checks], "plots": files}
-    with open(os.path.join(args.out, f"sim-{stamp}.json"), "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    shutil.copy(os.path.join(args.out, f"sim-{stamp}.md"), os.path.join(args.out, "latest-sim.md"))
+    write_result(args.out, "sim", stamp, {".md": md, ".json": json.loads(json.dumps(data, default=str)),
+                                          **{f"-{name}.png": figure_writer(fig) for name, fig in figs.items()}})
     if args.readme:
         update_readme(args.readme, md, os.path.relpath(args.out, os.path.dirname(args.readme)))
-    shutil.copy(os.path.join(args.out, f"sim-{stamp}.json"), os.path.join(args.out, "latest-sim.json"))
     print(md)
     return 0
 

@@ -1,10 +1,6 @@
-# Makes `import harness` work when pytest runs from the repository root (make test-python).
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import pytest  # noqa: E402
+"""Fixtures shared by the harness tests. The tests import the harness as the `bench` package
+(bench/__init__.py); pytest puts the repository root on the path through its rootdir conftest.py."""
+import pytest
 
 
 class StopLaunch(RuntimeError):
@@ -16,8 +12,8 @@ def stopped_launch(tmp_path, monkeypatch):
     """run_launch up to the moment it starts the ranks, on a bed that answers addresses and
     counters only. Returns call(scenario, spec, band, repeat=0, split=()) -> what run_ranks got:
     {"tag": ..., "argv": rank -> argv}."""
-    from harness import runner
-    from harness.config import load_tunables
+    from bench.harness import runner
+    from bench.harness.config import load_tunables
 
     seen = {}
 

@@ -1,7 +1,7 @@
 """harness/alltoall.py: rows out of nezha-bench --vs-composed JSON and the verdicts."""
 import pytest
 
-from harness import alltoall
+from bench.harness import alltoall
 
 
 def result(size, new, composed, check="ok", hot=True):

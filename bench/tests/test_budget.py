@@ -1,9 +1,9 @@
 import pytest
 
-from harness.budget import LAUNCH_SECONDS, PER_OP_SECONDS, band_seconds, band_seconds_all_repeats, launch_timeout
-from harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, Scenario
-from harness.ceiling import single_rail_algbw_gbps
-from harness.sizes import Band
+from bench.harness.budget import LAUNCH_SECONDS, PER_OP_SECONDS, band_seconds, band_seconds_all_repeats, launch_timeout
+from bench.harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, Scenario
+from bench.harness.ceiling import single_rail_algbw_gbps
+from bench.harness.sizes import Band
 
 
 def test_band_seconds_counts_every_op():

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.ceiling import ceiling_algbw_gbps, ring_allreduce_bus_factor, single_rail_algbw_gbps
+from bench.harness.ceiling import ceiling_algbw_gbps, ring_allreduce_bus_factor, single_rail_algbw_gbps
 
 
 def test_bus_factor():

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.chaos import analyze, validate_trace
+from bench.harness.chaos import analyze, validate_trace
 
 T0 = 1000.0
 
@@ -66,7 +66,7 @@ def test_validate_trace(bad, msg):
 
 
 def test_fallback_failure_timed_from_cut():
-    from harness.chaos import analyze_fallback
+    from bench.harness.chaos import analyze_fallback
 
     m = analyze_fallback(False, True, T0 + 10, T0 + 21.5, None, 100, 1 << 24, "rank 1 exit 3: RailError")
     assert m["failed"] and not m["survived"] and m["failed_after_cut_s"] == pytest.approx(11.5)
@@ -74,7 +74,7 @@ def test_fallback_failure_timed_from_cut():
 
 
 def test_fallback_survival_needs_the_cut_to_have_happened():
-    from harness.chaos import analyze_fallback
+    from bench.harness.chaos import analyze_fallback
 
     m = analyze_fallback(True, True, T0 + 10, T0 + 30, 250_000.0, 100, 1 << 24, None)
     assert m["survived"] and m["algbw_whole_run_gbps"] == pytest.approx((1 << 24) / 0.25 / 1e9)
@@ -97,7 +97,7 @@ def test_stall_is_measured_against_the_surviving_pace():
 
 
 def test_share_back_after_restore_needs_half_the_precut_share():
-    from harness.chaos import share_back_after_restore
+    from bench.harness.chaos import share_back_after_restore
 
     ends = [1.0 * i for i in range(1, 31)]
     split = [[0.7, 0.3]] * 10 + [[1.0, 0.0]] * 12 + [[0.9, 0.1], [0.8, 0.2], [0.75, 0.25]] + [[0.7, 0.3]] * 5
@@ -110,7 +110,7 @@ def test_share_back_after_restore_needs_half_the_precut_share():
 
 
 def test_share_back_counts_a_readmission_inside_an_operation():
-    from harness.chaos import share_back_after_restore
+    from bench.harness.chaos import share_back_after_restore
 
     # 1 s ops; r1 re-admitted at t=22.3, inside the op ending at 23 (it carried 0.12 of that op:
     # its share of the rest), and the op after has its full share: back 0.8 s after the restore.
@@ -141,7 +141,7 @@ def _series(stall, link, during, back, failed=False):
 
 
 def test_chaos_goals_pass_miss_and_incomplete():
-    from harness.chaos_goals import evaluate_chaos
+    from bench.harness.chaos_goals import evaluate_chaos
 
     chaos = {"series": {"nezha-adaptive": _series(0.12, 0.03, 0.096, 1.4),
                         "gloo-best-rail": _series(0.0, 0.0, 0.1, None)}}
@@ -172,7 +172,7 @@ def _hole_run(detect_s, ops_after, readmit_at=None):
 
 
 def test_fault_goals_black_hole_and_gray():
-    from harness.chaos_goals import evaluate_faults
+    from bench.harness.chaos_goals import evaluate_faults
 
     control = {"metrics": {"failed": False, "algbw_during_cut_gbps": 10.0}}
     chaos = {"faults": {"blackhole": {"series": {"nezha-adaptive": _hole_run(0.8, 99),

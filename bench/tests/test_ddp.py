@@ -1,6 +1,6 @@
 import pytest
 
-from harness import ddp
+from bench.harness import ddp
 
 
 def test_parse_report_takes_last_line():

@@ -4,14 +4,14 @@ exactly the missing chunks, and the fit recovering known parameters."""
 
 import pytest
 
-from sim.des import algorithms, collective, control
-from sim.des.collective import RailRun, run_alone
-from sim.des.engine import Engine
-from sim.des.failover import run_failover
-from sim.des.fit import fit_rail, link_for
-from sim.des.network import Link, Network
-from sim.des.op import learn_ratios, run_op
-from sim.des.scheduler import Policy, auto_cold_threshold, chunked, split_count, to_weights, tune_ratios
+from bench.sim.des import algorithms, collective, control
+from bench.sim.des.collective import RailRun, run_alone
+from bench.sim.des.engine import Engine
+from bench.sim.des.failover import run_failover
+from bench.sim.des.fit import fit_rail, link_for
+from bench.sim.des.network import Link, Network
+from bench.sim.des.op import learn_ratios, run_op
+from bench.sim.des.scheduler import Policy, auto_cold_threshold, chunked, split_count, to_weights, tune_ratios
 
 A, B, G = 50e-6, 1 / 100e6, 10e-6
 RAIL = Link("r", A, B, G)
@@ -229,7 +229,7 @@ def test_fit_recovers_known_rail_parameters():
 
 def test_fit_recovers_step_latency_per_rank_count():
     fit = {"rails": [], "alpha": 1e-4, "efficiency": 0.9, "line_Bps": 300e6, "gap": 10e-6, "split_cost": 0.0}
-    from sim.des.fit import fit_alpha_by_ranks, policy_for
+    from bench.sim.des.fit import fit_alpha_by_ranks, policy_for
 
     true = {2: 60e-6, 8: 300e-6}
     doc = {"ranks": 2, "scenarios": []}
@@ -252,7 +252,7 @@ TWO_TO_ONE_TBF = (Link("fast", A, 1 / 25e6, G, burst=131072, line_beta=1 / 500e6
 
 
 def test_launch_replay_carries_the_probe_buckets_into_the_first_size():
-    from sim.des.launch import Launch, replay
+    from bench.sim.des.launch import Launch, replay
 
     pol = Policy(TWO_TO_ONE_TBF, 2)
     # after the probe (the slow rail last) the slow rail's bucket is empty, the fast one's full
@@ -274,7 +274,7 @@ def test_launch_replay_carries_the_probe_buckets_into_the_first_size():
 
 
 def test_launch_counts_the_barrier_and_agrees_every_fifth_operation():
-    from sim.des.launch import Launch
+    from bench.sim.des.launch import Launch
 
     launch = Launch(Policy(TWO_TO_ONE, 2), probe=False)
     run = launch.size(1 << 20, 10, 5)
@@ -289,7 +289,7 @@ def test_launch_counts_the_barrier_and_agrees_every_fifth_operation():
 
 
 def test_launches_of_a_measured_series():
-    from sim.des.launch import launches, parse_size
+    from bench.sim.des.launch import launches, parse_size
 
     assert parse_size("128K") == 131072 and parse_size("4M") == 4 << 20 and parse_size("512") == 512
     sc = {"series": {"nezha-adaptive": {"runs": [
@@ -300,7 +300,7 @@ def test_launches_of_a_measured_series():
 
 
 def test_measured_split_sizes_reads_where_the_runtime_split():
-    from sim.des.validate import measured_split_sizes
+    from bench.sim.des.validate import measured_split_sizes
 
     def pt(s, t, hot, r1=0):
         return {"bytes": s, "time_us": t, "hot": hot, "rail_bytes": {"r0": s - r1, "r1": r1}}
@@ -321,7 +321,7 @@ def test_measured_split_sizes_reads_where_the_runtime_split():
 def test_fit_suite_fits_each_scenario_at_its_own_rank_count():
     # A suite whose top-level ranks (4) differ from a scenario's (2): the scenario's series must be
     # fitted at 2 ranks, or the ring's 2(N-1)/N bytes per rank skew its efficiency.
-    from sim.des.fit import fit_suite
+    from bench.sim.des.fit import fit_suite
 
     rate, alpha, eff, line = 500, 60e-6, 0.9, 300e6
     pol = Policy((link_for(rate, alpha, eff, line),), 2)

@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from sim.des import algorithms, control, liveness, waves
-from sim.des.collective import run_alone
-from sim.des.engine import Engine
-from sim.des.failover import run_failover
-from sim.des.network import Link, Network
-from sim.des.op import run_op
-from sim.des.roundfree import CONFIRM_EVERY, loop_seconds, skips_round
-from sim.des.scheduler import Policy, chunked
+from bench.sim.des import algorithms, control, liveness, waves
+from bench.sim.des.collective import run_alone
+from bench.sim.des.engine import Engine
+from bench.sim.des.failover import run_failover
+from bench.sim.des.network import Link, Network
+from bench.sim.des.op import run_op
+from bench.sim.des.roundfree import CONFIRM_EVERY, loop_seconds, skips_round
+from bench.sim.des.scheduler import Policy, chunked
 
 A, B, G = 50e-6, 1 / 100e6, 10e-6
 RAIL = Link("r", A, B, G)
@@ -210,7 +210,7 @@ def _fake_results():
 
 
 def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
-    from sim.des import control_report
+    from bench.sim.des import control_report
 
     res = _fake_results()
     verdicts = {name.split(" — ")[1].split(" (")[0]: ok for name, ok, _ in control_report.checks(res) if " — " in name}
@@ -223,9 +223,9 @@ def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
     assert "- MISS issue 18: agreement messages per rank per operation" in text
     assert "- PASS issue 18: agreement messages per rank per operation" in text
     assert "| 1000 |" in text and "0.61 s after the cut" in text
-    assert "dissemination round (the runtime's round" in text  # issue 18: the runtime's round
+    assert "dissemination round (the runtime's round" in text  # the runtime's round
     assert "all-to-all round (the runtime's round before issue 18" in text
-    # heartbeats: the runtime's neighbours PASS, all-to-all (before issue 18) MISS
+    # heartbeats: the runtime's neighbours PASS, all-to-all (the earlier runtime) MISS
     assert "- PASS issue 18: heartbeat messages per rank per second O(log N), not O(N) — neighbours (runtime" in text
     assert "- MISS issue 18: heartbeat messages per rank per second O(log N), not O(N) — all-to-all (before" in text
     assert control_report.grows_like_log({2: 1, 4: 3, 1024: 1023})[0] is False

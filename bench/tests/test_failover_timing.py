@@ -1,8 +1,8 @@
-"""Issue 18's failure-timing judgement (harness/failover_timing.py): pure functions."""
+"""The failure-timing judgement (harness/failover_timing.py): pure functions."""
 
 import pytest
 
-from harness.failover_timing import breakdown_restore, error_line, judge_all_down, verdict
+from bench.harness.failover_timing import breakdown_restore, error_line, judge_all_down, verdict
 
 FAMILY = "operation 7 failed: no rail left to finish it on"
 

@@ -3,13 +3,13 @@ how gloo-bench is launched for one, and the goal it feeds (no root, no network).
 
 import pytest
 
-from harness import hand_split
-from harness.config import Scenario
-from harness.goals import MISS, NOT_RUN, PASS, evaluate_all
-from harness.ratios import compute_ratios
-from harness.report import summary_text
-from harness.series import SERIES, make_launch
-from harness.sizes import Band
+from bench.harness import hand_split
+from bench.harness.config import Scenario
+from bench.harness.goals import MISS, NOT_RUN, PASS, evaluate_all
+from bench.harness.ratios import compute_ratios
+from bench.harness.report import summary_text
+from bench.harness.series import SERIES, make_launch
+from bench.harness.sizes import Band
 
 SPEC = {s.name: s for s in SERIES}["gloo-hand-split"]
 
@@ -140,8 +140,8 @@ def test_summary_text_names_the_splits_tried_and_the_winner_per_size():
 
 
 def test_dry_run_plan_shows_the_splits_and_counts_their_launches():
-    import run_bench
-    from harness.config import load_tunables
+    from bench import run_bench
+    from bench.harness.config import load_tunables
 
     tun = load_tunables()
     a = run_bench.parse_args(["--scenario", "heterogeneous", "--min-bytes", "16M", "--max-bytes", "64M"])

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.merge import constant_series, merge_band_docs, validate_tool_doc
+from bench.harness.merge import constant_series, merge_band_docs, validate_tool_doc
 
 
 def row(b, algbw=0.05, check="ok"):
@@ -66,7 +66,7 @@ def test_constant_series_rows():
 
 
 def test_median_of_repeats_takes_median_time_per_size():
-    from harness.merge import median_of_repeats
+    from bench.harness.merge import median_of_repeats
 
     def rep(times, check="ok"):
         d = doc([1024, 2048])
@@ -86,7 +86,7 @@ def test_median_of_repeats_takes_median_time_per_size():
 
 
 def test_median_of_repeats_keeps_each_launchs_paired_speedup_and_their_median():
-    from harness.merge import median_of_repeats, paired_speedup
+    from bench.harness.merge import median_of_repeats, paired_speedup
 
     def rep(times, paired):
         d = doc([1024])
@@ -131,7 +131,7 @@ def test_a_malformed_paired_measurement_is_rejected_by_name():
 
 
 def test_median_of_repeats_rejects_different_sizes():
-    from harness.merge import median_of_repeats
+    from bench.harness.merge import median_of_repeats
 
     with pytest.raises(ValueError, match="b: sizes"):
         median_of_repeats([("a", doc([1024])), ("b", doc([2048]))])

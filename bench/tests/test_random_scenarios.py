@@ -1,13 +1,13 @@
-"""Issue 18: rail mixes drawn from a seed, their goals, and the generated README block."""
+"""Rail mixes drawn from a seed, their goals, and the generated README block."""
 
 import json
 import os
 
 import pytest
 
-from harness import report
-from harness.config import RANDOM_MAX_HOST_MBIT, RANDOM_RANKS, draw_scenarios
-from harness.goals import NOT_RUN, PASS, evaluate_all
+from bench.harness import report
+from bench.harness.config import RANDOM_MAX_HOST_MBIT, RANDOM_RANKS, draw_scenarios
+from bench.harness.goals import NOT_RUN, PASS, evaluate_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,7 +40,7 @@ def _ratios(value):
     return {"nezha/ceiling-iperf": rows, "nezha/best-single": rows}
 
 
-def test_issue18_goals_cover_drawn_mixes_only():
+def test_drawn_mix_goals_cover_drawn_mixes_only():
     goals = {g["id"]: g for g in evaluate_all({"random1": _ratios(0.98), "random2": _ratios(0.99)})}
     assert goals["i18-sum"]["status"] == PASS and goals["i18-sum"]["scope"].startswith("random1+random2")
     # no gloo-hand-split series in this run (no nezha/gloo-hand-split ratio): reported, never passed

@@ -1,7 +1,7 @@
 import pytest
 
-from harness.goals import GOALS, INCOMPLETE, MISS, NOT_RUN, PASS, Goal, evaluate, evaluate_all
-from harness.ratios import PAIRED_SINGLE, PAIRED_SINGLE_MEAN, RATIO_NAMES, RATIO_SPECS, compute_ratios, ratio
+from bench.harness.goals import GOALS, INCOMPLETE, MISS, NOT_RUN, PASS, Goal, evaluate, evaluate_all
+from bench.harness.ratios import PAIRED_SINGLE, PAIRED_SINGLE_MEAN, RATIO_NAMES, RATIO_SPECS, compute_ratios, ratio
 
 
 def rows(values, check="ok"):
@@ -48,9 +48,9 @@ def test_paired_ratio_comes_from_the_adaptive_rows_own_pair():
 
 
 def test_latency_goals_are_judged_side_by_side():
-    from harness.goals import issue18_goals
+    from bench.harness.goals import drawn_mix_goals
 
-    assert {g.ratio for g in (*GOALS, *issue18_goals(("random1",))) if g.kind == "latency"} == {PAIRED_SINGLE}
+    assert {g.ratio for g in (*GOALS, *drawn_mix_goals(("random1",))) if g.kind == "latency"} == {PAIRED_SINGLE}
 
 
 def scen(**ratios):
@@ -123,7 +123,7 @@ def test_goal_scope_text():
 
 
 def test_a_baseline_near_the_rails_sum_is_named_as_the_cap_of_its_goal():
-    from harness.tables import goals_table
+    from bench.harness.tables import goals_table
 
     mptcp_goal = next(g for g in GOALS if g.id == "vs-mptcp")
     sizes = [16 << 20, 32 << 20]

@@ -1,10 +1,10 @@
 import json
 
-from harness.ceiling import ceiling_algbw_gbps
-from harness.goals import evaluate_all
-from harness.merge import constant_series
-from harness.ratios import compute_ratios
-from harness.report import rail_usage_table, summary_text, write_outputs
+from bench.harness.ceiling import ceiling_algbw_gbps
+from bench.harness.goals import evaluate_all
+from bench.harness.merge import constant_series
+from bench.harness.ratios import compute_ratios
+from bench.harness.report import rail_usage_table, summary_text, write_outputs
 
 SIZES = [1024, 4 << 20, 16 << 20]
 
@@ -61,7 +61,7 @@ def test_write_outputs_timestamped_and_latest(tmp_path):
             f.write(b"png")
 
     paths = write_outputs(doc, str(tmp_path), "20260101T000000Z", plot_fn=fake_plot)
-    assert sorted(paths) == ["json", "png", "txt"]
+    assert sorted(paths) == [".json", ".png", ".txt"]
     assert json.loads((tmp_path / "latest.json").read_text())["mode"] == "quick"
     assert (tmp_path / "bench-20260101T000000Z.txt").read_text() == (tmp_path / "latest.txt").read_text()
     assert written == [str(tmp_path / "bench-20260101T000000Z.png")]
@@ -69,9 +69,8 @@ def test_write_outputs_timestamped_and_latest(tmp_path):
 
 
 def test_plot_writes_png(tmp_path):
-    import importlib
+    from bench import plot
 
-    plot = importlib.import_module("plot")
     out = tmp_path / "x.png"
     plot.plot(make_doc(), str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -105,8 +104,8 @@ def test_summary_names_the_tcp_congestion_control_the_bed_ran():
 
 def test_tcp_cc_outside_the_namespace_allowed_list_is_refused(monkeypatch, capsys):
     import pytest
-    import run_bench
-    from harness import hostinfo
+    from bench import run_bench
+    from bench.harness import hostinfo
 
     monkeypatch.setattr(hostinfo, "allowed_tcp_congestion_controls", lambda: ["reno", "bbr"])
     with pytest.raises(SystemExit) as e:
@@ -119,8 +118,8 @@ def test_tcp_cc_outside_the_namespace_allowed_list_is_refused(monkeypatch, capsy
 
 def test_nccl_bench_refuses_a_tcp_cc_outside_the_allowed_list(monkeypatch, capsys):
     import pytest
-    import run_nccl_bench
-    from harness import hostinfo
+    from bench import run_nccl_bench
+    from bench.harness import hostinfo
 
     monkeypatch.setattr(hostinfo, "allowed_tcp_congestion_controls", lambda: ["reno", "bbr"])
     monkeypatch.setattr("sys.argv", ["run_nccl_bench.py", "--tcp-cc", "cubic"])

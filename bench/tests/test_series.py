@@ -1,8 +1,8 @@
 import pytest
 
-from harness.config import Scenario
-from harness.series import SERIES, by_name, make_launch, warmup_for
-from harness.sizes import Band
+from bench.harness.config import Scenario
+from bench.harness.series import SERIES, by_name, make_launch, warmup_for
+from bench.harness.sizes import Band
 
 SPECS = {s.name: s for s in SERIES}
 HET = Scenario("heterogeneous", (800, 300))
@@ -61,8 +61,8 @@ def test_pinned_band_puts_each_rank_on_its_own_core_and_other_bands_run_free(sto
 
 
 def test_the_latency_band_is_pinned_and_the_byte_moving_bands_are_not():
-    from harness.config import FULL_BANDS, QUICK_BANDS
-    from harness.sizes import clip_bands
+    from bench.harness.config import FULL_BANDS, QUICK_BANDS
+    from bench.harness.sizes import clip_bands
 
     for bands in (FULL_BANDS, QUICK_BANDS):
         assert [b.pinned for b in bands] == [b.max_bytes <= 64 << 10 for b in bands]
@@ -70,8 +70,8 @@ def test_the_latency_band_is_pinned_and_the_byte_moving_bands_are_not():
 
 
 def test_the_latency_band_pairs_the_adaptive_series_with_the_single_rail_in_one_launch(stopped_launch):
-    from harness.config import FULL_BANDS, QUICK_BANDS
-    from harness.sizes import clip_bands
+    from bench.harness.config import FULL_BANDS, QUICK_BANDS
+    from bench.harness.sizes import clip_bands
 
     for bands in (FULL_BANDS, QUICK_BANDS):
         assert [b.paired for b in bands] == ["single" if b.max_bytes <= 64 << 10 else "" for b in bands]
@@ -86,8 +86,8 @@ def test_the_latency_band_pairs_the_adaptive_series_with_the_single_rail_in_one_
 
 
 def test_launches_step_rendezvous_ports_by_two_for_the_paired_communicator():
-    from harness import runner
-    from harness.config import load_tunables
+    from bench.harness import runner
+    from bench.harness.config import load_tunables
 
     ctx = runner.RunContext(tun=load_tunables(), bed=None, bands=[], work_dir="/w", check=True, iperf=False)
     first, second = ctx.next_port(), ctx.next_port()

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from sim import params
-from sim.model import Agreement, Rail, Scheduler, algorithm_terms, algorithm_time, best_algorithm, hot_split
+from bench.sim import params
+from bench.sim.model import Agreement, Rail, Scheduler, algorithm_terms, algorithm_time, best_algorithm, hot_split
 
 FAST = Rail("fast", alpha=50e-6, beta=1 / 100e6)
 SLOW = Rail("slow", alpha=50e-6, beta=1 / 37.5e6)

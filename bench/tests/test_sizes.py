@@ -1,6 +1,6 @@
 import pytest
 
-from harness.sizes import Band, clip_bands, format_bytes, parse_bytes, sweep
+from bench.harness.sizes import Band, clip_bands, format_bytes, parse_bytes, sweep
 
 
 @pytest.mark.parametrize("text,want", [("4096", 4096), ("1K", 1024), ("1k", 1024), ("256M", 256 << 20),

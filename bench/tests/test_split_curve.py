@@ -1,9 +1,9 @@
-"""Issue 18 target D's judgement (harness/split_curve.py): candidate splits, the pinning table,
+"""Target D's judgement (harness/split_curve.py): candidate splits, the pinning table,
 the best static split and the settle op of an adaptive curve. Pure functions."""
 
 import pytest
 
-from harness.split_curve import (best_static, candidate_splits, judge_curve, neighbour_splits, per_op_median,
+from bench.harness.split_curve import (best_static, candidate_splits, judge_curve, neighbour_splits, per_op_median,
                                  pinned_ok, pinned_table, proportional, rolling_median, settle_op,
                                  split_distance, static_times, two_rail_sweep, verdict)
 

@@ -1,7 +1,7 @@
 import pytest
 
-from harness.goals import Goal, evaluate
-from harness.tables import format_table, goals_table, ratio_table, series_table
+from bench.harness.goals import Goal, evaluate
+from bench.harness.tables import format_table, goals_table, ratio_table, series_table
 
 
 def test_format_table_aligns_columns():

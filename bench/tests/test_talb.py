@@ -1,6 +1,6 @@
 import pytest
 
-from harness import talb
+from bench.harness import talb
 
 
 def test_launch_value_is_slowest_rank_median():

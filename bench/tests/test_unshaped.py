@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Cell, Launch, best_nezha_ratios, busy_ticks,
+from bench.harness.unshaped import (ADAPTIVE, GLOO, SINGLE, Cell, Launch, best_nezha_ratios, busy_ticks,
                               cycles_per_byte, judge, nominal_mhz, parse_knob, plan_size, ratios, steady_cost,
                               summarize, verdicts)
-from harness.unshaped_report import table, verdict_lines
+from bench.harness.unshaped_report import table, verdict_lines
 
 K, M = 1 << 10, 1 << 20
 

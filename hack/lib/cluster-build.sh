@@ -4,14 +4,19 @@
 # cluster-env.sh sourced, and $REPO set to the repository root.
 
 # build_go_main NAME MODULE VERSION PACKAGE: build PACKAGE (a main package of MODULE@VERSION)
-# into $CLUSTER_BIN/NAME-VERSION through a small wrapper module, as build-kube.sh does for
-# Kubernetes, so the resolved go.sum is kept next to the build and reused on the next cold build.
-build_go_main() {
-  local name=$1 module=$2 version=$3 pkg=$4
-  local out="$CLUSTER_BIN/$name-$version"
+# into $CLUSTER_BIN/NAME-VERSION (see build_go_main_into).
+build_go_main() { build_go_main_into "$CLUSTER_BIN" "$@"; }
+
+# build_go_main_into DIR NAME MODULE VERSION PACKAGE: the same into DIR/NAME-VERSION, through a
+# small wrapper module, as build-kube.sh does for Kubernetes, so the resolved go.sum is kept next
+# to the build and reused on the next cold build. hack/kubeflow.sh keeps its controllers in a
+# directory of their own.
+build_go_main_into() {
+  local dir=$1 name=$2 module=$3 version=$4 pkg=$5
+  local out="$dir/$name-$version"
   [ -x "$out" ] && return 0
   local src="$NEZHA_CACHE/src/$name-$version"
-  mkdir -p "$src" "$CLUSTER_BIN"
+  mkdir -p "$src" "$dir"
   if [ ! -f "$src/go.sum" ]; then
     printf 'module nezha.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n' "$name" "$module" "$version" >"$src/go.mod"
     printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$src/tools.go"
@@ -45,6 +50,7 @@ cluster_build_pause_image() {
 
 # cluster_imagebuilder ARGS...: run hack/imagebuilder (built into the cache).
 cluster_imagebuilder() {
+  mkdir -p "$CLUSTER_BIN"
   (cd "$REPO" && go build -o "$CLUSTER_BIN/imagebuilder" ./hack/imagebuilder) || fail "building imagebuilder failed"
   "$CLUSTER_BIN/imagebuilder" "$@"
 }

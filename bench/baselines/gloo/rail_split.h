@@ -1,7 +1,8 @@
 // The hand split of gloo-bench (`--iface r0,r1 --split 0.73,0.27`): which interfaces carry an
 // allreduce and which share of its elements each one gets. This is the "Gloo hand-split at the
-// best static ratio" baseline of issue 18: what a user gets by cutting every buffer by hand and
-// running one Gloo context per rail, with no scheduler in between.
+// best static ratio" baseline of the suite (bench/README.md, "Ratios and goals"): what a user
+// gets by cutting every buffer by hand and running one Gloo context per rail, with no scheduler
+// in between.
 #pragma once
 
 #include <cstdint>

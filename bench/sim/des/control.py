@@ -1,12 +1,12 @@
 """The control mesh's agreement round (runtime/src/failover/control_mesh.cc maxReduce).
 
-The runtime's round since issue 18 is "dissemination": step k sends the running max, framed
+The runtime's round is "dissemination": step k sends the running max, framed
 (kMeshHeaderBytes + 8 bytes per double), to (i + 2^k) mod N on the lowest live rail
 (sendPrimary) and takes one from (i - 2^k) mod N; ceil(log2 N) messages per rank for any N. If
 the primary rail is the one that just died, the first copy is lost and the step goes out again
 on every rail after kResendAfter (3 ms).
 
-"all-to-all" is the runtime's round before issue 18 (and what the fit and validation, recorded
+"all-to-all" is the earlier runtime's round (and what the fit and validation, recorded
 then, hold): every rank sends its vector to every peer and max-reduces the N-1 vectors it
 receives: O(N) messages per rank, and when the vector itself grows with N (the retire round
 after a failover holds one flag per rank and rail), O(N^2) bytes. What-ifs the runtime does not

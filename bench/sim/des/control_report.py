@@ -1,9 +1,9 @@
-"""The report's control-plane section (issue 18): agreement and heartbeat traffic per rank vs N,
-a host losing every rail, waves, and PASS/MISS against "agreement/control traffic that grows
-O(log N) or O(1) per operation per rank, not O(N)". The runtime runs the dissemination round
-and heartbeats to its log2 N dissemination neighbours with a flooded verdict on a silent one
-(both since issue 18; the all-to-all round and all-to-all heartbeats before it, kept for
-comparison); tree and epoch are what-ifs priced here."""
+"""The report's control-plane section (control traffic that grows O(log N), not O(N)): agreement and
+heartbeat traffic per rank vs N, a host losing every rail, waves, and PASS/MISS against
+"agreement/control traffic that grows O(log N) or O(1) per operation per rank, not O(N)". The
+runtime runs the dissemination round and heartbeats to its log2 N dissemination neighbours with a
+flooded verdict on a silent one (the runtime's; the all-to-all round and all-to-all heartbeats it
+had before, kept for comparison); tree and epoch are what-ifs priced here."""
 
 from . import liveness, waves
 

@@ -1,7 +1,7 @@
 """Heartbeats and the unreachable-peer verdict (runtime/src/failover/control_mesh.cc beat(),
 judgeNeighbours(), takeVerdict(), silentPeers(); runtime/README.md "Failover", detection (5)).
 
-Runtime ("neighbours", since issue 18): every rank's heartbeat thread sends a HERE frame (the
+Runtime ("neighbours"): every rank's heartbeat thread sends a HERE frame (the
 20-byte mesh header, no payload: mesh_frame.cc) every NEZHA_PEER_SILENCE_MS / 5 (100 ms) on every
 rail's control connection, but only to its dissemination neighbours (i + 2^k) mod N and
 (i - 2^k) mod N, k < ceil(log2 N) (ControlMesh::neighboursOf: at most 2 ceil(log2 N) peers, a
@@ -11,7 +11,7 @@ rail for the peer silence (500 ms) is unreachable; the ranks that watch it flood
 each rank passes the first copy on to its neighbours but the silent rank and the sender, later
 copies stop there. O(log N * rails) messages per rank per second.
 
-"all-to-all" is the runtime before issue 18, kept for comparison: a HERE frame to every peer on
+"all-to-all" is the earlier runtime, kept for comparison: a HERE frame to every peer on
 every rail, each peer judging for itself; (N-1) x rails frames per beat, O(N * rails) per second.
 
 Without heartbeats (NEZHA_PEER_SILENCE_MS=0) every rail of a cut host stands still, nobody's
@@ -37,7 +37,7 @@ BEAT = PEER_SILENCE / 5  # the heartbeat thread's period
 HERE_BYTES = control.frame_bytes(0)  # kMeshHere: header only
 VERDICT_BYTES = control.HEADER_BYTES + 4  # kMeshSilent: "rank r is unreachable", the watcher's rank
 PROGRESS_FLOOR = 1.0  # NEZHA_PROGRESS_FLOOR_MS: slice deadline floor and the silence window without beats
-SCHEMES = ("all-to-all", "neighbours")  # before issue 18, the runtime
+SCHEMES = ("all-to-all", "neighbours")  # the earlier runtime, the runtime
 
 
 def log2_ceil(n):

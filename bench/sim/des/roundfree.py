@@ -4,7 +4,7 @@ A cold allreduce up to NEZHA_ROUND_FREE_BYTES (64 KiB) on one rail, with every r
 skips its per-op agreement round; every kConfirmEvery-th operation (16: opCounter 1, 17, 33, ...)
 holds it to confirm the kept one. A split (hot) operation always holds its round. So a loop of
 small operations pays one round per 16 operations, not one per operation: what the runtime does
-with its dissemination round (with the all-to-all round before issue 18), and what this module
+with its dissemination round (with the earlier runtime's all-to-all round), and what this module
 prices next to the other schemes.
 """
 

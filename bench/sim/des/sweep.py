@@ -6,13 +6,13 @@ the step latency of the fewest-ranks test-bed run (fit["alpha_scale"]).
              larger size (simulated, learned ratios), next to the runtime's own autoColdThreshold
              computed from its probe at that N
   gain       per N and size: best single rail / Nezha adaptive (threshold rule, learned split)
-  agreement  the per-operation round at each N (dissemination: the runtime; all-to-all: before issue 18; tree, epoch):
+  agreement  the per-operation round at each N (dissemination: the runtime; all-to-all: the earlier runtime; tree, epoch):
              time, messages and bytes per rank; a 1 KiB operation with and without round-free
              small operations (one round per 16)
   failover   a 64 MiB hot operation losing a rail half way (link down, black hole, or gray: 40x
              slower), at 16, 128 and 1,024 ranks, all-to-all / tree / dissemination rounds
   liveness   heartbeat traffic per rank per second (neighbours + flooded verdict: the runtime since
-             issue 18; all-to-all: before it) and a host losing every rail: when every peer knows
+             all-to-all: the earlier runtime) and a host losing every rail: when every peer knows
              (liveness.py)
   waves      a restored rail re-entering mid-operation on the test bed's rails (against the
              measured share back), and what a round per wave costs at 1,024 ranks (waves.py)
@@ -142,11 +142,16 @@ def wave_cost(fit, n):
 
 
 def measured_failover_timing(results_dir):
-    """The newest failure-timing run (bench/run_failover_timing.py) under results_dir or its
-    issue18-perf/: {"path", "all_down_peer_s", "share_back_s"} per configuration, or None."""
-    paths = sorted(glob.glob(os.path.join(results_dir, "failover-timing-*.json")) +
-                   glob.glob(os.path.join(results_dir, "issue18-perf", "failover-timing-*.json")),
-                   key=os.path.basename)
+    """The newest failure-timing run (bench/run_failover_timing.py) under results_dir: its
+    latest-failover-timing.json, else the newest stamped run there or in issue18-perf/ (the
+    committed measurement): {"path", "all_down_peer_s", "share_back_s"} per configuration, or None."""
+    latest = os.path.join(results_dir, "latest-failover-timing.json")
+    if os.path.exists(latest):
+        paths = [latest]
+    else:
+        paths = sorted(glob.glob(os.path.join(results_dir, "failover-timing-*.json")) +
+                       glob.glob(os.path.join(results_dir, "issue18-perf", "failover-timing-*.json")),
+                       key=os.path.basename)
     if not paths:
         return None
     with open(paths[-1]) as f:

@@ -1,11 +1,47 @@
-# Shared by the test-bed scripts (sourced, not run). The caller sets BENCH, TESTBED, BED, TOKEN,
-# WORK, PORT, passes and failures, builds the bed and owns cleanup. Ranks are nezha-bench
+# Shared by the test-bed scripts (sourced, not run): the set-up every scenario script needs
+# (testbed_begin, bed_up, testbed_end) and the helpers that start and judge jobs on the bed. The
+# caller sets TESTBED (hack/testbed.sh) and, for nezha-bench jobs, BENCH; ranks are nezha-bench
 # processes, one per bed host; logs and exit codes land in $WORK.
 # shellcheck shell=bash
 
-log() { echo "testbed: $*" >&2; }
+log() { echo "${LOG_PREFIX:-testbed}: $*" >&2; }
 pass() { passes=$((passes + 1)); log "PASS $*"; }
 fail() { failures=$((failures + 1)); log "FAIL $*"; }
+
+# testbed_begin BED [PORT]: a scenario script's set-up. Needs root (the bed is network namespaces).
+# Sets BED, PORT (the first rendezvous port: run_job takes the next one per job, so jobs never
+# share one; a script that starts no nezha-bench job leaves it out), TOKEN (a fresh job token),
+# WORK (logs and exit codes, /tmp/BED-testbed.XXXXXX) and the pass and fail counters; on exit the
+# bed goes, and WORK with it unless KEEP=1. A script with more to undo (an aggregator, an extra
+# namespace) defines cleanup_extra, which runs first.
+testbed_begin() {
+  BED=$1
+  PORT=${2:-}
+  [ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+  TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
+  WORK=$(mktemp -d "/tmp/$BED-testbed.XXXXXX")
+  passes=0
+  failures=0
+  trap testbed_cleanup EXIT
+}
+testbed_cleanup() {
+  if declare -F cleanup_extra >/dev/null; then cleanup_extra || true; fi
+  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+# bed_up HOSTS RAILS [testbed.sh up flags]: a fresh bed of that shape (a leftover one of the same
+# name, from a run that was killed, goes first).
+bed_up() {
+  local hosts=$1 rails=$2
+  shift 2
+  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
+  "$TESTBED" up --name "$BED" --hosts "$hosts" --rails "$rails" "$@" >/dev/null
+}
+# testbed_end: the tally; the script's exit status (its last command) is 0 iff nothing failed.
+testbed_end() {
+  log "$passes passed, $failures failed"
+  [ "$failures" = 0 ]
+}
 
 # Rail faults on one host of the bed, HOST RAIL: a cut (carrier down), its restore, and a black
 # hole (HOST RAIL add|delete: the link stays up, every packet on it is dropped). Named *_rail so

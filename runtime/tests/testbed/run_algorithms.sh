@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Test-bed failover of the recursive halving/doubling allreduce (issue 18; needs root): three
+# Test-bed failover of the recursive halving/doubling allreduce (docs/algorithms.md; needs root): three
 # ranks (not a power of two: rank 0 folds into rank 1 first) run a loop of split 4 MiB allreduces
 # that the algorithm table sends through halving/doubling on both rails. A rail cut and a black
 # hole on one rank mid-loop must leave every result exact (loop mode checks each operation on
@@ -12,30 +12,16 @@
 set -euo pipefail
 BENCH=$(realpath "$1")
 TESTBED=$(realpath "$2")
-BED=nza1
-TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
-WORK=$(mktemp -d /tmp/nza-testbed.XXXXXX)
-PORT=29900
-failures=0
-passes=0
-
-cleanup() {
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$(dirname "$(realpath "$0")")/lib.sh"
-
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+testbed_begin nza1 29900
 
 TABLE=$WORK/hd.json
 cat >"$TABLE" <<'JSON'
 {"format": "nezha-algo/v1", "allreduce": [{"algorithm": "halving_doubling"}]}
 JSON
 
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 3 --rails 2 >/dev/null
+bed_up 3 2
 
 # Rail cut on rank 1 (the rank rank 0 folds into) in the middle of the loop.
 loop_job hdcut 3 2 6 NEZHA_ALGO_TABLE="$TABLE" &
@@ -104,5 +90,4 @@ done
 expect_error differ 0 "rank 1 has settings {algo_table=sha256:"
 expect_error differ 1 "rank 1 has settings {algo_table=sha256:"
 
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end

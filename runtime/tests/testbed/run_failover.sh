@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Test-bed failover scenarios of libnezha (issue 4; needs root): ranks are nezha-bench loop jobs
+# Test-bed failover scenarios of libnezha (runtime/README.md; needs root): ranks are nezha-bench loop jobs
 # in network namespaces built by hack/testbed.sh, a "cut" takes a host's switch port down (only
 # that host sees NO-CARRIER; its peers' sockets just go silent). Every scenario asserts exact
 # results on every operation (loop mode checks each one on every rank), bounded completion and
@@ -11,22 +11,9 @@
 set -euo pipefail
 BENCH=$(realpath "$1")
 TESTBED=$(realpath "$2")
-BED=nzf1
-TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
-WORK=$(mktemp -d /tmp/nzf-testbed.XXXXXX)
-PORT=29800
-failures=0
-passes=0
-
-cleanup() {
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$(dirname "$(realpath "$0")")/lib.sh"
-
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+testbed_begin nzf1 29800
 # The control endpoint listens on the host's own loopback here (the test bed's hosts have no
 # pod network; a rail address is refused). Mutating requests carry the job's credential:
 # hex HMAC-SHA256(job token, "nezha/control/v1") (docs/security.md).
@@ -56,8 +43,7 @@ until_state() {
 METRICSLINT=$WORK/metricslint
 (cd "$(dirname "$(realpath "$0")")/../../.." && go build -o "$METRICSLINT" ./hack/tools/metricslint)
 
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 3 --rails 2 >/dev/null
+bed_up 3 2
 
 # One rank's rail cut in the middle of a 4 MiB split allreduce loop: the cut host tells its peer
 # over r0 at once, both redo r1's unfinished part on r0.
@@ -392,5 +378,4 @@ else
   show pfwait 2
 fi
 
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end

@@ -10,21 +10,10 @@ set -euo pipefail
 PLUGIN=$(realpath "$1")
 HARNESS=$(realpath "$2")
 TESTBED=$(realpath "$3")
-BED=nzn1
-WORK=$(mktemp -d /tmp/nzn-testbed.XXXXXX)
-failures=0
-passes=0
+LOG_PREFIX=nccl-testbed
 # shellcheck source=runtime/tests/testbed/lib.sh
-source "$(dirname "$(realpath "$0")")/lib.sh" # until_exists; log/pass/fail are this script's own:
-log() { echo "nccl-testbed: $*" >&2; }
-pass() { passes=$((passes + 1)); log "PASS $*"; }
-fail() { failures=$((failures + 1)); log "FAIL $*"; }
-cleanup() {
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+source "$(dirname "$(realpath "$0")")/lib.sh"
+testbed_begin nzn1
 
 # run NAME HOSTS RAILS [VAR=VALUE ...] -- HARNESS_ARGS...: one harness per host; 0 iff all exit 0.
 run() {
@@ -68,8 +57,7 @@ rail_stat() { get "$1" "$2" "j['stats']['rails'][$3]['$4']"; }
 METRICSLINT=$WORK/metricslint
 (cd "$(dirname "$(realpath "$0")")/../../.." && go build -o "$METRICSLINT" ./hack/tools/metricslint)
 
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 4 --rails 3 >/dev/null
+bed_up 4 3
 
 # 1. The contract NCCL relies on, per ABI version: tags, grouped receives (n up to 8), receives
 # larger than the send, 0-byte and multi-chunk messages, many requests in flight, every byte.
@@ -203,5 +191,4 @@ else
   show endpoint 2
 fi
 
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Test-bed scenarios of the RDMA rail (issue 14; needs root): nezha-bench ranks in network
+# Test-bed scenarios of the RDMA rail (docs/rdma.md; needs root): nezha-bench ranks in network
 # namespaces (hack/testbed.sh) whose rails use `transport: rdma`, run against the libibverbs
 # test double (runtime/tests/doubles/ibverbs) through LD_LIBRARY_PATH. Each host gets a fixture
 # sysfs tree with one fake HCA per rail interface (RoCE v2 GID = the rail's address), which the
@@ -15,29 +15,15 @@ set -euo pipefail
 BENCH=$(realpath "$1")
 TESTBED=$(realpath "$2")
 IBV_DOUBLE=$(realpath "$3")
-BED=nzd1
-TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
-WORK=$(mktemp -d /tmp/nzd-testbed.XXXXXX)
-PORT=30000
-failures=0
-passes=0
-RDMA_SYSFS=$WORK/sysfs
-
-cleanup() {
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$(dirname "$(realpath "$0")")/lib.sh"
-
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+testbed_begin nzd1 30000
+RDMA_SYSFS=$WORK/sysfs
 [ -e "$IBV_DOUBLE/libibverbs.so.1" ] || { log "no libibverbs double in $IBV_DOUBLE"; exit 1; }
 
 HOSTS=3
 RAILS=2
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts "$HOSTS" --rails "$RAILS" >/dev/null
+bed_up "$HOSTS" "$RAILS"
 
 # The fixture tree of host H: device nzdbl_rK behind interface rK, port 1, RoCE v2 GID 0 =
 # ::ffff:<the rail's address>, the layout discovery.h documents for real HCAs.
@@ -164,5 +150,4 @@ else
   show cutall 3
 fi
 
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end

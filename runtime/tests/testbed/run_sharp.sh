@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Test-bed scenarios of the SHARP rail (issue 14; needs root). Three hosts with rails r0, r1
+# Test-bed scenarios of the SHARP rail (docs/sharp.md; needs root). Three hosts with rails r0, r1
 # (tcp) and r2 (sharp). The SHARP library is the named test double (runtime/tests/doubles/sharp,
 # docs/sharp.md); its aggregation node, nezha-sharp-aggregator, runs in the switch namespace on
 # an address of r2's bridge, so every SHARP allreduce really crosses the rail and is reduced
@@ -15,34 +15,20 @@ BENCH=$(realpath "$1")
 TESTBED=$(realpath "$2")
 AGGREGATOR=$(realpath "$3")
 SHARPLIB=$(realpath "$4")
-BED=nzs1
-TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
-WORK=$(mktemp -d /tmp/nzs-testbed.XXXXXX)
-PORT=29900
-failures=0
-passes=0
+# shellcheck source=runtime/tests/testbed/lib.sh
+source "$(dirname "$(realpath "$0")")/lib.sh"
+testbed_begin nzs1 29900
 AGG_ADDR=10.102.0.250 # on br-r2 in the switch namespace (rail 2 is 10.102.0.0/24)
 AGG_PORT=7100
 STATS=$WORK/aggregator.json
 agg_pid=""
-
-cleanup() {
-  [ -n "$agg_pid" ] && kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-# shellcheck source=runtime/tests/testbed/lib.sh
-source "$(dirname "$(realpath "$0")")/lib.sh"
-
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
+cleanup_extra() { [ -z "${agg_pid:-}" ] || { kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null; }; }
 stat() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATS" "$1"; }
 # The ranks' environment: r2 is the SHARP rail (the later NEZHA_RAILS wins over run_job's).
 SHARP_ENV=("NEZHA_RAILS=r0=r0:tcp,r1=r1:tcp,r2=r2:sharp" NEZHA_SHARP_LIBRARY="$SHARPLIB"
   NEZHA_SHARP_DOUBLE_AGGREGATOR="$AGG_ADDR:$AGG_PORT" NEZHA_COLD_THRESHOLD=64K)
 
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 3 --rails 3 >/dev/null
+bed_up 3 3
 ip -n "$BED-sw" addr add "$AGG_ADDR/24" dev br-r2
 ip netns exec "$BED-sw" "$AGGREGATOR" --listen "$AGG_ADDR:$AGG_PORT" --stats "$STATS" \
   2>"$WORK/aggregator.log" &
@@ -168,8 +154,7 @@ fi
 if [ "${NEZHA_TESTBED_SHARP_HOLE:-0}" != 1 ]; then
   log "r2 black hole: skipped (opt-in: NEZHA_TESTBED_SHARP_HOLE=1)"
   log "aggregator: $(cat "$STATS")"
-  log "$passes passed, $failures failed"
-  [ "$failures" = 0 ]
+  testbed_end
   exit
 fi
 before=$(stat allreduces)
@@ -204,5 +189,4 @@ else
 fi
 
 log "aggregator: $(cat "$STATS")"
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end

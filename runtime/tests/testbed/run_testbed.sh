@@ -12,27 +12,13 @@ set -euo pipefail
 BENCH=$(realpath "$1")
 TUNE=$(dirname "$BENCH")/nezha-tune
 TESTBED=$(realpath "$2")
-BED=nzr1
 NA_NS=nzr-na
-TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
-WORK=$(mktemp -d /tmp/nzr-testbed.XXXXXX)
-PORT=29600
-failures=0
-passes=0
-
-cleanup() {
-  "$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-  ip netns del "$NA_NS" 2>/dev/null || true
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$(dirname "$(realpath "$0")")/lib.sh"
+testbed_begin nzr1 29600
+cleanup_extra() { ip netns del "$NA_NS" 2>/dev/null; }
 
-[ "$(id -u)" = 0 ] || { log "needs root (network namespaces)"; exit 1; }
-
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 4 --rails 3 >/dev/null
+bed_up 4 3
 
 # ---- correctness across world sizes and rail counts (unshaped) -------------------------------
 Q=(--quiet --check --warmup 1 --iters 2)
@@ -209,8 +195,7 @@ expect_error noaddr 0 'interface "lo" has no IPv4 address'
 
 # ---- rails really use their own NIC: same-subnet bed, where routing alone would send everything
 # through r0. Each rail's interface counter must carry about its share of the traffic.
-"$TESTBED" down --name "$BED" >/dev/null 2>&1 || true
-"$TESTBED" up --name "$BED" --hosts 2 --rails 2 --same-subnet >/dev/null
+bed_up 2 2 --same-subnet
 txbytes() { ip netns exec "$BED-h0" cat "/sys/class/net/r$1/statistics/tx_bytes"; }
 before0=$(txbytes 0) before1=$(txbytes 1)
 if run_job bound 2 2 NEZHA_POLICY=static NEZHA_PROBE_BYTES=0 -- --quiet --check --warmup 0 \
@@ -229,5 +214,4 @@ else
   show bound 2
 fi
 
-log "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+testbed_end
