@@ -42,6 +42,9 @@ func Decode(raw []byte) (*configapi.Configuration, error) {
 	cfg := &configapi.Configuration{}
 	obj, gvk, err := codecs.UniversalDecoder(configapi.GroupVersion).Decode(raw, nil, cfg)
 	if err != nil {
+		if runtime.IsStrictDecodingError(err) {
+			return nil, err // unknown or duplicate fields, each named
+		}
 		if bad := locateDecodeError(raw); bad != nil {
 			return nil, bad
 		}
