@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,22 @@ func TestDecodeGivesAConfigurationTheControllersCanUse(t *testing.T) {
 	configapi.SetDefaults_Configuration(want)
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("decoded (-want +got):\n%s", diff)
+	}
+}
+
+// TestSampleShowsTheDefaults: config/manager/operator_config.yaml, the documented example, loads
+// and says exactly what the defaults are.
+func TestSampleShowsTheDefaults(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	sample, err := Load(filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "manager", "operator_config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := Decode([]byte(header + "namespace: nezha-system\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(defaults, sample); diff != "" {
+		t.Errorf("the sample differs from the defaults (-defaults +sample):\n%s", diff)
 	}
 }
