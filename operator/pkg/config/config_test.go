@@ -14,21 +14,13 @@ import (
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
-func writeFile(t *testing.T, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 const header = "apiVersion: config.nezha.io/v1alpha1\nkind: Configuration\n"
 
 // TestLoadReadsEveryFieldAndDefaultsTheRest: a file setting some fields keeps them and gets the
 // defaults for the others.
 func TestLoadReadsEveryFieldAndDefaultsTheRest(t *testing.T) {
-	c, err := Load(writeFile(t, header+`namespace: ops
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(header+`namespace: ops
 metrics: {bindAddress: "0"}
 webhook: {port: 0}
 leaderElection: {leaderElect: true, resourceNamespace: leases}
@@ -42,7 +34,10 @@ networkPolicy:
   monitoringNamespace: ""
   operatorPodLabels: {app.kubernetes.io/instance: nezha, app.kubernetes.io/component: operator}
 workerPods: {eventBatch: 500ms, createParallelism: 16}
-`))
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +66,8 @@ workerPods: {eventBatch: 500ms, createParallelism: 16}
 	}
 }
 
-// TestLoadRefusesBadFilesNamingTheField: what a typo or a wrong value in the file gives.
+// TestLoadRefusesBadFilesNamingTheField: what a typo or a wrong value in the file gives, and a
+// missing file.
 func TestLoadRefusesBadFilesNamingTheField(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"missing apiVersion", "kind: Configuration\nnamespace: x\n", "apiVersion: Required value"},
@@ -85,9 +81,9 @@ func TestLoadRefusesBadFilesNamingTheField(t *testing.T) {
 		{"bad bool", header + "namespace: x\nruntimeControl: {probe: maybe}\n", `runtimeControl.probe: Invalid value: "maybe"`},
 		{"invalid value", header + "namespace: x\nworkerPods: {createParallelism: 300}\n", "workerPods.createParallelism: Invalid value: 300"},
 		{"namespace needed", header, "namespace: Required value"},
-		{"not YAML", "{", "yaml"},
+		{"not YAML", "{", "parse error"},
 	} {
-		_, err := Load(writeFile(t, tc.text))
+		_, err := Decode([]byte(tc.text))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: want an error containing %q, got %v", tc.name, tc.want, err)
 		}

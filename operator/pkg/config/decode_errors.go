@@ -22,22 +22,20 @@ func checkTypeMeta(raw []byte) field.ErrorList {
 		return nil // not a document at all: the decoder says why
 	}
 	var errs field.ErrorList
-	want, kind := configapi.GroupVersion.String(), "Configuration"
-	switch tm.APIVersion {
-	case want:
-	case "":
-		errs = append(errs, field.Required(field.NewPath("apiVersion"), "want "+want))
-	default:
-		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), tm.APIVersion, []string{want}))
-	}
-	switch tm.Kind {
-	case kind:
-	case "":
-		errs = append(errs, field.Required(field.NewPath("kind"), "want "+kind))
-	default:
-		errs = append(errs, field.NotSupported(field.NewPath("kind"), tm.Kind, []string{kind}))
-	}
+	errs = append(errs, checkTypeField(field.NewPath("apiVersion"), tm.APIVersion, configapi.GroupVersion.String())...)
+	errs = append(errs, checkTypeField(field.NewPath("kind"), tm.Kind, "Configuration")...)
 	return errs
+}
+
+func checkTypeField(path *field.Path, got, want string) field.ErrorList {
+	switch got {
+	case want:
+		return nil
+	case "":
+		return field.ErrorList{field.Required(path, "want "+want)}
+	default:
+		return field.ErrorList{field.NotSupported(path, got, []string{want})}
+	}
 }
 
 // locateDecodeError finds the field whose value could not be decoded. encoding/json names the
