@@ -1,4 +1,6 @@
-// Command nezha-operator runs the MultiRailJob controller.
+// Command nezha-operator runs the MultiRailJob controller and quarantine by evidence, configured by
+// one file: nezha-operator --config=FILE [--kubeconfig=FILE] [--zap-log-level=info]
+// (operator/README.md "Configuration").
 package main
 
 import (
