@@ -67,6 +67,7 @@ func knownMetrics(t *testing.T) map[string]bool {
 		"../runtime/src/control/control_status.cc":   regexp.MustCompile(`(?:family|byRailReason)\(\s*"(nezha_[a-z0-9_]+)"`),
 		"../cni/pkg/railmetrics/metrics.go":          regexp.MustCompile(`(?:NewDesc\(|Name:\s*)"(nezha_[a-z0-9_]+)"`),
 		"../operator/internal/controller/metrics.go": regexp.MustCompile(`Name:\s*"(nezha_[a-z0-9_]+)"`),
+		"../operator/internal/quarantine/metrics.go": regexp.MustCompile(`Name:\s*"(nezha_[a-z0-9_]+)"`),
 	}
 	known := map[string]bool{}
 	for file, re := range sources {

@@ -24,8 +24,9 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 		t.Fatalf("manifests.sh: %v\n%s", err, out)
 	}
 	pairs := map[string]string{
-		filepath.Join(obj, "zz_generated.deepcopy.go"): filepath.Join(root, "operator", "api", "v1alpha1", "zz_generated.deepcopy.go"),
-		filepath.Join(rbac, "role.yaml"):               filepath.Join(root, "config", "rbac", "role.yaml"),
+		filepath.Join(obj, "v1alpha1", "zz_generated.deepcopy.go"):           filepath.Join(root, "operator", "api", "v1alpha1", "zz_generated.deepcopy.go"),
+		filepath.Join(obj, "config", "v1alpha1", "zz_generated.deepcopy.go"): filepath.Join(root, "operator", "api", "config", "v1alpha1", "zz_generated.deepcopy.go"),
+		filepath.Join(rbac, "role.yaml"):                                     filepath.Join(root, "config", "rbac", "role.yaml"),
 	}
 	generated, err := os.ReadDir(crd)
 	if err != nil {

@@ -3,7 +3,9 @@
 # both `make manifests` and the staleness test (operator/generated_test.go) run.
 #
 #   operator/hack/manifests.sh                      # write into the tree
-#   operator/hack/manifests.sh CRD_DIR RBAC_DIR OBJ_DIR   # write elsewhere (for diffing)
+#   operator/hack/manifests.sh CRD_DIR RBAC_DIR OBJ_DIR   # write elsewhere (for diffing; each
+#                                                         # API package's deepcopy code lands in
+#                                                         # OBJ_DIR/<its path under operator/api>)
 #
 # CONTROLLER_GEN overrides the binary (default: the pinned one `make setup` installs).
 set -euo pipefail
@@ -19,13 +21,18 @@ fi
 
 crd_dir=${1:-config/crd/bases}
 rbac_dir=${2:-config/rbac}
-obj_out=()
-if [[ -n ${3:-} ]]; then
-  obj_out=("output:object:dir=$3")
-fi
+obj_dir=${3:-}
 
 cd "$root"
-"$cg" object paths=./operator/api/... "${obj_out[@]}"
+# One run per API package: with an output directory each needs its own.
+for pkg in v1alpha1 config/v1alpha1; do
+  obj_out=()
+  if [[ -n $obj_dir ]]; then
+    mkdir -p "$obj_dir/$pkg"
+    obj_out=("output:object:dir=$obj_dir/$pkg")
+  fi
+  "$cg" object paths="./operator/api/$pkg" "${obj_out[@]}"
+done
 # generateEmbeddedObjectMeta keeps labels/annotations of the worker pod template from being pruned.
 "$cg" crd:generateEmbeddedObjectMeta=true rbac:roleName=nezha-operator paths=./operator/... \
   output:crd:artifacts:config="$crd_dir" output:rbac:artifacts:config="$rbac_dir"

@@ -3,9 +3,10 @@
 # N workers (default 1000) on M kwok-simulated nodes (default 500) against a real kube-apiserver
 # and etcd, with one simulated rail agent per node. Prints the operator's share (creation, status
 # after the last pod runs, Degraded after a rail event), its memory and CPU, PASS/MISS against
-# issue 18's targets, the machine and its load.
+# the scale targets (docs/operator-scale.md), the machine and its load.
 #
 #   operator/hack/scale-bench.sh [--workers 1000] [--nodes 500] [--rails 2] [--scheduler PATH]
+#                                 [--operator-config 'workerPods: {createParallelism: 32}']
 #
 # Needs the envtest binaries (make setup) and kwok (built here from its Go module on first use,
 # ~5 min on 2 cores). Pods are bound by the bench unless --scheduler names a kube-scheduler

@@ -26,3 +26,48 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- printf "%s:%s" $name $tag -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The operator's Configuration (templates/operator-config.yaml). */ -}}
+{{- define "nezha.operatorConfig" -}}
+{{- $op := .Values.operator -}}
+apiVersion: config.nezha.io/v1alpha1
+kind: Configuration
+namespace: {{ .Release.Namespace | quote }}
+health:
+  healthProbeBindAddress: ":{{ $op.healthPort }}"
+metrics:
+  bindAddress: ":{{ $op.metricsPort }}"
+webhook:
+  {{- if .Values.webhook.enabled }}
+  port: {{ .Values.webhook.port }}
+  certDir: /etc/nezha/webhook
+  {{- else }}
+  port: 0
+  {{- end }}
+leaderElection:
+  leaderElect: {{ $op.leaderElection }}
+  resourceNamespace: {{ $op.leaderElectionNamespace | quote }}
+runtime:
+  image: {{ include "nezha.image" (list . $op.runtimeImage) | quote }}
+  transports: {{ toJson $op.runtimeTransports }}
+runtimeControl:
+  probe: {{ $op.runtimeControl.probe }}
+  probeTimeout: {{ $op.runtimeControl.probeTimeout | quote }}
+  steerRails: {{ $op.runtimeControl.steerRails }}
+  railActionInterval: {{ $op.runtimeControl.railActionInterval | quote }}
+quarantine:
+  failures: {{ $op.quarantine.failures }}
+  window: {{ $op.quarantine.window | quote }}
+  releaseAfter: {{ $op.quarantine.releaseAfter | quote }}
+railNodes:
+  staleAfter: {{ $op.railNodeStaleAfter | quote }}
+networkPolicy:
+  enabled: {{ .Values.networkPolicy.enabled }}
+  monitoringNamespace: {{ .Values.networkPolicy.monitoringNamespace | quote }}
+  operatorPodLabels:
+    app.kubernetes.io/instance: {{ .Release.Name | quote }}
+    app.kubernetes.io/component: operator
+workerPods:
+  eventBatch: {{ $op.podEventBatch | quote }}
+  createParallelism: {{ $op.createParallelism }}
+{{- end -}}

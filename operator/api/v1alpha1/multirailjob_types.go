@@ -187,8 +187,9 @@ type RuntimeSpec struct {
 	Failover FailoverTimeouts `json:"failover,omitempty"`
 
 	// injectRuntime adds an init container that copies libnezha and its Python package from the
-	// operator's runtime image (--runtime-image) into the workers, for user images that do not
-	// ship the runtime. The annotation nezha.io/inject-runtime: "true" does the same.
+	// operator's runtime image (its configuration's runtime.image) into the workers, for user
+	// images that do not ship the runtime. The annotation nezha.io/inject-runtime: "true" does the
+	// same.
 	// +optional
 	InjectRuntime bool `json:"injectRuntime,omitempty"`
 
@@ -260,26 +261,6 @@ const (
 	PhaseDegraded  JobPhase = "Degraded"
 	PhaseSucceeded JobPhase = "Succeeded"
 	PhaseFailed    JobPhase = "Failed"
-)
-
-// Condition types of a MultiRailJob.
-const (
-	// ConditionNetworksReady: every rail's RailClass exists and its NetworkAttachmentDefinition is
-	// in place (and its SR-IOV resource is advertised by some node).
-	ConditionNetworksReady = "NetworksReady"
-	// ConditionRailsVerified: every running worker reports an interface on every rail in its
-	// Multus network-status.
-	ConditionRailsVerified = "RailsVerified"
-	// ConditionRailsHealthy: no worker's node reports one of the job's rails down.
-	ConditionRailsHealthy = "RailsHealthy"
-	// ConditionDegraded: the job runs on fewer rails than it asked for.
-	ConditionDegraded = "Degraded"
-	// ConditionWorkersCreated: every worker pod (or the PyTorchJob) exists.
-	ConditionWorkersCreated = "WorkersCreated"
-	// ConditionSucceeded: all workers (or the PyTorchJob) completed successfully.
-	ConditionSucceeded = "Succeeded"
-	// ConditionFailed: a worker (or the PyTorchJob) failed, or rail loss broke the failure policy.
-	ConditionFailed = "Failed"
 )
 
 // MultiRailJobStatus is the observed state of a MultiRailJob.

@@ -108,18 +108,20 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin := filepath.Join(dir, "nezha-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildOperator(t)
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	configPath := writeConfig(t, fmt.Sprintf(`apiVersion: config.nezha.io/v1alpha1
+kind: Configuration
+namespace: %[1]s
+health: {healthProbeBindAddress: "%[2]s"}
+metrics: {bindAddress: "%[3]s"}
+webhook: {port: 0} # the webhook itself is tested in the controller suite (envtest certs)
+leaderElection: {leaderElect: true, resourceNamespace: %[1]s}
+runtime: {image: "nezha/runtime:smoke"}
+`, leRole.Namespace, probeAddr, metricsAddr))
 	// The operator's output is copied in by exec's goroutine while the test reads it.
 	var logs syncBuffer
-	cmd := exec.Command(bin, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
-		"--runtime-image=nezha/runtime:smoke", "--zap-log-level=info",
-		"--webhook-port=0", // the webhook itself is tested in the controller suite (envtest certs)
-		"--operator-namespace="+leRole.Namespace,
-		"--leader-elect", "--leader-election-namespace="+leRole.Namespace)
+	cmd := exec.Command(bin, "--config="+configPath, "--zap-log-level=info")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -219,6 +221,66 @@ func TestOperatorBinaryWithGeneratedRBAC(t *testing.T) {
 	if strings.Contains(logs.String(), "forbidden") || strings.Contains(logs.String(), "unknown field") {
 		t.Errorf("RBAC denied something or the API server warned:\n%s", logs.String())
 	}
+}
+
+// TestOperatorRefusesABadConfiguration: a configuration the operator cannot use stops it at
+// start, before it talks to any API server, with the path of every bad field.
+func TestOperatorRefusesABadConfiguration(t *testing.T) {
+	bin := buildOperator(t)
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"no file", "", []string{"--config is required"}},
+		{"bad values", `apiVersion: config.nezha.io/v1alpha1
+kind: Configuration
+namespace: nezha-system
+workerPods: {createParallelism: 0}
+quarantine: {failures: 3, window: 0s}
+`, []string{"workerPods.createParallelism: Invalid value: 0", "quarantine.window: Invalid value"}},
+		{"unknown field", `apiVersion: config.nezha.io/v1alpha1
+kind: Configuration
+namespace: nezha-system
+quarantine: {failurs: 3}
+`, []string{`unknown field "quarantine.failurs"`}},
+	} {
+		args := []string{"--kubeconfig=/nonexistent"}
+		if tc.config != "" {
+			args = append(args, "--config="+writeConfig(t, tc.config))
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err == nil {
+			t.Errorf("%s: the operator started", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: the error does not say %q:\n%s", tc.name, w, out)
+			}
+		}
+		if strings.Contains(string(out), "nonexistent") {
+			t.Errorf("%s: the operator read its kubeconfig before refusing its configuration:\n%s", tc.name, out)
+		}
+	}
+}
+
+// buildOperator builds this command into the test's temporary directory.
+func buildOperator(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nezha-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func mustCreate(t *testing.T, c client.Client, obj client.Object) {

@@ -288,7 +288,7 @@ func TestWorkerPodErrors(t *testing.T) {
 	}{
 		{"rank out of range", tu.MakeJob("j", "ns", "a").Replicas(2).Obj(), 2, builder.WorkerOptions{}, "rank 2 outside [0, 2)"},
 		{"injection without runtime image", tu.MakeJob("j", "ns", "a").InjectRuntime().Obj(), 0, builder.WorkerOptions{},
-			"the job asks for runtime injection but the operator has no --runtime-image"},
+			"the job asks for runtime injection but the operator has no runtime image (its configuration's runtime.image)"},
 		{"no containers", tu.MakeJob("j", "ns", "a").Template(corev1.PodTemplateSpec{}).Obj(), 0, builder.WorkerOptions{},
 			"spec.workers.template: pod template has no containers"},
 		{"pytorch job", tu.MakeJob("j", "ns", "a").PyTorchJob(1).Obj(), 0, builder.WorkerOptions{}, "spec.workers is not set"},

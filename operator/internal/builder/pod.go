@@ -15,7 +15,8 @@ import (
 
 // WorkerOptions are the operator-level inputs to worker pods.
 type WorkerOptions struct {
-	// RuntimeImage is the operator's --runtime-image, used when the job asks for injection.
+	// RuntimeImage is the operator's runtime image (configuration runtime.image), used when the
+	// job asks for injection.
 	RuntimeImage string
 	// AvoidNodes are nodes where one of the job's rails is down; new workers stay off them.
 	AvoidNodes []string
@@ -52,7 +53,7 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {
-			return nil, fmt.Errorf("the job asks for runtime injection but the operator has no --runtime-image")
+			return nil, fmt.Errorf("the job asks for runtime injection but the operator has no runtime image (its configuration's runtime.image)")
 		}
 		in.RuntimeImage = opts.RuntimeImage
 	}

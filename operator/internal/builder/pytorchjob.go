@@ -35,7 +35,7 @@ func PyTorchJob(job *nezhav1.MultiRailJob, rails []Rail, opts WorkerOptions) (*k
 	}
 	if WantsRuntimeInjection(job) {
 		if opts.RuntimeImage == "" {
-			return nil, fmt.Errorf("the job asks for runtime injection but the operator has no --runtime-image")
+			return nil, fmt.Errorf("the job asks for runtime injection but the operator has no runtime image (its configuration's runtime.image)")
 		}
 		in.RuntimeImage = opts.RuntimeImage
 	}

@@ -33,7 +33,7 @@ func (r *MultiRailJobReconciler) ensureSecret(ctx context.Context, job *nezhav1.
 		if metav1.IsControlledBy(&existing, job) {
 			return true, nil
 		}
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonSecretConflict,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonSecretConflict,
 			fmt.Sprintf("Secret %s/%s exists but was not created by this MultiRailJob (it has no controller "+
 				"reference to the job); Nezha never adopts a token Secret it did not create: delete or "+
 				"rename that Secret (the job retries on its next change or resync)", key.Namespace, key.Name), warning)

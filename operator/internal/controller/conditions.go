@@ -8,62 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
-	"github.com/nezha-project/nezha/operator/internal/quarantine"
-)
-
-// Condition reasons (also used as Event reasons). CamelCase, stable: users alert on them.
-const (
-	ReasonNetworksReady             = "NetworksReady"
-	ReasonRailClassNotFound         = "RailClassNotFound"
-	ReasonInvalidRailClass          = "InvalidRailClass"
-	ReasonNetworkAttachmentNotFound = "NetworkAttachmentNotFound"
-	ReasonNetworkAttachmentConflict = "NetworkAttachmentConflict"
-	ReasonSRIOVResourceUnavailable  = "SRIOVResourceUnavailable"
-
-	ReasonWaitingForNetworks   = "WaitingForNetworks"
-	ReasonAllWorkersCreated    = "AllWorkersCreated"
-	ReasonCreatingWorkers      = "CreatingWorkers"
-	ReasonInvalidWorkerSpec    = "InvalidWorkerSpec"
-	ReasonSecretConflict       = "SecretConflict"
-	ReasonPyTorchJobCRDMissing = "PyTorchJobCRDMissing"
-	ReasonPyTorchJobCreated    = "PyTorchJobCreated"
-
-	ReasonWaitingForWorkers    = "WaitingForWorkers"
-	ReasonAllRailsAttached     = "AllRailsAttached"
-	ReasonRailInterfaceMissing = "RailInterfaceMissing"
-	// RailsVerified after the runtime's start-up check (preflight.go).
-	ReasonPreflightPassed      = "PreflightPassed"
-	ReasonPreflightFailed      = "PreflightFailed"
-	ReasonPreflightWaiting     = "PreflightWaiting"
-	ReasonPreflightRecovered   = "PreflightRecovered"
-	ReasonInvalidNetworkStatus = "InvalidNetworkStatus"
-
-	ReasonAllRailsUp           = "AllRailsUp"
-	ReasonRailDown             = "RailDown"
-	ReasonRailNodeNotReported  = "RailNodeNotReported"
-	ReasonAgentStale           = "AgentStale"
-	ReasonBelowMinHealthyRails = "BelowMinHealthyRails"
-
-	ReasonAllWorkersSucceeded = "AllWorkersSucceeded"
-	ReasonWorkerFailed        = "WorkerFailed"
-	ReasonPyTorchJobSucceeded = "PyTorchJobSucceeded"
-	ReasonPyTorchJobFailed    = "PyTorchJobFailed"
-	ReasonRunning             = "Running"
-
-	// Event-only reasons.
-	ReasonCreatedWorkers  = "CreatedWorkers"
-	ReasonRailLost        = "RailLost"
-	ReasonRailRecovered   = "RailRecovered"
-	ReasonRestartedWorker = "RestartedWorkers"
-	// The operator drained or restored a rail through the runtime's control endpoint, or could
-	// not (rail_steering.go).
-	ReasonRailDrained      = "RailDrained"
-	ReasonRailRestored     = "RailRestored"
-	ReasonRailActionFailed = "RailActionFailed"
-	// Events on RailNodes: quarantine by evidence (internal/quarantine).
-	ReasonRailQuarantined     = quarantine.ReasonQuarantined
-	ReasonRailReleased        = quarantine.ReasonReleased
-	ReasonInvalidRailEvidence = "InvalidRailEvidence"
 )
 
 // Backoff bounds for polling conditions nothing can watch (a referenced NAD in another

@@ -25,16 +25,16 @@ func applyRailLossPolicy(job *nezhav1.MultiRailJob, h railHealth, st *statusUpda
 
 	switch {
 	case len(h.downRails) == 0:
-		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionFalse, ReasonAllRailsUp,
+		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionFalse, nezhav1.ReasonAllRailsUp,
 			fmt.Sprintf("running on all %d rails", total), "")
 	case h.notDown() < minHealthy:
-		wasBelow := st.isTrue(nezhav1.ConditionDegraded) && st.reasonOf(nezhav1.ConditionDegraded) == ReasonBelowMinHealthyRails
-		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, ReasonBelowMinHealthyRails,
+		wasBelow := st.isTrue(nezhav1.ConditionDegraded) && st.reasonOf(nezhav1.ConditionDegraded) == nezhav1.ReasonBelowMinHealthyRails
+		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, nezhav1.ReasonBelowMinHealthyRails,
 			fmt.Sprintf("%d of %d rails healthy, below minHealthyRails %d (down: %s); onRailLoss=%s",
 				h.notDown(), total, minHealthy, strings.Join(h.downRails, ", "), onLoss), warning)
 		restart = onLoss == nezhav1.Restart && !wasBelow
 	default:
-		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, ReasonRailDown,
+		st.setCondition(nezhav1.ConditionDegraded, metav1.ConditionTrue, nezhav1.ReasonRailDown,
 			fmt.Sprintf("running on %d of %d rails (down: %s)", h.notDown(), total, strings.Join(h.downRails, ", ")), warning)
 	}
 	return restart
@@ -45,9 +45,9 @@ func applyRailLossPolicy(job *nezhav1.MultiRailJob, h railHealth, st *statusUpda
 func applyWorkerCompletion(obs observation, desired int32, st *statusUpdate) {
 	switch {
 	case len(obs.failed) > 0:
-		st.setCondition(nezhav1.ConditionFailed, metav1.ConditionTrue, ReasonWorkerFailed, joinBounded(obs.failed, 5), warning)
+		st.setCondition(nezhav1.ConditionFailed, metav1.ConditionTrue, nezhav1.ReasonWorkerFailed, joinBounded(obs.failed, 5), warning)
 	case desired > 0 && obs.succeeded == desired:
-		st.setCondition(nezhav1.ConditionSucceeded, metav1.ConditionTrue, ReasonAllWorkersSucceeded,
+		st.setCondition(nezhav1.ConditionSucceeded, metav1.ConditionTrue, nezhav1.ReasonAllWorkersSucceeded,
 			fmt.Sprintf("all %d workers succeeded", desired), normal)
 	}
 }

@@ -72,7 +72,7 @@ func TestPyTorchJobWithoutCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := meta.FindStatusCondition(got.Status.Conditions, nezhav1.ConditionWorkersCreated)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonPyTorchJobCRDMissing {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != nezhav1.ReasonPyTorchJobCRDMissing {
 		t.Fatalf("condition %+v", c)
 	}
 	if e := <-rec.Events; !strings.Contains(e, "Warning PyTorchJobCRDMissing") {
@@ -130,7 +130,7 @@ func TestPodCreateRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := meta.FindStatusCondition(got.Status.Conditions, nezhav1.ConditionWorkersCreated)
-	if c == nil || c.Reason != ReasonCreatingWorkers || !strings.Contains(c.Message, "exceeded quota") {
+	if c == nil || c.Reason != nezhav1.ReasonCreatingWorkers || !strings.Contains(c.Message, "exceeded quota") {
 		t.Errorf("condition %+v", c)
 	}
 	var pods corev1.PodList

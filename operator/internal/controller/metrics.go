@@ -10,8 +10,8 @@ import (
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
-// Operator-specific metrics; controller-runtime already exports queue, reconcile count and error
-// metrics per controller.
+// The job controller's metrics (quarantine's are in internal/quarantine); controller-runtime
+// already exports queue, reconcile count and error metrics per controller.
 var (
 	jobsByPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nezha_operator_jobs",
@@ -30,10 +30,6 @@ var (
 		Name: "nezha_operator_rail_actions_total",
 		Help: "Drain and restore requests sent to job runtimes' control endpoints, by action (drain, restore) and result (accepted, error).",
 	}, []string{"action", "result"})
-	railQuarantines = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nezha_operator_rail_quarantines_total",
-		Help: "Rails the operator quarantined by evidence or released, by action (quarantined, released).",
-	}, []string{"action"})
 	workerPodsCreated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nezha_operator_worker_pods_created_total",
 		Help: "Worker pods created by the operator.",
@@ -41,7 +37,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, railActions, railQuarantines, workerPodsCreated)
+	metrics.Registry.MustRegister(jobsByPhase, reconcileDuration, railFailovers, railActions, workerPodsCreated)
 }
 
 // phaseTracker keeps nezha_operator_jobs exact: it remembers each job's last phase so a change

@@ -56,14 +56,14 @@ type MultiRailJobReconciler struct {
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     clock.PassiveClock
-	// RuntimeImage is copied into workers whose image lacks the runtime (--runtime-image).
+	// RuntimeImage is copied into workers whose image lacks the runtime (configuration runtime.image).
 	RuntimeImage string
 	// PyTorchJobEnabled is true when the kubeflow.org/v1 PyTorchJob CRD exists.
 	PyTorchJobEnabled bool
 	// Prober asks running workers' runtimes about failed rails; nil disables it.
 	Prober RuntimeProber
 	// RailNodeStaleAfter is how old a RailNode's observedTime may be before its agent is presumed
-	// gone and its rails unknown (NEZHA_RAILNODE_STALE_AFTER); zero trusts every RailNode.
+	// gone and its rails unknown (railnode_staleness.go); zero trusts every RailNode.
 	RailNodeStaleAfter time.Duration
 	// NetworkPolicy, when set, gives every job a NetworkPolicy isolating its workers (the job's
 	// own pods; the operator and monitoring only on the runtime's control ports).
@@ -72,12 +72,13 @@ type MultiRailJobReconciler struct {
 	// endpoint (rail_steering.go); needs Prober.
 	SteerRails bool
 	// RailActionInterval is how often, at most, one rail of one job is drained or restored
-	// through the runtime's control endpoint (zero: DefaultRailActionInterval).
+	// through the runtime's control endpoint (zero: the configuration's default).
 	RailActionInterval time.Duration
 	// PodEventBatch gathers a job's pod events this long before reconciling it (pod_events.go);
 	// zero reconciles on every event.
 	PodEventBatch time.Duration
-	// CreateParallelism bounds one job's concurrent pod creations (zero: DefaultCreateParallelism).
+	// CreateParallelism bounds one job's concurrent pod creations (zero: the configuration's
+	// default).
 	CreateParallelism int
 
 	phases   phaseTracker
@@ -206,7 +207,7 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 	case !rr.ready:
 		// Workers that already run (a RailClass deleted later) keep running; only new ones wait.
 		if len(obs.pods) == 0 {
-			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonWaitingForNetworks,
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonWaitingForNetworks,
 				"waiting for NetworksReady", "")
 		}
 	case job.Spec.Workers != nil:
@@ -282,11 +283,11 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 func setRailsVerified(obs observation, desired int32, preflights runtimePreflights, st *statusUpdate) {
 	switch {
 	case len(obs.badStatus) > 0:
-		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, ReasonInvalidNetworkStatus, joinBounded(obs.badStatus, 5), warning)
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, nezhav1.ReasonInvalidNetworkStatus, joinBounded(obs.badStatus, 5), warning)
 	case len(obs.unattached) > 0:
-		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, ReasonRailInterfaceMissing, joinBounded(obs.unattached, 5), warning)
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionFalse, nezhav1.ReasonRailInterfaceMissing, joinBounded(obs.unattached, 5), warning)
 	case obs.running == 0 || obs.running < desired:
-		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionUnknown, ReasonWaitingForWorkers,
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionUnknown, nezhav1.ReasonWaitingForWorkers,
 			fmt.Sprintf("%d of %d workers running", obs.running, desired), "")
 	default:
 		attached := fmt.Sprintf("all %d running workers have an interface on every rail", obs.running)
@@ -298,7 +299,7 @@ func setRailsVerified(obs observation, desired int32, preflights runtimePrefligh
 			st.setCondition(nezhav1.ConditionRailsVerified, v.status, v.reason, attached+"; "+v.message, eventType)
 			return
 		}
-		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionTrue, ReasonAllRailsAttached, attached, normal)
+		st.setCondition(nezhav1.ConditionRailsVerified, metav1.ConditionTrue, nezhav1.ReasonAllRailsAttached, attached, normal)
 	}
 }
 
@@ -424,17 +425,17 @@ func emitFailoverEvents(recs []nezhav1.FailoverRecord, st *statusUpdate) {
 		railFailovers.WithLabelValues(string(rec.Action)).Inc()
 		if rec.Action == nezhav1.FailoverRailLost {
 			if lost++; lost <= maxFailoverEvents {
-				st.event(warning, ReasonRailLost, rec.Message)
+				st.event(warning, nezhav1.ReasonRailLost, rec.Message)
 			}
 		} else if recovered++; recovered <= maxFailoverEvents {
-			st.event(normal, ReasonRailRecovered, rec.Message)
+			st.event(normal, nezhav1.ReasonRailRecovered, rec.Message)
 		}
 	}
 	if n := lost - maxFailoverEvents; n > 0 {
-		st.event(warning, ReasonRailLost, fmt.Sprintf("and %d more (rail, node) pairs lost (status.rails lists the nodes)", n))
+		st.event(warning, nezhav1.ReasonRailLost, fmt.Sprintf("and %d more (rail, node) pairs lost (status.rails lists the nodes)", n))
 	}
 	if n := recovered - maxFailoverEvents; n > 0 {
-		st.event(normal, ReasonRailRecovered, fmt.Sprintf("and %d more (rail, node) pairs recovered", n))
+		st.event(normal, nezhav1.ReasonRailRecovered, fmt.Sprintf("and %d more (rail, node) pairs recovered", n))
 	}
 }
 

@@ -11,10 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// DefaultPodEventBatch is how long the operator lets a job's pod events gather before it
-// reconciles the job (flag --pod-event-batch).
-const DefaultPodEventBatch = time.Second
-
 // podEventsToJob maps pod events to their job (by label) after a delay: a big job's pods change
 // by the thousand while they start (bound, Running, Ready), and each reconcile reads every pod
 // and writes the status. The work queue keeps one pending request per job and its earliest

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configapi "github.com/nezha-project/nezha/operator/api/config/v1alpha1"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
 )
@@ -75,7 +76,7 @@ func TestAssessRailHealth(t *testing.T) {
 		// n2 has no RailNode.
 	}
 	h := assessRailHealth(workers, []string{"a", "b"}, nodes, map[int32][]string{0: {"a"}}, nil,
-		freshness{now: time.Now(), staleAfter: DefaultRailNodeStaleAfter})
+		freshness{now: time.Now(), staleAfter: configapi.DefaultRailNodeStaleAfter})
 	wantDown := map[railPair]string{
 		{"b", "n1"}: `rail "b" down on node "n1": interface "eth2" operState=down carrier=false`,
 		{"a", "n0"}: `rail "a" failed in the runtime of worker 0 on node "n0"`,
@@ -127,7 +128,7 @@ func TestRailLossPolicy(t *testing.T) {
 	if applyRailLossPolicy(job, oneDown, st) {
 		t.Error("restart while at minHealthyRails")
 	}
-	if c := meta.FindStatusCondition(st.status.Conditions, nezhav1.ConditionDegraded); c.Reason != ReasonRailDown || c.Message != "running on 2 of 3 rails (down: c)" {
+	if c := meta.FindStatusCondition(st.status.Conditions, nezhav1.ConditionDegraded); c.Reason != nezhav1.ReasonRailDown || c.Message != "running on 2 of 3 rails (down: c)" {
 		t.Errorf("degraded %+v", c)
 	}
 	if !applyRailLossPolicy(job, twoDown, st) {
@@ -176,9 +177,9 @@ func TestComputePhase(t *testing.T) {
 
 func TestSetConditionQueuesEventsOnlyOnChange(t *testing.T) {
 	st := newStatus()
-	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonRailClassNotFound, "m", warning)
-	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonRailClassNotFound, "m", warning)
-	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionTrue, ReasonNetworksReady, "ok", normal)
+	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonRailClassNotFound, "m", warning)
+	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonRailClassNotFound, "m", warning)
+	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionTrue, nezhav1.ReasonNetworksReady, "ok", normal)
 	if len(st.events) != 2 {
 		t.Errorf("events %+v", st.events)
 	}

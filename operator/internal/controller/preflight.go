@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/prober"
 )
 
@@ -70,16 +71,16 @@ func judgePreflight(reports runtimePreflights) preflightVerdict {
 	case reported == 0:
 		return preflightVerdict{}
 	case waiting:
-		return preflightVerdict{metav1.ConditionFalse, ReasonPreflightWaiting,
+		return preflightVerdict{metav1.ConditionFalse, nezhav1.ReasonPreflightWaiting,
 			fmt.Sprintf("pre-flight: waiting for rail(s) %s to pass before starting: %s", railsOf(list), describePairs(list, total))}
 	case failed:
-		return preflightVerdict{metav1.ConditionFalse, ReasonPreflightFailed,
+		return preflightVerdict{metav1.ConditionFalse, nezhav1.ReasonPreflightFailed,
 			fmt.Sprintf("pre-flight: started without rail(s) %s: %s", railsOf(list), describePairs(list, total))}
 	case recovered > 0:
-		return preflightVerdict{metav1.ConditionTrue, ReasonPreflightRecovered,
+		return preflightVerdict{metav1.ConditionTrue, nezhav1.ReasonPreflightRecovered,
 			fmt.Sprintf("pre-flight: rail(s) %s failed at start and have passed re-admission since", railsOf(list))}
 	default:
-		return preflightVerdict{metav1.ConditionTrue, ReasonPreflightPassed,
+		return preflightVerdict{metav1.ConditionTrue, nezhav1.ReasonPreflightPassed,
 			fmt.Sprintf("pre-flight passed on %d ranks", reported)}
 	}
 }

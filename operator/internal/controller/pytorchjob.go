@@ -36,7 +36,7 @@ func pyTorchWorldSize(spec *kubeflowv1.PyTorchJobSpec) int32 {
 func (r *MultiRailJobReconciler) ensurePyTorchJob(ctx context.Context, job *nezhav1.MultiRailJob, rails []builder.Rail,
 	avoid []string, st *statusUpdate) (*kubeflowv1.PyTorchJob, error) {
 	if !r.PyTorchJobEnabled {
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonPyTorchJobCRDMissing,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonPyTorchJobCRDMissing,
 			"spec.pytorchJob is set but the PyTorchJob CRD (kubeflow.org/v1) was not installed when the operator started", warning)
 		return nil, nil
 	}
@@ -44,11 +44,11 @@ func (r *MultiRailJobReconciler) ensurePyTorchJob(ctx context.Context, job *nezh
 	err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, have)
 	if err == nil {
 		if !metav1.IsControlledBy(have, job) {
-			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec,
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonInvalidWorkerSpec,
 				fmt.Sprintf("PyTorchJob %s exists and is not owned by this job", have.Name), warning)
 			return nil, nil
 		}
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonPyTorchJobCreated,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, nezhav1.ReasonPyTorchJobCreated,
 			fmt.Sprintf("PyTorchJob %s exists", have.Name), "")
 		return have, nil
 	}
@@ -57,7 +57,7 @@ func (r *MultiRailJobReconciler) ensurePyTorchJob(ctx context.Context, job *nezh
 	}
 	want, err := builder.PyTorchJob(job, rails, builder.WorkerOptions{RuntimeImage: r.RuntimeImage, AvoidNodes: avoid})
 	if err != nil {
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec, err.Error(), warning)
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonInvalidWorkerSpec, err.Error(), warning)
 		return nil, nil
 	}
 	if ok, err := r.ensureSecret(ctx, job, st); !ok || err != nil {
@@ -65,18 +65,18 @@ func (r *MultiRailJobReconciler) ensurePyTorchJob(ctx context.Context, job *nezh
 	}
 	if err := r.Create(ctx, want); err != nil {
 		if meta.IsNoMatchError(err) {
-			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonPyTorchJobCRDMissing, err.Error(), warning)
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonPyTorchJobCRDMissing, err.Error(), warning)
 			return nil, nil
 		}
 		if apierrors.IsInvalid(err) {
 			// The PyTorchJob CRD validates what this CRD leaves schemaless.
-			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec,
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonInvalidWorkerSpec,
 				"spec.pytorchJob rejected: "+err.Error(), warning)
 			return nil, nil
 		}
 		return nil, fmt.Errorf("create PyTorchJob %s: %w", want.Name, err)
 	}
-	st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonPyTorchJobCreated,
+	st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, nezhav1.ReasonPyTorchJobCreated,
 		fmt.Sprintf("PyTorchJob %s created", want.Name), normal)
 	if st.status.StartTime == nil {
 		st.status.StartTime = &st.now
@@ -94,10 +94,10 @@ func mirrorPyTorchJob(ptj *kubeflowv1.PyTorchJob, st *statusUpdate) {
 		}
 		switch c.Type {
 		case kubeflowv1.JobSucceeded:
-			st.setCondition(nezhav1.ConditionSucceeded, metav1.ConditionTrue, ReasonPyTorchJobSucceeded,
+			st.setCondition(nezhav1.ConditionSucceeded, metav1.ConditionTrue, nezhav1.ReasonPyTorchJobSucceeded,
 				"PyTorchJob succeeded: "+c.Message, normal)
 		case kubeflowv1.JobFailed:
-			st.setCondition(nezhav1.ConditionFailed, metav1.ConditionTrue, ReasonPyTorchJobFailed,
+			st.setCondition(nezhav1.ConditionFailed, metav1.ConditionTrue, nezhav1.ReasonPyTorchJobFailed,
 				"PyTorchJob failed: "+c.Message, warning)
 		}
 	}

@@ -224,22 +224,22 @@ func appendHistory(hist, recs []nezhav1.FailoverRecord) []nezhav1.FailoverRecord
 func setRailsHealthy(h railHealth, st *statusUpdate) {
 	switch {
 	case !h.placed:
-		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonWaitingForWorkers, "no worker is scheduled yet", "")
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, nezhav1.ReasonWaitingForWorkers, "no worker is scheduled yet", "")
 	case len(h.down) > 0:
 		msgs := make([]string, 0, len(h.down))
 		for _, m := range h.down {
 			msgs = append(msgs, m)
 		}
 		sort.Strings(msgs)
-		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, ReasonRailDown, joinBounded(msgs, 5), warning)
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, nezhav1.ReasonRailDown, joinBounded(msgs, 5), warning)
 	case len(h.stale) > 0:
-		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonAgentStale,
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, nezhav1.ReasonAgentStale,
 			"rail health unknown: "+joinBounded(h.stale, 5), warning)
 	case len(h.unreported) > 0:
-		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, ReasonRailNodeNotReported,
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, nezhav1.ReasonRailNodeNotReported,
 			"no RailNode report for rail "+joinBounded(h.unreported, 5), "")
 	default:
-		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, ReasonAllRailsUp,
+		st.setCondition(nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, nezhav1.ReasonAllRailsUp,
 			fmt.Sprintf("all %d rails up on every worker's node", h.healthy), normal)
 	}
 }

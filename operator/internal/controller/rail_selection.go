@@ -43,13 +43,13 @@ func (r *MultiRailJobReconciler) resolveRails(ctx context.Context, job *nezhav1.
 	}
 	if len(missing) > 0 {
 		// No retry: the RailClass watch brings the job back when an administrator creates it.
-		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonRailClassNotFound,
+		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonRailClassNotFound,
 			fmt.Sprintf("RailClass %s not found", strings.Join(missing, ", ")), warning)
 		return railsResult{}, nil
 	}
 	rails, err := builder.ResolveRails(job, classes)
 	if err != nil {
-		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonInvalidRailClass, err.Error(), warning)
+		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonInvalidRailClass, err.Error(), warning)
 		return railsResult{}, nil
 	}
 
@@ -58,7 +58,7 @@ func (r *MultiRailJobReconciler) resolveRails(ctx context.Context, job *nezhav1.
 			if msg, err := r.ensureNAD(ctx, job, rail); err != nil {
 				return railsResult{}, err
 			} else if msg != "" {
-				st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonNetworkAttachmentConflict, msg, warning)
+				st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonNetworkAttachmentConflict, msg, warning)
 				return railsResult{}, nil
 			}
 			continue
@@ -66,7 +66,7 @@ func (r *MultiRailJobReconciler) resolveRails(ctx context.Context, job *nezhav1.
 		nad := &nadv1.NetworkAttachmentDefinition{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: rail.NetworkNamespace, Name: rail.NetworkName}, nad)
 		if apierrors.IsNotFound(err) {
-			st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonNetworkAttachmentNotFound,
+			st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonNetworkAttachmentNotFound,
 				fmt.Sprintf("rail %q: NetworkAttachmentDefinition %s/%s not found", rail.Name, rail.NetworkNamespace, rail.NetworkName), warning)
 			return railsResult{retry: st.retryAfter(nezhav1.ConditionNetworksReady)}, nil
 		}
@@ -78,12 +78,12 @@ func (r *MultiRailJobReconciler) resolveRails(ctx context.Context, job *nezhav1.
 	if unavailable, err := r.unadvertisedSRIOVResources(ctx, rails); err != nil {
 		return railsResult{}, err
 	} else if len(unavailable) > 0 {
-		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, ReasonSRIOVResourceUnavailable,
+		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonSRIOVResourceUnavailable,
 			"no node advertises SR-IOV resource "+strings.Join(unavailable, ", "), warning)
 		return railsResult{retry: st.retryAfter(nezhav1.ConditionNetworksReady)}, nil
 	}
 
-	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionTrue, ReasonNetworksReady,
+	st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionTrue, nezhav1.ReasonNetworksReady,
 		fmt.Sprintf("%d rails resolved and attached networks in place", len(rails)), "")
 	return railsResult{rails: rails, ready: true}, nil
 }

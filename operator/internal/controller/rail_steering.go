@@ -30,14 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	configapi "github.com/nezha-project/nezha/operator/api/config/v1alpha1"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/prober"
 )
-
-// DefaultRailActionInterval is how often, at most, the operator repeats a drain or restore of one
-// rail of one job (--rail-action-interval).
-const DefaultRailActionInterval = 10 * time.Second
 
 // steerLimiter remembers when each (job, rail, action) was last asked.
 type steerLimiter struct {
@@ -165,7 +162,7 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 			}
 			if _, known := drained[rail]; !known {
 				drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: pair.node, Rank: rank, Reason: reason, Time: st.now}
-				st.actionEvent(warning, ReasonRailDrained, fmt.Sprintf(
+				st.actionEvent(warning, nezhav1.ReasonRailDrained, fmt.Sprintf(
 					"draining rail %q: %s; rank %d's runtime on node %q accepted the drain and applies it on every rank at the next operation",
 					rail, reason, rank, pair.node))
 			}
@@ -189,7 +186,7 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 				continue
 			}
 			delete(drained, rail)
-			st.actionEvent(normal, ReasonRailRestored, fmt.Sprintf(
+			st.actionEvent(normal, nezhav1.ReasonRailRestored, fmt.Sprintf(
 				"restoring rail %q: every worker's node reports it up again; rank %d's runtime accepted the restore", rail, rank))
 		}
 	}
@@ -211,7 +208,7 @@ func (r *MultiRailJobReconciler) askRuntime(ctx context.Context, job *nezhav1.Mu
 	if err != nil {
 		railActions.WithLabelValues(string(action), "error").Inc()
 		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", pod.Name, "err", err)
-		st.actionEvent(warning, ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s: %v", action, rail, pod.Name, err))
+		st.actionEvent(warning, nezhav1.ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s: %v", action, rail, pod.Name, err))
 		return r.railActionInterval(), err // try again then
 	}
 	railActions.WithLabelValues(string(action), "accepted").Inc()
@@ -239,7 +236,7 @@ func (r *MultiRailJobReconciler) railActionInterval() time.Duration {
 	if r.RailActionInterval > 0 {
 		return r.RailActionInterval
 	}
-	return DefaultRailActionInterval
+	return configapi.DefaultRailActionInterval
 }
 
 // otherRailInUse reports whether a runtime (its rail states) uses some rail besides rail.

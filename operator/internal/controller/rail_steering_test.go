@@ -115,7 +115,7 @@ func TestQuarantineDrainsButNeverTheLastRailNorAHumansDrain(t *testing.T) {
 	eventually(t, "healthy", conditionIs(ns, "qdr", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
 
 	// Quarantine r1 on n0: it is the runtime's last rail in use, so nothing is asked.
-	quarantine(t, n0, r1)
+	quarantineByHand(t, n0, r1)
 	eventually(t, "quarantine seen", conditionIs(ns, "qdr", nezhav1.ConditionRailsHealthy, metav1.ConditionFalse, "RailDown",
 		fmt.Sprintf("rail %q quarantined on node %q", r1, n0)))
 	if calls := prober.callsIn(ns); len(calls) != 0 {
@@ -145,8 +145,8 @@ func TestQuarantineDrainsButNeverTheLastRailNorAHumansDrain(t *testing.T) {
 	}
 }
 
-// quarantine puts rail into node's RailNode spec.quarantinedRails, as an admin would.
-func quarantine(t *testing.T, node, rail string) {
+// quarantineByHand puts rail into node's RailNode spec.quarantinedRails, as an admin would.
+func quarantineByHand(t *testing.T, node, rail string) {
 	t.Helper()
 	ctx := context.Background()
 	rn := &nezhav1.RailNode{}

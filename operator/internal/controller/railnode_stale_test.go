@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configapi "github.com/nezha-project/nezha/operator/api/config/v1alpha1"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
-	"github.com/nezha-project/nezha/operator/internal/controller"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
 )
 
@@ -26,7 +26,7 @@ func TestStaleAgentMakesRailsUnknown(t *testing.T) {
 	eventually(t, "healthy", conditionIs(ns, "stale", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", "all 2 rails"))
 
 	// n1's agent writes one last time, 5 s before its stamp expires, then falls silent.
-	last := metav1.NewTime(time.Now().Add(-controller.DefaultRailNodeStaleAfter + 5*time.Second))
+	last := metav1.NewTime(time.Now().Add(-configapi.DefaultRailNodeStaleAfter + 5*time.Second))
 	putRailNode(t, tu.MakeRailNode(n1).ObservedAt(&last).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
 	wantMsg := fmt.Sprintf("rail health unknown: rail agent on node %q last reported", n1)
 	eventually(t, "stale", conditionIs(ns, "stale", nezhav1.ConditionRailsHealthy, metav1.ConditionUnknown, "AgentStale", wantMsg))

@@ -9,14 +9,8 @@ import (
 
 // A RailNode is only as good as the agent that writes it: the agent refreshes status.observedTime
 // on every resync (NEZHA_AGENT_RESYNC_PERIOD, 30 s), so an old stamp means the agent died or lost
-// the API server and its last word about the links may be long wrong.
-const (
-	// EnvRailNodeStaleAfter names the operator's threshold (flag --railnode-stale-after).
-	EnvRailNodeStaleAfter = "NEZHA_RAILNODE_STALE_AFTER"
-	// DefaultRailNodeStaleAfter is three of the agent's 30 s resyncs: one missed heartbeat (an API
-	// hiccup, a slow node) is normal, three are not.
-	DefaultRailNodeStaleAfter = 90 * time.Second
-)
+// the API server and its last word about the links may be long wrong. How old is too old is the
+// configuration's railNodes.staleAfter (MultiRailJobReconciler.RailNodeStaleAfter).
 
 // freshness judges RailNodes against the time of one reconcile.
 type freshness struct {

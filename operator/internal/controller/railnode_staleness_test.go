@@ -64,11 +64,11 @@ func TestStaleRailNodeCondition(t *testing.T) {
 	st := newStatus()
 	setRailsHealthy(h, st)
 	c := meta.FindStatusCondition(st.status.Conditions, nezhav1.ConditionRailsHealthy)
-	if c.Status != metav1.ConditionUnknown || c.Reason != ReasonAgentStale ||
+	if c.Status != metav1.ConditionUnknown || c.Reason != nezhav1.ReasonAgentStale ||
 		c.Message != `rail health unknown: rail agent on node "n0" never stamped status.observedTime` {
 		t.Errorf("condition %+v", c)
 	}
-	if len(st.events) != 1 || st.events[0].reason != ReasonAgentStale || st.events[0].eventType != warning {
+	if len(st.events) != 1 || st.events[0].reason != nezhav1.ReasonAgentStale || st.events[0].eventType != warning {
 		t.Errorf("events %+v", st.events)
 	}
 	// Unknown rails do not degrade the job.

@@ -22,10 +22,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	webhookserver "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	configapi "github.com/nezha-project/nezha/operator/api/config/v1alpha1"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/controller"
 	runtimeprober "github.com/nezha-project/nezha/operator/internal/prober"
+	"github.com/nezha-project/nezha/operator/internal/quarantine"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
@@ -179,7 +181,7 @@ func runSuite(m *testing.M) int {
 		SteerRails:        true,
 		// Short, so the tests see a repeat soon; the rate limit itself is unit-tested.
 		RailActionInterval: 300 * time.Millisecond,
-		RailNodeStaleAfter: controller.DefaultRailNodeStaleAfter,
+		RailNodeStaleAfter: configapi.DefaultRailNodeStaleAfter,
 		NetworkPolicy: &builder.NetworkPolicyOptions{OperatorNamespace: "nezha-system",
 			OperatorPodLabels: map[string]string{"app.kubernetes.io/component": "operator"}, MonitoringNamespace: "monitoring"},
 	}
@@ -190,8 +192,8 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	// Only RailNodes whose rails carry a lastTransitionTime give evidence; the other tests' do not.
-	q := &controller.RailQuarantineReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("nezha-operator"),
-		Clock: clock.RealClock{}, Policy: controller.QuarantinePolicy{Failures: 3, Window: time.Minute, ReleaseAfter: 2 * time.Second}}
+	q := &quarantine.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("nezha-operator"),
+		Clock: clock.RealClock{}, Policy: quarantine.Policy{Failures: 3, Window: time.Minute, ReleaseAfter: 2 * time.Second}}
 	if err := q.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -13,14 +13,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configapi "github.com/nezha-project/nezha/operator/api/config/v1alpha1"
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
 )
-
-// DefaultCreateParallelism bounds concurrent pod creations of one job (--create-parallelism). A
-// create waits on etcd more than on CPU: 64 in flight made 3,000 workers 1.4x faster than 16 on
-// the scale bench (docs/operator-scale.md); API Priority and Fairness queues any excess.
-const DefaultCreateParallelism = 64
 
 // ensureWorkers creates the missing worker pods (one per rank) and deletes pods of ranks beyond
 // spec.workers.replicas. A worker spec the builder rejects becomes a condition, not a retry loop:
@@ -45,13 +41,13 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 		}
 		pod, err := builder.WorkerPod(job, rails, rank, builder.WorkerOptions{RuntimeImage: r.RuntimeImage, AvoidNodes: avoid})
 		if err != nil {
-			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonInvalidWorkerSpec, err.Error(), warning)
+			st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonInvalidWorkerSpec, err.Error(), warning)
 			return nil
 		}
 		build = append(build, pod)
 	}
 	if len(build) == 0 {
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonAllWorkersCreated,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, nezhav1.ReasonAllWorkersCreated,
 			fmt.Sprintf("%d worker pods exist", desired), "")
 		return nil
 	}
@@ -66,7 +62,7 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 	)
 	parallel := r.CreateParallelism
 	if parallel <= 0 {
-		parallel = DefaultCreateParallelism
+		parallel = configapi.DefaultCreateParallelism
 	}
 	workqueue.ParallelizeUntil(ctx, parallel, len(build), func(i int) {
 		err := r.Create(ctx, build[i])
@@ -83,29 +79,25 @@ func (r *MultiRailJobReconciler) ensureWorkers(ctx context.Context, job *nezhav1
 	})
 	if firstErr != nil {
 		workerPodsCreated.Add(float64(created))
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonCreatingWorkers, firstErr.Error(), warning)
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonCreatingWorkers, firstErr.Error(), warning)
 		return firstErr
 	}
 	workerPodsCreated.Add(float64(created))
 	if created > 0 {
-		st.event(normal, ReasonCreatedWorkers, fmt.Sprintf("created %d worker pods", created))
+		st.event(normal, nezhav1.ReasonCreatedWorkers, fmt.Sprintf("created %d worker pods", created))
 		if st.status.StartTime == nil {
 			st.status.StartTime = &st.now
 		}
 	}
 	if created == len(build) {
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, ReasonAllWorkersCreated,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionTrue, nezhav1.ReasonAllWorkersCreated,
 			fmt.Sprintf("%d worker pods exist", desired), "")
 	} else {
-		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, ReasonCreatingWorkers,
+		st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, nezhav1.ReasonCreatingWorkers,
 			fmt.Sprintf("waiting for %d terminating worker pods to go", len(build)-created), "")
 	}
 	return nil
 }
-
-// ReasonReplacedUnscheduledWorkers is the Event reason for workers recreated because the nodes to
-// avoid changed before they were scheduled.
-const ReasonReplacedUnscheduledWorkers = "ReplacedUnscheduledWorkers"
 
 // replaceStaleUnscheduled deletes workers that are not yet scheduled and were built to avoid a
 // different set of nodes than now; ensureWorkers recreates them once they are gone. Node affinity
@@ -137,7 +129,7 @@ func (r *MultiRailJobReconciler) replaceStaleUnscheduled(ctx context.Context, ob
 		if now == "" {
 			now = "none"
 		}
-		st.actionEvent(normal, ReasonReplacedUnscheduledWorkers, fmt.Sprintf(
+		st.actionEvent(normal, nezhav1.ReasonReplacedUnscheduledWorkers, fmt.Sprintf(
 			"recreating %d unscheduled worker pods (%s) built for other nodes to avoid; nodes to avoid now: %s",
 			len(replaced), strings.Join(replaced, ", "), now))
 	}
@@ -159,6 +151,6 @@ func (r *MultiRailJobReconciler) restartWorkers(ctx context.Context, obs observa
 	rec := nezhav1.FailoverRecord{Time: st.now, Action: nezhav1.FailoverRestarted, Message: why}
 	st.status.FailoverHistory = appendHistory(st.status.FailoverHistory, []nezhav1.FailoverRecord{rec})
 	railFailovers.WithLabelValues(string(nezhav1.FailoverRestarted)).Inc()
-	st.actionEvent(warning, ReasonRestartedWorker, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
+	st.actionEvent(warning, nezhav1.ReasonRestartedWorkers, fmt.Sprintf("deleted %d worker pods to restart them: %s", len(obs.pods), why))
 	return nil
 }

@@ -129,7 +129,7 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 	}
 	if pod.Annotations[RuntimeAnnotation] == "inject" {
 		if h.RuntimeImage == "" {
-			return fmt.Errorf("annotation %s=inject: the operator has no --runtime-image", RuntimeAnnotation)
+			return fmt.Errorf("annotation %s=inject: the operator has no runtime image (its configuration's runtime.image)", RuntimeAnnotation)
 		}
 		in.RuntimeImage = h.RuntimeImage
 	}

@@ -25,17 +25,11 @@ const RailClassPath = "/validate-nezha-io-v1alpha1-railclass"
 // this operator injects does not have (so a job on it is not created only to fail at start).
 // Everything CEL can say stays in the CRD.
 type RailClassValidator struct {
-	// Transports the injected runtime supports (--runtime-transports).
+	// Transports the injected runtime supports (the configuration's runtime.transports).
 	Transports []nezhav1.Transport
 }
 
 var _ admission.CustomValidator = RailClassValidator{}
-
-// DefaultRuntimeTransports is what the runtime image built from this tree supports: tcp, rdma
-// (libibverbs, loaded at run time from the worker image's rdma-core; docs/rdma.md) and sharp
-// (NVIDIA's libsharp_coll.so, loaded at run time from HPC-X / DOCA-OFED, not in the image: a node
-// without it fails the job at start with an error naming the rail and the library; docs/sharp.md).
-var DefaultRuntimeTransports = []nezhav1.Transport{nezhav1.TransportTCP, nezhav1.TransportRDMA, nezhav1.TransportSHARP}
 
 // SetupRailClassWebhook registers the validator with the manager's webhook server.
 func SetupRailClassWebhook(mgr ctrl.Manager, transports []nezhav1.Transport) error {
@@ -62,7 +56,7 @@ func (v RailClassValidator) validate(obj runtime.Object) error {
 	var errs field.ErrorList
 	if t := rc.Spec.Transport; t != "" && !slices.Contains(v.Transports, t) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "transport"), string(t),
-			fmt.Sprintf("the runtime this operator injects has no %s transport (it has: %s; operator flag --runtime-transports)",
+			fmt.Sprintf("the runtime this operator injects has no %s transport (it has: %s; the operator's configuration, runtime.transports)",
 				t, joinTransports(v.Transports))))
 	}
 	if rc.Spec.Network.Config != "" { // else nadRef (the CRD's CEL rule requires exactly one)
@@ -72,23 +66,6 @@ func (v RailClassValidator) validate(obj runtime.Object) error {
 		return nil
 	}
 	return apierrors.NewInvalid(nezhav1.GroupVersion.WithKind("RailClass").GroupKind(), rc.Name, errs)
-}
-
-// ParseTransports reads --runtime-transports ("tcp", "tcp,rdma", ...).
-func ParseTransports(text string) ([]nezhav1.Transport, error) {
-	var out []nezhav1.Transport
-	for _, part := range strings.Split(text, ",") {
-		t := nezhav1.Transport(strings.TrimSpace(part))
-		switch t {
-		case nezhav1.TransportTCP, nezhav1.TransportRDMA, nezhav1.TransportSHARP:
-			if !slices.Contains(out, t) {
-				out = append(out, t)
-			}
-		default:
-			return nil, fmt.Errorf("--runtime-transports: unknown transport %q (want tcp, rdma, sharp)", t)
-		}
-	}
-	return out, nil
 }
 
 func joinTransports(ts []nezhav1.Transport) string {

@@ -1,9 +1,11 @@
-package controller
+package quarantine
 
 import (
 	"context"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
@@ -13,46 +15,39 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
-	"github.com/nezha-project/nezha/operator/internal/quarantine"
 )
 
-// The controller package's names for the quarantine policy (flags and tests use these).
-type QuarantinePolicy = quarantine.Policy
+// conflictRetry is how soon a RailNode is judged again after its update lost a race with the
+// agent or an admin.
+const conflictRetry = 200 * time.Millisecond
 
-const (
-	RailEvidenceAnnotation        = quarantine.EvidenceAnnotation
-	DefaultQuarantineFailures     = quarantine.DefaultFailures
-	DefaultQuarantineWindow       = quarantine.DefaultWindow
-	DefaultQuarantineReleaseAfter = quarantine.DefaultReleaseAfter
-)
-
-// RailQuarantineReconciler quarantines rails by evidence (internal/quarantine): it keeps the
-// failure record in each RailNode's annotation and edits spec.quarantinedRails. The agent writes
-// only the status subresource, so the two never overwrite each other.
-type RailQuarantineReconciler struct {
+// Reconciler quarantines rails by evidence: it keeps the failure record in each RailNode's
+// annotation and edits spec.quarantinedRails. The agent writes only the status subresource, so
+// the two never overwrite each other.
+type Reconciler struct {
 	client.Client
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
-	Policy   QuarantinePolicy
+	Policy   Policy
 }
 
 // +kubebuilder:rbac:groups=nezha.io,resources=railnodes,verbs=get;list;watch;update
 
 // Reconcile judges one RailNode.
-func (r *RailQuarantineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rn := &nezhav1.RailNode{}
 	if err := r.Get(ctx, req.NamespacedName, rn); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := rn.DeepCopy()
-	ev, err := quarantine.Parse(rn)
+	ev, err := Parse(rn)
 	if err != nil {
 		// Someone edited the annotation by hand: say so and start a fresh record rather than
 		// stop quarantining this node.
-		r.Recorder.Event(rn, warning, ReasonInvalidRailEvidence, err.Error()+"; starting a new failure record")
+		r.Recorder.Event(rn, corev1.EventTypeWarning, nezhav1.ReasonInvalidRailEvidence, err.Error()+"; starting a new failure record")
 	}
 	acts, recheck := r.Policy.Judge(rn, ev, r.Clock.Now())
-	if err := quarantine.Encode(rn, ev); err != nil {
+	if err := Encode(rn, ev); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !equality.Semantic.DeepEqual(before.Spec, rn.Spec) || !equality.Semantic.DeepEqual(before.Annotations, rn.Annotations) {
@@ -64,9 +59,9 @@ func (r *RailQuarantineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	for _, a := range acts {
-		eventType := normal
-		if a.Reason == ReasonRailQuarantined {
-			eventType = warning
+		eventType := corev1.EventTypeNormal
+		if a.Reason == nezhav1.ReasonRailQuarantined {
+			eventType = corev1.EventTypeWarning
 			railQuarantines.WithLabelValues("quarantined").Inc()
 		} else {
 			railQuarantines.WithLabelValues("released").Inc()
@@ -78,7 +73,7 @@ func (r *RailQuarantineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 }
 
 // SetupWithManager registers the controller; it does nothing when the policy is off.
-func (r *RailQuarantineReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Policy.Failures <= 0 {
 		return nil
 	}

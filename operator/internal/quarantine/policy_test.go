@@ -51,7 +51,7 @@ func TestJudgeCountsEachFailureOnceQuarantinesAtKAndReleasesWhenStable(t *testin
 		t.Fatalf("after two failures: spec %v evidence %+v", rn.Spec.QuarantinedRails, ev["r1"])
 	}
 	acts := step(t0.Add(4*time.Minute), false)
-	if len(acts) != 1 || acts[0].Reason != ReasonQuarantined || !strings.Contains(acts[0].Message, "failed 3 times within 10m0s") {
+	if len(acts) != 1 || acts[0].Reason != nezhav1.ReasonRailQuarantined || !strings.Contains(acts[0].Message, "failed 3 times within 10m0s") {
 		t.Fatalf("third failure: %+v", acts)
 	}
 	if len(rn.Spec.QuarantinedRails) != 1 || rn.Spec.QuarantinedRails[0] != "r1" {
@@ -65,7 +65,7 @@ func TestJudgeCountsEachFailureOnceQuarantinesAtKAndReleasesWhenStable(t *testin
 		t.Fatalf("25 min after the last failure: acts %+v recheck %s, want none and 5m", acts, recheck)
 	}
 	acts, _ = p.Judge(rn, ev, t0.Add(56*time.Minute))
-	if len(acts) != 1 || acts[0].Reason != ReasonReleased || len(rn.Spec.QuarantinedRails) != 0 || ev["r1"] != nil {
+	if len(acts) != 1 || acts[0].Reason != nezhav1.ReasonRailReleased || len(rn.Spec.QuarantinedRails) != 0 || ev["r1"] != nil {
 		t.Fatalf("release: acts %+v spec %v evidence %+v", acts, rn.Spec.QuarantinedRails, ev["r1"])
 	}
 }
@@ -90,12 +90,12 @@ func TestJudgeLeavesAdminQuarantineAloneAndForgetsOnAdminRelease(t *testing.T) {
 		t.Fatalf("failures outside the window quarantined: %+v", acts)
 	}
 	railAt(rn, "r1", false, t0.Add(16*time.Minute))
-	if acts, _ := p.Judge(rn, ev, t0.Add(16*time.Minute)); len(acts) != 1 || acts[0].Reason != ReasonQuarantined {
+	if acts, _ := p.Judge(rn, ev, t0.Add(16*time.Minute)); len(acts) != 1 || acts[0].Reason != nezhav1.ReasonRailQuarantined {
 		t.Fatalf("two failures within the window: %+v", acts)
 	}
 	rn.Spec.QuarantinedRails = []string{"admin"} // the admin lifts the operator's quarantine
 	acts, _ := p.Judge(rn, ev, t0.Add(17*time.Minute))
-	if len(acts) != 1 || acts[0].Reason != ReasonReleased || !strings.Contains(acts[0].Message, "administrator") {
+	if len(acts) != 1 || acts[0].Reason != nezhav1.ReasonRailReleased || !strings.Contains(acts[0].Message, "administrator") {
 		t.Fatalf("admin release: %+v", acts)
 	}
 	if e := ev["r1"]; e != nil && (e.QuarantinedAt != nil || len(e.Failures) > 1) {

@@ -6,9 +6,10 @@ import (
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
-// nodesToAvoid returns the nodes whose RailNode reports one of rails unhealthy (down or
-// quarantined by an administrator): new workers of the job are kept off them, so a restart after
-// rail loss does not land on the same broken NIC.
+// nodesToAvoid returns the nodes whose RailNode reports one of rails unhealthy (down, or in
+// spec.quarantinedRails: put there by an administrator or by internal/quarantine): new workers
+// of the job are kept off them (builder.AvoidNodes), so a restart after rail loss does not land
+// on the same broken NIC.
 func nodesToAvoid(railNodes []nezhav1.RailNode, rails []string) []string {
 	var out []string
 	for i := range railNodes {

@@ -14,9 +14,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
-	"github.com/nezha-project/nezha/operator/internal/controller"
+	"github.com/nezha-project/nezha/operator/internal/quarantine"
 	tu "github.com/nezha-project/nezha/operator/internal/testutil"
 )
+
+// Quarantine by evidence (internal/quarantine) end to end in the suite's API server: its
+// Reconciler runs next to the job controller here (suite_test.go), so these tests also see a
+// quarantine keep a new job's workers off the node. Its rules are unit-tested in
+// internal/quarantine/policy_test.go.
 
 // reportRail writes the agent's view of one rail with its transition time.
 func reportRail(t *testing.T, node, rail string, up bool, at time.Time) {
@@ -41,13 +46,13 @@ func failuresRecorded(node, rail string, n int) func() error {
 		var ev map[string]struct {
 			Failures []metav1.Time `json:"failures"`
 		}
-		if raw := rn.Annotations[controller.RailEvidenceAnnotation]; raw != "" {
+		if raw := rn.Annotations[quarantine.EvidenceAnnotation]; raw != "" {
 			if err := json.Unmarshal([]byte(raw), &ev); err != nil {
 				return err
 			}
 		}
 		if got := len(ev[rail].Failures); got != n {
-			return fmt.Errorf("%d failures recorded, want %d (annotation %q)", got, n, rn.Annotations[controller.RailEvidenceAnnotation])
+			return fmt.Errorf("%d failures recorded, want %d (annotation %q)", got, n, rn.Annotations[quarantine.EvidenceAnnotation])
 		}
 		return nil
 	}

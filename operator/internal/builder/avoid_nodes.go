@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// AvoidNodes keeps a pod off the given nodes (nodes where one of the job's rails is down) with a
+// AvoidNodes keeps a pod off the given nodes (nodes where one of the job's rails is down or quarantined) with a
 // required node affinity on metadata.name. Required terms are ORed, so the exclusion is added to
 // every term the user wrote (ANDed inside each) rather than as a term of its own.
 func AvoidNodes(spec *corev1.PodSpec, nodes []string) {
