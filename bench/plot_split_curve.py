@@ -112,7 +112,7 @@ def plot(doc: dict, path: str) -> None:
         _splits(axes[1][col], s, goal)
         _sweep(axes[2][col], s)
     hw = doc["hardware"]
-    fig.suptitle(f"Issue 18 target D: learned split vs best static split — {hw['cpu_model']}, {hw['cores']} cores, "
+    fig.suptitle(f"Learned split vs best static split — {hw['cpu_model']}, {hw['cores']} cores, "
                  f"load {hw['loadavg_start'][0]:.2f} ({doc['started']})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -184,7 +184,7 @@ def main(argv=None) -> int:
                 log(f"repeat {i + 1}/{a.repeats}, {name}: restore")
                 results[name]["restore"].append(run.restore(f"{name}-restore-{i}", env))
     info["loadavg_end"] = list(os.getloadavg())
-    lines = [f"Issue 18 failure timing on the rail test bed, started {started:%Y-%m-%dT%H:%M:%SZ}",
+    lines = [f"Failure timing on the rail test bed, started {started:%Y-%m-%dT%H:%M:%SZ}",
              f"hardware: {info['cpu_model']}, {info['cores']} cores, kernel {info['kernel']}; "
              f"{a.ranks} hosts (network namespaces), rails {'/'.join(map(str, a.rates))} Mbit/s (TBF)",
              f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}, "
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
         g = [("all rails down -> the same clear error on every rank <= 1 s", worst_down, ALL_DOWN_GOAL_S, clear),
              ("restore -> the rail carries its share again <= 1 s", worst_back, SHARE_BACK_GOAL_S, exact)]
         goals[name] = [{"goal": t, "worst_s": v, "status": verdict(v, goal, ok)} for t, v, goal, ok in g]
-        lines.append("  goals (issue 18):")
+        lines.append("  goals:")
         for x in goals[name]:
             lines.append(f"    {x['status']:<5} {x['goal']}: worst {fmt(x['worst_s'])}")
         if results[name]["all_down"]:

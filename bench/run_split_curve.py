@@ -210,7 +210,7 @@ def _dist(x) -> str:
 def report(doc: dict) -> str:
     r, d = _ratio, _dist
     info, args = doc["hardware"], doc["args"]
-    lines = [f"Issue 18 target D (learned split vs the best static split) on the rail test bed, started {doc['started']}",
+    lines = [f"Learned split vs the best static split on the rail test bed, started {doc['started']}",
              f"hardware: {info['cpu_model']}, {info['cores']} cores, kernel {info['kernel']}"
              + (f" (TCP congestion control {info['tcp_congestion_control']})" if "tcp_congestion_control" in info else "")
              + "; hosts are network namespaces, rails TBF-shaped veth",

@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     doc["failures"] = failures
     finished = datetime.datetime.now(datetime.timezone.utc)
     doc["duration_s"] = round((finished - started).total_seconds(), 1)
-    lines = [f"Issue 18 (B)/(U) on unshaped rails, started {started:%Y-%m-%dT%H:%M:%SZ}, {doc['duration_s']:.0f} s",
+    lines = [f"Busbw and CPU per byte on unshaped rails, started {started:%Y-%m-%dT%H:%M:%SZ}, {doc['duration_s']:.0f} s",
              f"hardware: {info['cpu_model']}, {info['cores']} cores, {mhz:.0f} MHz nominal (/proc/cpuinfo), "
              f"kernel {info['kernel']}; {HOSTS} hosts (netns) x {RAILS} veth rails, no TBF",
              f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}, "

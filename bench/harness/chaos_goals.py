@@ -96,10 +96,10 @@ def chaos_goals_text(chaos: dict) -> str:
         shown = ("n/a" if v is None else f"{v:.3f}" if g["id"] == "hole-throughput"
                  else str(v) if g["id"] == "hole-no-readmit" else f"{v * 1e3:.0f} ms")
         rows.append(f"  {g['verdict']:10s} {g['text']}: {shown}")
-    faults = ["goals (issue 13):", *rows]
+    faults = ["goals (black hole and gray rail):", *rows]
     rows = []
     for g in evaluate_chaos(chaos):
         v = g["value"]
         shown = "n/a" if v is None else f"{v:.3f}" if g["id"] == "chaos-throughput" else f"{v * 1e3:.0f} ms"
         rows.append(f"  {g['verdict']:10s} {g['text']}: {shown}")
-    return "\n".join(["goals (issue 4):", *rows, *faults])
+    return "\n".join(["goals (rail cut and restore):", *rows, *faults])

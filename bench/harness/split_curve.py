@@ -27,7 +27,7 @@ STATIC_SKIP_OPS = 2
 # The op_split a pinned launch reports must match the pinned ratios this closely (the split is
 # quantized to integer weights and element counts).
 PIN_TOLERANCE = 0.01
-# NEZHA_TUNE_INTERVAL's largest value (runtime/src/core/config.cc): no agreement round, so no
+# NEZHA_TUNE_INTERVAL's largest value (runtime/src/comm/config.cc): no agreement round, so no
 # ratio update, before op 1,000,000; a pinned launch runs a few dozen ops.
 FROZEN_TUNE_INTERVAL = 1_000_000
 

@@ -143,7 +143,7 @@ def report(fit, summary, res, checks, files, suite_rel, simval_rel, took, rows=(
         L.append(f"- learned share of the 300 Mbit/s rail next to 800 at {fmt_size(size)}: " +
                  ", ".join(f"N={n} {v * 100:.1f} %" for n, v in sh.items()) + " (Fig. 11: the split depends on N)")
     L += ["", "Per-operation agreement (500/500 rails; runtime: a dissemination round after every operation except "
-          "round-free small ones — issue 18; all-to-all was the runtime's round before it; tree and epoch are "
+          "round-free small ones; all-to-all was the runtime's older round; tree and epoch are "
           "what-ifs). The fit, the validation and the threshold, gain and failover runs above and below hold the "
           "all-to-all round, as the runtime did when the test-bed results they use were recorded (at 2 ranks both "
           "are one message; at scale the dissemination rows are the runtime's):", ""]

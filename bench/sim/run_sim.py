@@ -261,7 +261,7 @@ def report(fit, split_cost, vsum, ratios, res, checks, files, suite_path):
     for key, v in res["failover"].items():
         scheme = key.split(",")[0]
         lines.append(f"| {key} | {res['failover_parts_1024'][scheme]['agreement_round_s'] * 1e3:.2f} ms | {v[1024] * 1e3:.0f} ms |")
-    lines += ["", "The runtime's agreement was the all-to-all round until issue 18 (one control message to every "
+    lines += ["", "The runtime's agreement was the all-to-all round in older builds (one control message to every "
               "peer per operation): O(N) per rank, tens of milliseconds per operation at 1,024 ranks. It is now a "
               "dissemination round (ceil(log2 N) messages per rank, the `tree` row's cost in this model; the "
               "discrete-event simulator below prices it exactly); a rail-set epoch in the slice headers costs nothing "

@@ -220,13 +220,13 @@ def test_control_report_judges_all_to_all_miss_and_dissemination_pass():
     assert cut_checks == [True, True]
     text = "\n".join(control_report.lines(res, {"rel": "x.json", "after": {"all_down_peer_s": [0.61]},
                                                  "before": {"all_down_peer_s": [1.9]}}))
-    assert "- MISS issue 18: agreement messages per rank per operation" in text
-    assert "- PASS issue 18: agreement messages per rank per operation" in text
+    assert "- MISS control goal: agreement messages per rank per operation" in text
+    assert "- PASS control goal: agreement messages per rank per operation" in text
     assert "| 1000 |" in text and "0.61 s after the cut" in text
     assert "dissemination round (the runtime's round" in text  # the runtime's round
-    assert "all-to-all round (the runtime's round before issue 18" in text
+    assert "all-to-all round (the runtime's older round" in text
     # heartbeats: the runtime's neighbours PASS, all-to-all (the earlier runtime) MISS
-    assert "- PASS issue 18: heartbeat messages per rank per second O(log N), not O(N) — neighbours (runtime" in text
-    assert "- MISS issue 18: heartbeat messages per rank per second O(log N), not O(N) — all-to-all (before" in text
+    assert "- PASS control goal: heartbeat messages per rank per second O(log N), not O(N) — neighbours (runtime" in text
+    assert "- MISS control goal: heartbeat messages per rank per second O(log N), not O(N) — all-to-all (the older" in text
     assert control_report.grows_like_log({2: 1, 4: 3, 1024: 1023})[0] is False
     assert control_report.grows_like_log({2: 1, 4: 2, 1024: 10})[0] is True

@@ -1,4 +1,4 @@
-// The alltoallv libnezha had before it got its own data path (until issue 18): an allgather
+// The alltoallv libnezha had before it got its own data path: an allgather
 // of every rank's whole send buffer, from which each rank keeps its blocks (n x the bytes a
 // real alltoall moves), after an allgather of the counts and an allreduce of the check. Kept
 // only as nezha-bench's baseline (--vs-composed), built from the public API alone.

@@ -28,7 +28,7 @@ struct BenchArgs {
   // start a fault on a job known to be moving data instead of sleeping and hoping it is.
   std::string readyFile;
   // nezha-bench --op alltoall: also time the allgather-composed alltoall (the path before
-  // issue 18) at every size, in the same run (alltoall_composed.h).
+  // alltoall had its own data path) at every size, in the same run (alltoall_composed.h).
   bool vsComposed = false;
   // nezha-bench: also run every size under this policy on a second communicator, interleaved
   // with the first (empty: off).

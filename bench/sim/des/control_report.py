@@ -29,39 +29,39 @@ def checks(res):
     tr = res["agreement_traffic"]
     ns = sorted(tr, key=int)
     for scheme, who in (("dissemination", "the runtime's round, control_mesh.cc maxReduce"),
-                        ("all-to-all", "the runtime's round before issue 18, for comparison")):
+                        ("all-to-all", "the runtime's older round, for comparison")):
         msgs = {int(n): tr[n][scheme]["messages"] for n in ns}
         ok, spread = grows_like_log(msgs)
-        out.append((f"issue 18: agreement messages per rank per operation O(log N) or O(1), not O(N) — "
+        out.append((f"control goal: agreement messages per rank per operation O(log N) or O(1), not O(N) — "
                     f"{scheme} round ({who})", ok,
                     ", ".join(f"N={n} {msgs[int(n)]:.0f}" for n in ns) +
                     f" (messages / ceil(log2 N) varies {spread:.0f}x over N)"))
     hb = res["heartbeats"]
-    for scheme, who in (("neighbours", "runtime since issue 18: dissemination neighbours only, every rail"),
-                        ("all-to-all", "before issue 18, for comparison: every peer, every rail")):
+    for scheme, who in (("neighbours", "runtime: dissemination neighbours only, every rail"),
+                        ("all-to-all", "the older runtime, for comparison: every peer, every rail")):
         per = {int(n): hb[n][scheme]["messages_per_s"] for n in hb}
         ok, spread = grows_like_log(per)
-        out.append((f"issue 18: heartbeat messages per rank per second O(log N), not O(N) — {scheme} ({who})", ok,
+        out.append((f"control goal: heartbeat messages per rank per second O(log N), not O(N) — {scheme} ({who})", ok,
                     ", ".join(f"N={n} {v:.0f}/s" for n, v in sorted(per.items())) +
                     f" (per ceil(log2 N) varies {spread:.1f}x; O(log N) here means within 2x)"))
     cut = res["host_cut"]
     bound = liveness.PEER_SILENCE + liveness.BEAT
-    for scheme, who in (("neighbours", "runtime, neighbours + flooded verdict"), ("all-to-all", "before issue 18")):
+    for scheme, who in (("neighbours", "runtime, neighbours + flooded verdict"), ("all-to-all", "the older runtime")):
         worst = {int(n): cut[n][scheme]["max_s"] for n in cut}
         ok = all(v <= 1.0 for v in worst.values())
-        out.append((f"issue 18: a host loses every rail -> every peer knows <= 1 s ({who}; "
+        out.append((f"control goal: a host loses every rail -> every peer knows <= 1 s ({who}; "
                     f"bound silence + one beat = {bound:.1f} s)", ok,
                     ", ".join(f"N={n} {v:.2f} s" for n, v in sorted(worst.items()))))
     return out
 
 
 def lines(res, measured=None):
-    L = ["", "Control plane vs N (issue 18: \"agreement/control traffic that grows O(log N) or O(1) per operation "
-         "per rank, not O(N)\"). The runtime's per-op round is a dissemination (issue 18; "
+    L = ["", "Control plane vs N (goal: \"agreement/control traffic that grows O(log N) or O(1) per operation "
+         "per rank, not O(N)\"). The runtime's per-op round is a dissemination ("
          "runtime/src/failover/control_mesh.cc maxReduce): step k sends the running max (7 doubles per rail, 2 rails: "
          "a 132-byte frame) to (i + 2^k) mod N and takes one from (i - 2^k) mod N; ceil(log2 N) steps, exact for any "
          "N since max is idempotent (the runtime's unit test counts ceil(log2 N) messages per rank per round at N = "
-         "2, 3, 5, 8). Before issue 18 the runtime's round was the all-to-all (every rank sends its vector to every "
+         "2, 3, 5, 8). The older runtime's round was the all-to-all (every rank sends its vector to every "
          "peer), kept here for comparison; tree is recursive doubling (fold-in and fold-out when N is no power of "
          "two), a what-if. Per rank per operation, simulated (messages and bytes counted on the simulated network):",
          ""]
@@ -80,10 +80,10 @@ def lines(res, measured=None):
                     f"{res['small_op_over_no_round'][n]['dissemination, round-free']:.2f}x"
                     for n in (4, 128, 1024) if n in res["small_op_over_no_round"]) + "."]
     hb = res["heartbeats"]
-    L += ["", f"Heartbeats (runtime since issue 18: a {liveness.HERE_BYTES}-byte HERE frame — the mesh header, no payload — "
+    L += ["", f"Heartbeats (runtime: a {liveness.HERE_BYTES}-byte HERE frame — the mesh header, no payload — "
           f"every {liveness.BEAT * 1e3:.0f} ms on every rail's control connection, to the rank's dissemination neighbours "
           "(i +- 2^k) mod N only, at most 2 ceil(log2 N) peers: O(log N x rails) per rank; a silent neighbour's verdict, "
-          f"{liveness.VERDICT_BYTES} bytes, flooded over the same graph. Before issue 18: to every peer, O(N x rails), "
+          f"{liveness.VERDICT_BYTES} bytes, flooded over the same graph. The older runtime: to every peer, O(N x rails), "
           "kept for comparison). Per rank, 2 rails; the sender's share is the heartbeat thread's time putting one "
           "beat's frames out (10 us per message assumed, plus the bytes):", "",
           "| N | neighbours (runtime) msgs/s | bytes/s | sender busy | all-to-all (before) msgs/s | bytes/s | sender busy |",
@@ -129,7 +129,7 @@ def lines(res, measured=None):
               f"+{(wc[n]['dissemination']['waves_s'] - wc[n]['dissemination']['plain_s']) * 1e3:.1f} ms"
               for n in sorted(wc, key=int)) + "."]
     fo = res["failover"]
-    L += ["", "Failover cost at 1,024 ranks, dissemination (runtime) vs all-to-all (before issue 18) rounds (64 MiB, 500/500, "
+    L += ["", "Failover cost at 1,024 ranks, dissemination (runtime) vs all-to-all (the older runtime) rounds (64 MiB, 500/500, "
           "rail 1 lost half way; detection + agreement + retire + replay + the replay's round):", "",
           "| case | detection | agreement | retire round | replay | replay's round | stall vs healthy | control bytes per rank |",
           "|---|---|---|---|---|---|---|---|"]
@@ -145,7 +145,7 @@ def lines(res, measured=None):
           "dissemination it sends O(N log N) bytes per rank in O(log N) messages; the all-to-all sends O(N^2) bytes. "
           "Detection does not depend on the round: a link event is ~1 ms, a black hole the 800 ms watchdog, a whole "
           "host the heartbeats' silence (table above).", ""]
-    L += ["Issue 18, control traffic per rank (PASS/MISS):", ""]
+    L += ["Control traffic per rank (PASS/MISS):", ""]
     for name, ok, detail in checks(res):
         L.append(f"- {'PASS' if ok else 'MISS'} {name}: {detail}")
     return L

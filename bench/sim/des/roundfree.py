@@ -1,4 +1,4 @@
-"""Round-free small operations (runtime/src/failover/failover.cc Impl::roundFree).
+"""Round-free small operations (runtime/src/failover/failover_engine.cc FailoverEngine::roundFree).
 
 A cold allreduce up to NEZHA_ROUND_FREE_BYTES (64 KiB) on one rail, with every rail alive,
 skips its per-op agreement round; every kConfirmEvery-th operation (16: opCounter 1, 17, 33, ...)

@@ -1,4 +1,4 @@
-"""A restored rail re-entering mid-operation: waves (runtime/src/failover/failover.cc laterWaves
+"""A restored rail re-entering mid-operation: waves (runtime/src/failover/failover_engine.cc laterWaves
 and finish(), readmission.cc; runtime/README.md "Failover", Re-admission and Waves).
 
 While a failed rail may come back (not alive, not drained), an operation's 4 MiB chunks run in

@@ -1,4 +1,4 @@
-"""Priority scheduling in the PyTorch 2 backend (issue 16, the TaLB seed): prioritised
+"""Priority scheduling in the PyTorch 2 backend (the TaLB paper's tensor-aware priorities): prioritised
 collectives overtake queued ones in an order rank 0 decides for every rank; DDP with
 nezha.torch.priority_hook trains like gloo."""
 import pytest

@@ -38,14 +38,15 @@
 // (r - 2^k) mod N for k < ceil(log2 N) (at most 2 ceil(log2 N) peers, the graph the rounds
 // already use; it is symmetric, so a rank watches exactly the peers that beat to it): rails x
 // O(log N) frames per beat instead of rails x (N - 1), so control traffic per rank grows as
-// log N (issue 18). A rank that finds a neighbour heard on no rail for the silence floods a
-// verdict ("rank P is unreachable", kMeshSilent) over the same graph: a rank takes the first copy
-// and passes it on to its own neighbours once (later copies stop), so every rank knows within
-// O(log N) hops at O(log N) frames per rank. A verdict holds only while the named rank has not
-// been heard directly since it came and for at most two silences; while the rank stays silent
-// its watchers flood it again every silence, and once it is heard again they stop, so a healed
-// rank is silent nowhere after two silences at most (at once on the ranks that hear it).
-// silentPeers() is what this rank saw itself (its neighbours) and what the verdicts say.
+// log N, not N. A rank that finds a
+// neighbour heard on no rail for the silence floods a verdict ("rank P is unreachable",
+// kMeshSilent) over the same graph: a rank takes the first copy and passes it on to its own
+// neighbours once (later copies stop), so every rank knows within O(log N) hops at O(log N) frames
+// per rank. A verdict holds only while the named rank has not been heard directly since it came and
+// for at most two silences; while the rank stays silent its watchers flood it again every silence,
+// and once it is heard again they stop, so a healed rank is silent nowhere after two silences at
+// most (at once on the ranks that hear it). silentPeers() is what this rank saw itself (its
+// neighbours) and what the verdicts say.
 #pragma once
 
 #include <atomic>

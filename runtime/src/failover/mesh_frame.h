@@ -12,7 +12,8 @@
 namespace nezha {
 
 enum MeshFrameType : uint16_t {
-  // Type 1 was the all-to-all agreement round of libnezha before issue 18. It is refused as a
+  // Type 1 was the all-to-all agreement round of older libnezha (before dissemination). Refused as
+  // a
   // bad frame ("older libnezha"): a rank speaking it would never send the dissemination steps
   // this build waits for, so its peers drop the connection at once instead of hanging.
   kMeshAgreeAllToAll = 1,

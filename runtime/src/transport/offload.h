@@ -13,7 +13,7 @@
 //    The progress watch is called at least every Channel::kProgressWatchTick.
 //  - Errors: an error from the offload library, a timeout or an abort throw RailError; the
 //    channel is then broken for good and failover finishes the operation on the other rails
-//    from the preserved input (failover/failover.cc), exactly as for a byte-moving rail.
+//    from the preserved input (failover/failover_engine.cc), exactly as for a byte-moving rail.
 //  - Results: every rank gets the same bytes (the aggregation node reduces once for all).
 #pragma once
 

@@ -1,4 +1,4 @@
-// alltoall / alltoallv (core/communicator_alltoall.cc, collectives/alltoall.cc): every
+// alltoall / alltoallv (comm/communicator_alltoall.cc, collectives/alltoall.cc): every
 // algorithm forced by a table, on in-process jobs of 2, 3 and 4 ranks, cold (whole on one rail)
 // and hot (split over two rails), with equal, uneven and zero counts, in place, and checked
 // element by element against what each sender put in. Plus the arithmetic that cuts every

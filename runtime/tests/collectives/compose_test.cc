@@ -1,4 +1,4 @@
-// reduce, gather, scatter and alltoallv (core/communicator_compose.cc) on in-process jobs of
+// reduce, gather, scatter and alltoallv (comm/communicator_compose.cc) on in-process jobs of
 // 2-4 ranks over 1-3 loopback rails, against references; alltoallv with uneven and empty
 // splits, and a count mismatch that must fail on every rank instead of hanging.
 #include <gtest/gtest.h>

@@ -52,7 +52,8 @@ TEST(MeshFrameTest, AbortReasonIsCutToItsBound) {
 TEST(MeshFrameTest, FramesThisBuildDoesNotSpeakAreBad) {
   MeshFrame f;
   std::string why;
-  // The all-to-all round of libnezha before issue 18: type 1, sequence = round, doubles.
+  // The all-to-all round of older libnezha (before dissemination): type 1, sequence = round,
+  // doubles.
   std::string old = encodeMeshStep(1, 0, {1.0});
   old[4] = 1;
   EXPECT_EQ(decodeOne(old, f, why), MeshDecode::kBad);

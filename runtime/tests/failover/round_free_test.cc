@@ -1,4 +1,4 @@
-// Round-free small operations (Options::roundFreeBytes, comm/failover.cc): small cold
+// Round-free small operations (Options::roundFreeBytes, failover/failover_engine.cc): small cold
 // operations skip the per-operation agreement round while every rail is alive, and a rail
 // failure still costs no correctness. The paths tested: the fast path itself; a peer one
 // operation behind (it failed a round-free operation its peer finished, so the peer redoes that
