@@ -106,10 +106,10 @@ test-asan: ## Runtime unit and in-process tests under AddressSanitizer + Undefin
 	ctest --test-dir build/asan --output-on-failure -L unit
 
 .PHONY: test-tsan
-test-tsan: ## The multi-threaded failover, control-mesh, listener, alltoall and rail-worker tests under ThreadSanitizer.
+test-tsan: ## The multi-threaded failover (engine and striped stream too), control-mesh, listener, alltoall and rail-worker tests under ThreadSanitizer.
 	cmake -S runtime -B build/tsan $(SAN_FLAGS) -DNEZHA_SANITIZE=thread >/dev/null
 	cmake --build build/tsan -j2
-	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|ControlMesh|Control|Listener|Acceptor|Alltoall|RailWorker'
+	ctest --test-dir build/tsan --output-on-failure -L unit -R 'Failover|StripedStream|ControlMesh|Control|Listener|Acceptor|Alltoall|RailWorker'
 
 .PHONY: fuzz
 fuzz: ## Every libFuzzer target (runtime/fuzz, clang) for FUZZ_SECONDS (default 60) each.
