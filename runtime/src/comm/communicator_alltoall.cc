@@ -8,8 +8,8 @@
 // per unit come from agreed numbers: the counts all ranks pass (alltoall) or the count matrix
 // alltoallv gathers first.
 //
-// Not round-free (the failover engine's roundFree): the slice function reads the caller's buffers, so
-// a kept copy would need both layouts; small alltoalls hold the per-op round like broadcasts.
+// Not round-free (the failover engine's roundFree): the slice function reads the caller's buffers,
+// so a kept copy would need both layouts; small alltoalls hold the per-op round like broadcasts.
 #include <algorithm>
 #include <cstring>
 
