@@ -34,7 +34,8 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       ioTimeout_(o.ioTimeout),
       // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
       // was cut); the kernel then drops it, so it never fills up while the rail is down.
-      controlUserTimeout_(2 * o.progressFloor) {
+      controlUserTimeout_(2 * o.progressFloor),
+      guard_(o.ioTimeout) {
   tuning_.buffer = o.socketBuffer;
   tuning_.congestion = o.tcpCongestion;
   tuning_.noDelay = true;
@@ -152,14 +153,13 @@ void TcpChannel::fail(const std::string& what) {
 void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
   StreamQueues sq = queueOps(ops);
-  Progress progress;
-  progress.last = Clock::now();
+  guard_.start();
   while (sq.pending > 0) {
     for (StreamQueue& q : sq.queues) {
-      if (q.pending() && pump(q, sq.pending) && !q.send) lastArrival_ = Clock::now();
+      if (q.pending() && pump(q, sq.pending) && !q.send) guard_.arrived();
     }
     if (sq.pending == 0) break;
-    waitForProgress(sq, progress);
+    waitForProgress(sq);
   }
 }
 
@@ -226,7 +226,8 @@ bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
       // Whatever arrived is acknowledged now: the sender may be waiting for this ACK to open its
       // congestion window, and the kernel may otherwise hold it for its delayed-ACK timer
       // (40 ms) -- on unshaped rails that stalled 256 KiB rings for 10-100 ms at a time
-      // (bench/results/issue18-perf). Quick-ACK mode is not sticky, so it is asked each time.
+      // (measured; the runs are under bench/results). Quick-ACK mode is not sticky, so it is asked
+      // each time.
       if (quickAck_ && n > 0) {
         const int one = 1;
         ::setsockopt(q.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
@@ -256,11 +257,8 @@ bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
   return moved;
 }
 
-// Sleeps in poll() until a queue can move. No progress within the progress timeout fails the
-// rail, unless a peer has not reached this operation yet (then the silence is the peer's).
-void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
-  const std::chrono::milliseconds timeout =
-      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
+// Sleeps in poll() until a queue can move, then lets the guard judge the silence.
+void TcpChannel::waitForProgress(const StreamQueues& sq) {
   std::vector<struct pollfd> pfds;
   std::vector<const StreamQueue*> owners;
   for (const StreamQueue& q : sq.queues) {
@@ -271,39 +269,16 @@ void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
   // A gated send's receive is always pending while it waits, so this means ops were matched
   // wrongly by the algorithm.
   NEZHA_ENFORCE(!pfds.empty(), "exchange deadlock: only forwarding sends remain");
-  // With a watch, wake up at least every tick so a stall is judged while it happens.
-  const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
-  auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  if (progressWatch_) wait = std::min(wait, std::chrono::milliseconds(kProgressWatchTick));
-  int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
+  int n = ::poll(pfds.data(), pfds.size(), guard_.waitMs());
   if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
-  if (n > 0) progress.last = Clock::now();
-  if (progressWatch_) {
-    // Bytes that arrive are what proves a rail alive: sends only fill the local socket buffer,
-    // which a black-holed rail also accepts for a while.
-    const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
-                                       [](const StreamQueue& q) { return !q.send && q.pending(); });
-    const std::string why = progressWatch_(receiving ? lastArrival_ : progress.last);
-    if (!why.empty()) fail(why);
-  }
-  if (n != 0 || Clock::now() < deadline) return;
-  if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
-    // A peer still on its way to this operation is not the rail's fault; once it arrived it
-    // gets one full deadline of its own before silence counts against the rail.
-    if (peersStillComing_()) {
-      progress.waitedForPeer = true;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
-    }
-    if (progress.waitedForPeer) {
-      progress.waitedForPeer = false;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
-    }
-  }
-  std::ostringstream waiting;
-  for (const StreamQueue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
-  fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
+  const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
+                                     [](const StreamQueue& q) { return !q.send && q.pending(); });
+  const std::string why = guard_.judge(n > 0, receiving, [&] {
+    std::ostringstream waiting;
+    for (const StreamQueue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
+    return waiting.str();
+  });
+  if (!why.empty()) fail(why);
 }
 
 }  // namespace nezha

@@ -32,7 +32,8 @@ VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& a
       size_(o.worldSize),
       token_(o.jobToken),
       ioTimeout_(o.ioTimeout),
-      controlUserTimeout_(2 * o.progressFloor) {
+      controlUserTimeout_(2 * o.progressFloor),
+      guard_(o.ioTimeout) {
   tuning_.noDelay = true;
   tuning_.userTimeout = o.ioTimeout;
   RdmaRailQuery q;
