@@ -12,15 +12,8 @@
 
 #include "base/error.h"
 #include "base/sha256.h"
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
 
 namespace nezha {
-
-namespace {
-// A connection to a rail port must finish its handshake within this (or the I/O timeout).
-constexpr std::chrono::milliseconds kHandshakeDeadline{5000};
-}  // namespace
 
 TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
     : spec_(o.rails.at(railIndex)),
@@ -35,7 +28,8 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
       // was cut); the kernel then drops it, so it never fills up while the rail is down.
       controlUserTimeout_(2 * o.progressFloor),
-      guard_(o.ioTimeout) {
+      guard_(o.ioTimeout),
+      mesh_(o, railIndex, address) {
   tuning_.buffer = o.socketBuffer;
   tuning_.congestion = o.tcpCongestion;
   tuning_.noDelay = true;
@@ -55,64 +49,11 @@ std::string TcpChannel::purpose(const std::string& session, int from, int to, in
 }
 
 void TcpChannel::connect(const JobTable& job, Deadline deadline) {
-  streams_.clear();
-  streams_.resize(size_);
   // Per peer: nstreams_ data streams, then the control connection (index nstreams_).
-  const int conns = nstreams_ + 1;
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_) streams_[p].resize(conns);
-  }
-  // Dial lower ranks first, then accept higher ones: rank r's dials complete once every lower
-  // rank reached its accept phase, which by induction always happens (rank 0 only accepts).
-  for (int peer = 0; peer < rank_; ++peer) {
-    const RailEndpoint& ep = job.ranks[peer].rails[rail_];
-    for (int s = 0; s < conns; ++s) {
-      std::string what = strCat("rail ", spec_.name, " to rank ", peer);
-      try {
-        Fd fd =
-            connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
-        authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline,
-                             rail_, what);
-        streams_[peer][s] = std::move(fd);
-      } catch (const PeerConnectError&) {
-        throw;
-      } catch (const RailError& e) {
-        throw PeerConnectError(rail_, peer, e.what());
-      }
-    }
-  }
-  // Higher ranks dial us. Anyone else who connects (a port scanner, a stray HTTP client, a
-  // connection of an older session) costs only its own handshake deadline.
-  HandshakeAcceptor::Options ao;
-  ao.listener = strCat("rail ", spec_.name);
-  ao.perConnection = std::min(kHandshakeDeadline, ioTimeout_);
-  HandshakeAcceptor acceptor(listen_.get(), token_, ao);
-  int expected = (size_ - 1 - rank_) * conns;
-  while (expected > 0) {
-    AcceptedPeer in;
-    try {
-      in = acceptor.next(deadline, rail_,
-                         strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
-    } catch (const RailError& e) {
-      throw PeerConnectError(rail_, firstMissingPeer(), e.what());
-    }
-    bool matched = false;
-    for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
-      for (int s = 0; s < conns && !matched; ++s) {
-        if (in.purpose == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
-          streams_[peer][s] = std::move(in.fd);
-          matched = true;
-        }
-      }
-    }
-    if (!matched) {
-      acceptor.reject(strCat("a token holder's connection for \"", in.purpose.substr(0, 160),
-                             "\" is not one this rail is waiting for"));
-      continue;
-    }
-    --expected;
-  }
-  rejected_ += acceptor.rejectedTotal();
+  streams_ = mesh_.connect(
+      job, deadline, listen_.get(), tuning_, nstreams_ + 1,
+      [&](int from, int to, int stream) { return purpose(job.session, from, to, stream); },
+      rejected_);
   listen_.reset();  // no more peers will come
   control_.clear();
   control_.resize(size_);
@@ -123,15 +64,6 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     setControlTimeouts(control_[p].get(), controlUserTimeout_);
     for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
   }
-}
-
-int TcpChannel::firstMissingPeer() const {
-  for (int peer = rank_ + 1; peer < size_; ++peer) {
-    for (const Fd& fd : streams_[peer]) {
-      if (!fd.valid()) return peer;
-    }
-  }
-  return -1;
 }
 
 void TcpChannel::abort() {

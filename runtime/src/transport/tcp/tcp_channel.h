@@ -13,6 +13,7 @@
 
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
+#include "transport/peer_mesh.h"
 #include "transport/progress_guard.h"
 #include "transport/tcp/stream_queue.h"
 #include "transport/transport.h"
@@ -25,7 +26,7 @@ class TcpChannel : public Transport {
   TcpChannel(const Options& o, int railIndex, const std::string& address);
 
   RailEndpoint endpoint() const override;
-  // Dials lower ranks, accepts higher ones.
+  // Dials lower ranks, accepts higher ones (peer_mesh.h).
   void connect(const JobTable& job, Deadline deadline) override;
   std::vector<Fd> releaseControl() override { return std::move(control_); }
   uint64_t rejectedConnections() const override { return rejected_; }
@@ -43,8 +44,6 @@ class TcpChannel : public Transport {
   void setProgressWatch(ProgressWatch fn) override { guard_.setWatch(std::move(fn)); }
 
  private:
-  // The lowest higher rank that has not connected all its streams yet (connect()'s accept phase).
-  int firstMissingPeer() const;
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
   void waitForProgress(const StreamQueues& sq);
@@ -62,6 +61,7 @@ class TcpChannel : public Transport {
   // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a poll()
   // that saw a socket ready; arrival: bytes received on any stream.
   ProgressGuard guard_;
+  PeerMesh mesh_;  // how connect() reaches every peer
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self

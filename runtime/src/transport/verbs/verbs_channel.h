@@ -37,6 +37,7 @@
 
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
+#include "transport/peer_mesh.h"
 #include "transport/progress_guard.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_device.h"
@@ -84,7 +85,6 @@ class VerbsChannel : public Transport {
     size_t sendCursor = 0, recvCursor = 0;
   };
   std::string purpose(const std::string& session, int from, int to, int stream) const;
-  void acceptPeers(const JobTable& job, Deadline deadline, int conns);
   void connectQueuePairs(Deadline deadline);
   void asyncLoop();
   std::vector<PeerQueues> queueOps(std::vector<IoOp>& ops) const;
@@ -104,6 +104,7 @@ class VerbsChannel : public Transport {
   // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a
   // completion handled or a chunk copied; arrival: a data chunk's completion.
   ProgressGuard guard_;
+  PeerMesh mesh_;  // how connect() reaches every peer
   SocketTuning tuning_;
   // Declaration order = reverse destruction order: peers (QPs, MRs) go before the device.
   std::unique_ptr<VerbsDevice> device_;
