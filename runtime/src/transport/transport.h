@@ -1,7 +1,7 @@
 // The setup half of the transport seam: how one rail is brought up between all ranks and handed
 // to the communicator as a Channel (channel.h, the data half collectives see).
 //
-// Lifecycle, driven by the communicator (core/communicator.cc) at start and by re-admission
+// Lifecycle, driven by the communicator (comm/) at start and by re-admission
 // (failover/readmission.cc) when a healed rail comes back:
 //   1. makeTransport()   opens what peers will dial (a listening socket, a QP's address) now,
 //                        so endpoint() can be published at rendezvous;
