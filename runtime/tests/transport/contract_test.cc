@@ -9,6 +9,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct TransportCase {
   std::string transport;  // RailSpec::transport
   int streamsPerPeer;     // tcp: each message is split across this many connections
 };
+
+void PrintTo(const TransportCase& c, std::ostream* os) {
+  *os << c.transport << " with " << c.streamsPerPeer << " stream(s) per peer";
+}
 
 std::string caseName(const ::testing::TestParamInfo<TransportCase>& info) {
   return info.param.transport + "_" + std::to_string(info.param.streamsPerPeer) + "streams";
@@ -202,6 +207,12 @@ TEST_P(ContractTest, ProgressTimeoutIsCappedByTheIoTimeout) {
     auto ts = connectRanks(2, milliseconds(1000));
     std::vector<uint8_t> buf(64);
     ts[0]->setProgressTimeout(asked);
+    // A bound on a hang (an uncapped timeout waits an hour), 30 times the expected wait.
+    const auto start = Clock::now();
+    ts[0]->setProgressWatch([&](Clock::time_point) {
+      return Clock::now() - start > std::chrono::seconds(30) ? std::string("not capped")
+                                                             : std::string();
+    });
     std::vector<IoOp> ops = {IoOp::recv(1, buf.data(), buf.size())};
     const std::string why = whatOf([&] { ts[0]->exchange(ops); });
     EXPECT_NE(why.find("no progress for 1000 ms"), std::string::npos)
