@@ -1,5 +1,5 @@
-// Which priority-scheduled collective runs next, decided once for all ranks (the TaLB design:
-// priorities per bucket).
+// Which priority-scheduled collective runs next, decided once for all ranks (the TaLB seed:
+// ../README.md, "Priority scheduling").
 //
 // Every rank issues collectives in the same order and libnezha needs every rank to run them in
 // the same order, so a rank may only run a later operation first if all ranks do the same.

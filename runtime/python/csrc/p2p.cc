@@ -3,9 +3,11 @@
 #include <c10/util/Exception.h>
 #include <sys/socket.h>
 
-#include <cstring>
+#include <algorithm>
 
-#include "base/sha256.h"
+#include "base/wire.h"
+#include "bootstrap/acceptor.h"
+#include "bootstrap/auth.h"
 #include "nezha/nezha.hpp"
 
 namespace nezha_torch {
@@ -14,39 +16,18 @@ namespace {
 
 using nezha::Clock;
 
-constexpr char kMagic[4] = {'N', 'Z', 'P', '2'};
-constexpr size_t kNonce = 16;
 constexpr uint64_t kMaxMessage = uint64_t(1) << 40;
+constexpr size_t kHeaderBytes = 16;  // tag, length: u64 each (base/wire.h)
+// A connection to the p2p port must finish its handshake within this (or the setup timeout).
+constexpr std::chrono::milliseconds kHandshakeDeadline{5000};
 // Between messages a link may stay idle for as long as the job runs.
 constexpr auto kIdle = std::chrono::hours(24 * 365);
 
-void putU32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t getU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-void putU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint64_t getU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-
-// Proof of the job token for one side ('c' connector, 's' acceptor) of the link low<->high,
-// bound to both nonces so neither a replay nor a reflection passes.
-nezha::Digest proof(const std::string& token, char side, int low, int high, const char* nonceC,
-                    const char* nonceS) {
-  std::string msg(1, side);
-  char ranks[8];
-  putU32(ranks, static_cast<uint32_t>(low));
-  putU32(ranks + 4, static_cast<uint32_t>(high));
-  msg.append(ranks, 8).append(nonceC, kNonce).append(nonceS, kNonce);
-  return nezha::hmacSha256(token.data(), token.size(), msg.data(), msg.size());
+// What the connecting rank claims and proves in the job-token handshake (bootstrap/auth.h binds
+// it into both MACs): the direction of the link and the listener it was published for, so a
+// proof for one link or one process group's listener is no proof for another.
+std::string purposeOf(int from, int to, const std::string& listener) {
+  return "p2p from=" + std::to_string(from) + " to=" + std::to_string(to) + " at=" + listener;
 }
 
 std::string keyOf(int rank) { return "nezha/p2p/" + std::to_string(rank); }
@@ -58,8 +39,8 @@ PeerLinks::PeerLinks(c10d::Store& store, int rank, int size, const std::string& 
     : rank_(rank), size_(size), token_(token), links_(static_cast<size_t>(size)) {
   if (size <= 1) return;
   listen_ = nezha::listenOn(address, 0, "");
-  const std::string where = address + ":" + std::to_string(nezha::localPort(listen_.get()));
-  store.set(keyOf(rank), std::vector<uint8_t>(where.begin(), where.end()));
+  where_ = address + ":" + std::to_string(nezha::localPort(listen_.get()));
+  store.set(keyOf(rank), std::vector<uint8_t>(where_.begin(), where_.end()));
   // Accept the lower ranks while connecting to the higher ones, so no rank waits on another
   // that is itself still connecting.
   std::exception_ptr acceptError;
@@ -125,20 +106,8 @@ void PeerLinks::connectTo(int peer, const std::string& where, std::chrono::milli
   try {
     nezha::Fd fd = nezha::connectTo(where.substr(0, colon), std::stoi(where.substr(colon + 1)), "",
                                     "", deadline, -1, what);
-    char hello[4 + 4 + kNonce];
-    std::memcpy(hello, kMagic, 4);
-    putU32(hello + 4, static_cast<uint32_t>(rank_));
-    nezha::randomBytes(hello + 8, kNonce);
-    nezha::sendAll(fd.get(), hello, sizeof(hello), deadline, -1);
-    char reply[kNonce + 32];
-    nezha::recvAll(fd.get(), reply, sizeof(reply), deadline, -1);
-    nezha::Digest theirs;
-    std::memcpy(theirs.data(), reply + kNonce, 32);
-    TORCH_CHECK(nezha::constantTimeEqual(theirs, proof(token_, 's', rank_, peer, hello + 8, reply)),
-                "nezha backend: rank ", peer,
-                " failed the job-token proof on its p2p link (different NEZHA_JOB_TOKEN?)");
-    const nezha::Digest mine = proof(token_, 'c', rank_, peer, hello + 8, reply);
-    nezha::sendAll(fd.get(), mine.data(), mine.size(), deadline, -1);
+    nezha::authenticateAsClient(fd.get(), token_, purposeOf(rank_, peer, where), deadline, -1,
+                                "rank " + std::to_string(peer));
     nezha::applyTuning(fd.get(), nezha::SocketTuning{});
     links_[peer] = std::make_unique<Link>();
     links_[peer]->fd = std::move(fd);
@@ -149,42 +118,34 @@ void PeerLinks::connectTo(int peer, const std::string& where, std::chrono::milli
 
 void PeerLinks::acceptFrom(std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
+  // Anyone else who connects (a port scanner, a stray client, a wrong token) costs only its own
+  // handshake deadline and is counted by the acceptor.
+  nezha::HandshakeAcceptor::Options ao;
+  ao.listener = "p2p links of rank " + std::to_string(rank_);
+  ao.perConnection = std::min(kHandshakeDeadline, timeout);
+  nezha::HandshakeAcceptor acceptor(listen_.get(), token_, ao);
   int missing = rank_;  // ranks 0..rank-1 connect to us
   while (missing > 0) {
-    nezha::Fd fd;
+    nezha::AcceptedPeer in;
     try {
-      fd = nezha::acceptUntil(listen_.get(), deadline, -1, "p2p links");
+      in = acceptor.next(deadline, -1, "p2p links");
     } catch (const nezha::Error& e) {
       TORCH_CHECK(false, "nezha backend: rank ", rank_, " waited for p2p links from ", missing,
                   " lower rank(s): ", e.what());
     }
-    try {
-      // A stray or unauthenticated connection is dropped; the deadline bounds the wait.
-      char hello[4 + 4 + kNonce];
-      nezha::recvAll(fd.get(), hello, sizeof(hello), deadline, -1);
-      const int peer = static_cast<int>(getU32(hello + 4));
-      if (std::memcmp(hello, kMagic, 4) != 0 || peer < 0 || peer >= rank_ || links_[peer]) {
-        continue;
-      }
-      char reply[kNonce + 32];
-      nezha::randomBytes(reply, kNonce);
-      const nezha::Digest mine = proof(token_, 's', peer, rank_, hello + 8, reply);
-      std::memcpy(reply + kNonce, mine.data(), 32);
-      nezha::sendAll(fd.get(), reply, sizeof(reply), deadline, -1);
-      nezha::Digest theirs;
-      nezha::recvAll(fd.get(), theirs.data(), theirs.size(), deadline, -1);
-      if (!nezha::constantTimeEqual(theirs, proof(token_, 'c', peer, rank_, hello + 8, reply))) {
-        continue;
-      }
-      nezha::applyTuning(fd.get(), nezha::SocketTuning{});
-      links_[peer] = std::make_unique<Link>();
-      links_[peer]->fd = std::move(fd);
-      --missing;
-    } catch (const nezha::Error&) {
-      if (Clock::now() >= deadline) {
-        TORCH_CHECK(false, "nezha backend: rank ", rank_, " timed out waiting for p2p links");
-      }
+    int peer = -1;
+    for (int p = 0; p < rank_ && peer < 0; ++p) {
+      if (!links_[p] && in.purpose == purposeOf(p, rank_, where_)) peer = p;
     }
+    if (peer < 0) {
+      acceptor.reject("a token holder's connection for \"" + in.purpose.substr(0, 160) +
+                      "\" is not a p2p link this rank is waiting for");
+      continue;
+    }
+    nezha::applyTuning(in.fd.get(), nezha::SocketTuning{});
+    links_[peer] = std::make_unique<Link>();
+    links_[peer]->fd = std::move(in.fd);
+    --missing;
   }
 }
 
@@ -198,10 +159,12 @@ void PeerLinks::readLoop(int peer) {
     Message m{peer, {}};
     int64_t tag = 0;
     try {
-      char hdr[16];
-      nezha::recvAll(fd, hdr, sizeof(hdr), Clock::now() + kIdle, -1);
-      tag = static_cast<int64_t>(getU64(hdr));
-      const uint64_t len = getU64(hdr + 8);
+      std::string hdr(kHeaderBytes, '\0');
+      nezha::recvAll(fd, hdr.data(), hdr.size(), Clock::now() + kIdle, -1);
+      nezha::WireReader r(hdr, "p2p message header from rank " + std::to_string(peer));
+      tag = static_cast<int64_t>(r.u64());
+      const uint64_t len = r.u64();
+      r.finish();
       if (len > kMaxMessage) throw nezha::Error("message length " + std::to_string(len));
       m.data.resize(len);
       nezha::recvAll(fd, m.data.data(), len, Clock::now() + kIdle, -1);
@@ -264,11 +227,10 @@ void PeerLinks::send(int peer, int64_t tag, const void* data, size_t len) {
   }
   Link& l = *links_[peer];
   std::lock_guard<std::mutex> lock(l.writeMu);
-  char hdr[16];
-  putU64(hdr, static_cast<uint64_t>(tag));
-  putU64(hdr + 8, len);
+  nezha::WireWriter hdr;
+  hdr.u64(static_cast<uint64_t>(tag)).u64(len);
   try {
-    nezha::sendAll(l.fd.get(), hdr, sizeof(hdr), Clock::now() + kIdle, -1);
+    nezha::sendAll(l.fd.get(), hdr.data().data(), hdr.data().size(), Clock::now() + kIdle, -1);
     if (len) nezha::sendAll(l.fd.get(), data, len, Clock::now() + kIdle, -1);
   } catch (const std::exception& e) {
     linkFailed(peer, e.what());

@@ -2,9 +2,11 @@
 // pipeline parallelism). libnezha's operations are collective: every rank takes part in each
 // one (operation numbering, per-operation failure agreement), so a transfer between two ranks
 // cannot be one of them. PeerLinks is a separate full mesh of TCP connections, one per pair,
-// bound to the address of the job's first rail and authenticated with the job token (the
-// same HMAC challenge-response idea as the rails: the token itself never crosses the wire).
-// Addresses are exchanged through torch's store. Not striped across rails and not
+// bound to the address of the job's first rail and authenticated with the job token by the
+// rails' own handshake (bootstrap/auth.h: HMAC challenge-response, the token itself never
+// crosses the wire; the claimed link, "p2p from=<rank> to=<rank> at=<listener>", is bound into
+// both proofs). Messages are framed with base/wire.h: tag and length (u64 little-endian each),
+// then the bytes. Addresses are exchanged through torch's store. Not striped across rails and not
 // failover-protected: a lost link fails the sends and receives that need it (errors on
 // wait(), never a hang); see runtime/python/README.md.
 #pragma once
@@ -78,6 +80,7 @@ class PeerLinks {
   const int rank_, size_;
   const std::string token_;
   nezha::Fd listen_;
+  std::string where_;  // "address:port" of listen_, as published in the store
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null for this rank
 
   std::mutex closeMu_;  // concurrent close() calls join once

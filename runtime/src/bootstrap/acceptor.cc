@@ -206,6 +206,10 @@ AcceptedPeer HandshakeAcceptor::next(Deadline deadline, int rail, const std::str
       pending_[i].reset();
     }
     pending_.erase(std::remove(pending_.begin(), pending_.end(), nullptr), pending_.end());
+    // A listening socket only hangs up when its owner shut it down to stop this wait (another
+    // part of its setup failed); accept() would fail at once, forever.
+    if ((pfds[0].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0)
+      throw RailError(rail, strCat(what, ": the listening socket was shut down"));
     if (pfds[0].revents != 0) acceptReady();
     dropExpired();
   }

@@ -38,7 +38,8 @@ class HandshakeAcceptor {
   HandshakeAcceptor& operator=(const HandshakeAcceptor&) = delete;
 
   // Serves handshakes until one completes and returns it. Throws RailError(rail, "<what>: timed
-  // out ...") at `deadline`. Handshakes still pending stay pending for the next call.
+  // out ...") at `deadline`, and at once when the listening socket is shut down (how another
+  // thread stops the wait). Handshakes still pending stay pending for the next call.
   AcceptedPeer next(Deadline deadline, int rail, const std::string& what);
 
   // Tells the acceptor an authenticated peer was turned away by the caller (e.g. a connection of

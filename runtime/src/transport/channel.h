@@ -1,12 +1,13 @@
 // The data half of the transport seam: what collectives see of a rail. A Channel is one rail
 // connected to every peer rank; algorithms post batches of point-to-point sends and receives
 // (IoOp) and the transport progresses them to completion. How a rail is brought up (listen,
-// connect, authenticate) is the other half, in transport.h. TCP implements both today
-// (tcp/); verbs and SHARP implement the same two classes.
+// connect, authenticate) is the other half, in transport.h. TCP (tcp/), verbs (verbs/) and
+// SHARP (sharp/) implement both. tests/transport/contract_test.cc runs one suite of this
+// contract over every transport of the build (TCP, and verbs against its test double).
 //
 // Contract every transport keeps:
 //  - Threading: exchange() and the set*() calls below are made only from
-//    the rail's own thread (core/rail_worker.h), one exchange at a time. abort() may be called
+//    the rail's own thread (base/rail_worker.h), one exchange at a time. abort() may be called
 //    from any thread at any time, also during an exchange.
 //  - Ownership: IoOp buffers belong to the caller and stay valid until exchange() returns; the
 //    transport keeps no pointer to them afterwards.
@@ -90,6 +91,8 @@ class Channel {
   virtual void abort() = 0;
   // No-progress deadline of the following exchanges (called on the rail's thread before a
   // slice); zero = the transport's default (NEZHA_IO_TIMEOUT_MS). Never exceeds the default.
+  // TCP and verbs keep this, the late-peer grace and the progress watch in one ProgressGuard
+  // (progress_guard.h).
   virtual void setProgressTimeout(std::chrono::milliseconds t) = 0;
   // Asked (on the rail's thread) when the progress timeout expires: true means a peer has not
   // reached this operation yet, so the silence is the peer's, not the rail's, and the exchange

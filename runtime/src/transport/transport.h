@@ -7,7 +7,8 @@
 //                        so endpoint() can be published at rendezvous;
 //   2. connect(job, …)   reaches every peer, authenticates every connection with the job token
 //                        and the job table's session (a rebuilt rail gets a new session suffix,
-//                        so nothing of an old generation is taken for the new one);
+//                        so nothing of an old generation is taken for the new one); TCP and
+//                        verbs open their connections with peer_mesh.h;
 //   3. releaseControl()  hands over one TCP connection per peer for the control mesh
 //                        (failover/control_mesh.h); every transport provides one, because
 //                        failure agreement must not depend on the data path it judges;

@@ -40,7 +40,8 @@ void sendRaw(const Fd& fd, const std::string& bytes) {
             static_cast<ssize_t>(bytes.size()));
 }
 
-// The four kinds of stray client the issue names; the idle ones stay open (returned).
+// The four kinds of stray client a port open to the network sees; the idle ones stay open
+// (returned).
 std::vector<Fd> strayClients(int port, int idle) {
   std::vector<Fd> keep;
   rawConnect(port).reset();  // closes at once
@@ -106,6 +107,26 @@ TEST(HandshakeAcceptorTest, CountsEveryKindOfRejection) {
   EXPECT_EQ(r.count("idle") ? r.at("idle") : 0, 2u);
   EXPECT_EQ(r.count("wrong token") ? r.at("wrong token") : 0, 1u);
   EXPECT_EQ(acceptor.rejectedTotal(), 6u);
+}
+
+// Another thread stops a wait by shutting the listening socket down (the torch backend's p2p
+// setup does when its own dialing fails): next() ends at once with a RailError saying so,
+// whether the shutdown came before or during the wait, instead of spinning until its deadline.
+TEST(HandshakeAcceptorTest, ShuttingDownTheListenerEndsTheWait) {
+  const std::string token = testing::kTestToken;
+  Fd listen = listenOn("127.0.0.1", 0, "");
+  HandshakeAcceptor::Options ao;
+  ao.listener = "test";
+  HandshakeAcceptor acceptor(listen.get(), token, ao);
+  std::thread stopper([&] { ::shutdown(listen.get(), SHUT_RDWR); });
+  try {
+    acceptor.next(Clock::now() + 120s, -1, "test");
+    ADD_FAILURE() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("the listening socket was shut down"), std::string::npos)
+        << e.what();
+  }
+  stopper.join();
 }
 
 // 100 idle connections to the rendezvous port do not stop a 64-rank job from forming (the

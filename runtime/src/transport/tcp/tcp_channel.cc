@@ -12,15 +12,8 @@
 
 #include "base/error.h"
 #include "base/sha256.h"
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
 
 namespace nezha {
-
-namespace {
-// A connection to a rail port must finish its handshake within this (or the I/O timeout).
-constexpr std::chrono::milliseconds kHandshakeDeadline{5000};
-}  // namespace
 
 TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
     : spec_(o.rails.at(railIndex)),
@@ -34,7 +27,9 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       ioTimeout_(o.ioTimeout),
       // A control connection whose sent bytes stay unacknowledged this long is dead (its rail
       // was cut); the kernel then drops it, so it never fills up while the rail is down.
-      controlUserTimeout_(2 * o.progressFloor) {
+      controlUserTimeout_(2 * o.progressFloor),
+      guard_(o.ioTimeout),
+      mesh_(o, railIndex, address) {
   tuning_.buffer = o.socketBuffer;
   tuning_.congestion = o.tcpCongestion;
   tuning_.noDelay = true;
@@ -54,64 +49,11 @@ std::string TcpChannel::purpose(const std::string& session, int from, int to, in
 }
 
 void TcpChannel::connect(const JobTable& job, Deadline deadline) {
-  streams_.clear();
-  streams_.resize(size_);
   // Per peer: nstreams_ data streams, then the control connection (index nstreams_).
-  const int conns = nstreams_ + 1;
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_) streams_[p].resize(conns);
-  }
-  // Dial lower ranks first, then accept higher ones: rank r's dials complete once every lower
-  // rank reached its accept phase, which by induction always happens (rank 0 only accepts).
-  for (int peer = 0; peer < rank_; ++peer) {
-    const RailEndpoint& ep = job.ranks[peer].rails[rail_];
-    for (int s = 0; s < conns; ++s) {
-      std::string what = strCat("rail ", spec_.name, " to rank ", peer);
-      try {
-        Fd fd =
-            connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
-        authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline,
-                             rail_, what);
-        streams_[peer][s] = std::move(fd);
-      } catch (const PeerConnectError&) {
-        throw;
-      } catch (const RailError& e) {
-        throw PeerConnectError(rail_, peer, e.what());
-      }
-    }
-  }
-  // Higher ranks dial us. Anyone else who connects (a port scanner, a stray HTTP client, a
-  // connection of an older session) costs only its own handshake deadline.
-  HandshakeAcceptor::Options ao;
-  ao.listener = strCat("rail ", spec_.name);
-  ao.perConnection = std::min(kHandshakeDeadline, ioTimeout_);
-  HandshakeAcceptor acceptor(listen_.get(), token_, ao);
-  int expected = (size_ - 1 - rank_) * conns;
-  while (expected > 0) {
-    AcceptedPeer in;
-    try {
-      in = acceptor.next(deadline, rail_,
-                         strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
-    } catch (const RailError& e) {
-      throw PeerConnectError(rail_, firstMissingPeer(), e.what());
-    }
-    bool matched = false;
-    for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
-      for (int s = 0; s < conns && !matched; ++s) {
-        if (in.purpose == purpose(job.session, peer, rank_, s) && !streams_[peer][s].valid()) {
-          streams_[peer][s] = std::move(in.fd);
-          matched = true;
-        }
-      }
-    }
-    if (!matched) {
-      acceptor.reject(strCat("a token holder's connection for \"", in.purpose.substr(0, 160),
-                             "\" is not one this rail is waiting for"));
-      continue;
-    }
-    --expected;
-  }
-  rejected_ += acceptor.rejectedTotal();
+  streams_ = mesh_.connect(
+      job, deadline, listen_.get(), tuning_, nstreams_ + 1,
+      [&](int from, int to, int stream) { return purpose(job.session, from, to, stream); },
+      rejected_);
   listen_.reset();  // no more peers will come
   control_.clear();
   control_.resize(size_);
@@ -122,15 +64,6 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
     setControlTimeouts(control_[p].get(), controlUserTimeout_);
     for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
   }
-}
-
-int TcpChannel::firstMissingPeer() const {
-  for (int peer = rank_ + 1; peer < size_; ++peer) {
-    for (const Fd& fd : streams_[peer]) {
-      if (!fd.valid()) return peer;
-    }
-  }
-  return -1;
 }
 
 void TcpChannel::abort() {
@@ -152,14 +85,13 @@ void TcpChannel::fail(const std::string& what) {
 void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
   StreamQueues sq = queueOps(ops);
-  Progress progress;
-  progress.last = Clock::now();
+  guard_.start();
   while (sq.pending > 0) {
     for (StreamQueue& q : sq.queues) {
-      if (q.pending() && pump(q, sq.pending) && !q.send) lastArrival_ = Clock::now();
+      if (q.pending() && pump(q, sq.pending) && !q.send) guard_.arrived();
     }
     if (sq.pending == 0) break;
-    waitForProgress(sq, progress);
+    waitForProgress(sq);
   }
 }
 
@@ -226,7 +158,8 @@ bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
       // Whatever arrived is acknowledged now: the sender may be waiting for this ACK to open its
       // congestion window, and the kernel may otherwise hold it for its delayed-ACK timer
       // (40 ms) -- on unshaped rails that stalled 256 KiB rings for 10-100 ms at a time
-      // (bench/results/issue18-perf). Quick-ACK mode is not sticky, so it is asked each time.
+      // (measured; the runs are under bench/results). Quick-ACK mode is not sticky, so it is asked
+      // each time.
       if (quickAck_ && n > 0) {
         const int one = 1;
         ::setsockopt(q.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
@@ -256,11 +189,8 @@ bool TcpChannel::pump(StreamQueue& q, size_t& pendingQueues) {
   return moved;
 }
 
-// Sleeps in poll() until a queue can move. No progress within the progress timeout fails the
-// rail, unless a peer has not reached this operation yet (then the silence is the peer's).
-void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
-  const std::chrono::milliseconds timeout =
-      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
+// Sleeps in poll() until a queue can move, then lets the guard judge the silence.
+void TcpChannel::waitForProgress(const StreamQueues& sq) {
   std::vector<struct pollfd> pfds;
   std::vector<const StreamQueue*> owners;
   for (const StreamQueue& q : sq.queues) {
@@ -271,39 +201,16 @@ void TcpChannel::waitForProgress(const StreamQueues& sq, Progress& progress) {
   // A gated send's receive is always pending while it waits, so this means ops were matched
   // wrongly by the algorithm.
   NEZHA_ENFORCE(!pfds.empty(), "exchange deadlock: only forwarding sends remain");
-  // With a watch, wake up at least every tick so a stall is judged while it happens.
-  const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
-  auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  if (progressWatch_) wait = std::min(wait, std::chrono::milliseconds(kProgressWatchTick));
-  int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
+  int n = ::poll(pfds.data(), pfds.size(), guard_.waitMs());
   if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
-  if (n > 0) progress.last = Clock::now();
-  if (progressWatch_) {
-    // Bytes that arrive are what proves a rail alive: sends only fill the local socket buffer,
-    // which a black-holed rail also accepts for a while.
-    const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
-                                       [](const StreamQueue& q) { return !q.send && q.pending(); });
-    const std::string why = progressWatch_(receiving ? lastArrival_ : progress.last);
-    if (!why.empty()) fail(why);
-  }
-  if (n != 0 || Clock::now() < deadline) return;
-  if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
-    // A peer still on its way to this operation is not the rail's fault; once it arrived it
-    // gets one full deadline of its own before silence counts against the rail.
-    if (peersStillComing_()) {
-      progress.waitedForPeer = true;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
-    }
-    if (progress.waitedForPeer) {
-      progress.waitedForPeer = false;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
-    }
-  }
-  std::ostringstream waiting;
-  for (const StreamQueue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
-  fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(), ")"));
+  const bool receiving = std::any_of(sq.queues.begin(), sq.queues.end(),
+                                     [](const StreamQueue& q) { return !q.send && q.pending(); });
+  const std::string why = guard_.judge(n > 0, receiving, [&] {
+    std::ostringstream waiting;
+    for (const StreamQueue* q : owners) waiting << (q->send ? " send->" : " recv<-") << q->peer;
+    return waiting.str();
+  });
+  if (!why.empty()) fail(why);
 }
 
 }  // namespace nezha

@@ -13,6 +13,8 @@
 
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
+#include "transport/peer_mesh.h"
+#include "transport/progress_guard.h"
 #include "transport/tcp/stream_queue.h"
 #include "transport/transport.h"
 
@@ -24,7 +26,7 @@ class TcpChannel : public Transport {
   TcpChannel(const Options& o, int railIndex, const std::string& address);
 
   RailEndpoint endpoint() const override;
-  // Dials lower ranks, accepts higher ones.
+  // Dials lower ranks, accepts higher ones (peer_mesh.h).
   void connect(const JobTable& job, Deadline deadline) override;
   std::vector<Fd> releaseControl() override { return std::move(control_); }
   uint64_t rejectedConnections() const override { return rejected_; }
@@ -35,21 +37,16 @@ class TcpChannel : public Transport {
   const std::string& name() const override { return spec_.name; }
   void exchange(std::vector<IoOp>& ops) override;
   void abort() override;
-  void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
-  void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
-  void setProgressWatch(ProgressWatch fn) override { progressWatch_ = std::move(fn); }
+  void setProgressTimeout(std::chrono::milliseconds t) override { guard_.setTimeout(t); }
+  void setPeersStillComing(std::function<bool()> fn) override {
+    guard_.setPeersStillComing(std::move(fn));
+  }
+  void setProgressWatch(ProgressWatch fn) override { guard_.setWatch(std::move(fn)); }
 
  private:
-  // The lowest higher rank that has not connected all its streams yet (connect()'s accept phase).
-  int firstMissingPeer() const;
-  struct Progress {
-    Clock::time_point last;        // last time any socket moved
-    bool waitedForPeer = false;    // the last timeout was a peer still on its way
-    Clock::time_point graceUntil;  // a late peer extends the deadline to this
-  };
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
-  void waitForProgress(const StreamQueues& sq, Progress& progress);
+  void waitForProgress(const StreamQueues& sq);
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
   [[noreturn]] void fail(const std::string& what);
@@ -60,13 +57,11 @@ class TcpChannel : public Transport {
   bool quickAck_;
   std::string token_;
   std::chrono::milliseconds ioTimeout_;
-  std::chrono::milliseconds progressTimeout_{0};  // 0 = ioTimeout_
   std::chrono::milliseconds controlUserTimeout_;
-  std::function<bool()> peersStillComing_;
-  ProgressWatch progressWatch_;
-  // When bytes last arrived on any stream (construction until then): what the progress watch
-  // judges a receiving rail by, across exchanges.
-  Clock::time_point lastArrival_ = Clock::now();
+  // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a poll()
+  // that saw a socket ready; arrival: bytes received on any stream.
+  ProgressGuard guard_;
+  PeerMesh mesh_;  // how connect() reaches every peer
   SocketTuning tuning_;
   Fd listen_;
   std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self

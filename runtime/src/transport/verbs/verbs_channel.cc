@@ -14,13 +14,10 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "base/sha256.h"
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
 
 namespace nezha {
 
 namespace {
-constexpr std::chrono::milliseconds kHandshakeDeadline{5000};
 constexpr int kConns = 2;  // per peer: bootstrap (0) and control (1)
 }  // namespace
 
@@ -32,7 +29,9 @@ VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& a
       size_(o.worldSize),
       token_(o.jobToken),
       ioTimeout_(o.ioTimeout),
-      controlUserTimeout_(2 * o.progressFloor) {
+      controlUserTimeout_(2 * o.progressFloor),
+      guard_(o.ioTimeout),
+      mesh_(o, railIndex, address) {
   tuning_.noDelay = true;
   tuning_.userTimeout = o.ioTimeout;
   RdmaRailQuery q;
@@ -68,30 +67,10 @@ std::string VerbsChannel::purpose(const std::string& session, int from, int to, 
 }
 
 void VerbsChannel::connect(const JobTable& job, Deadline deadline) {
-  pending_.clear();
-  pending_.resize(size_);
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_) pending_[p].resize(kConns);
-  }
-  // Lower ranks are dialled, higher ones accepted (the same induction as the TCP rail).
-  for (int peer = 0; peer < rank_; ++peer) {
-    const RailEndpoint& ep = job.ranks[peer].rails[rail_];
-    for (int s = 0; s < kConns; ++s) {
-      const std::string what = strCat("rail ", spec_.name, " to rank ", peer);
-      try {
-        Fd fd =
-            connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
-        authenticateAsClient(fd.get(), token_, purpose(job.session, rank_, peer, s), deadline,
-                             rail_, what);
-        pending_[peer][s] = std::move(fd);
-      } catch (const PeerConnectError&) {
-        throw;
-      } catch (const RailError& e) {
-        throw PeerConnectError(rail_, peer, e.what());
-      }
-    }
-  }
-  acceptPeers(job, deadline, kConns);
+  pending_ = mesh_.connect(
+      job, deadline, listen_.get(), tuning_, kConns,
+      [&](int from, int to, int stream) { return purpose(job.session, from, to, stream); },
+      rejected_);
   listen_.reset();
   control_.clear();
   control_.resize(size_);
@@ -102,45 +81,6 @@ void VerbsChannel::connect(const JobTable& job, Deadline deadline) {
   }
   connectQueuePairs(deadline);
   pending_.clear();
-}
-
-void VerbsChannel::acceptPeers(const JobTable& job, Deadline deadline, int conns) {
-  HandshakeAcceptor::Options ao;
-  ao.listener = strCat("rail ", spec_.name);
-  ao.perConnection = std::min(kHandshakeDeadline, ioTimeout_);
-  HandshakeAcceptor acceptor(listen_.get(), token_, ao);
-  int expected = (size_ - 1 - rank_) * conns;
-  while (expected > 0) {
-    AcceptedPeer in;
-    try {
-      in = acceptor.next(deadline, rail_,
-                         strCat("rail ", spec_.name, " waiting for ", expected, " connections"));
-    } catch (const RailError& e) {
-      int missing = -1;
-      for (int peer = rank_ + 1; peer < size_ && missing < 0; ++peer) {
-        for (const Fd& fd : pending_[peer]) {
-          if (!fd.valid()) missing = peer;
-        }
-      }
-      throw PeerConnectError(rail_, missing, e.what());
-    }
-    bool matched = false;
-    for (int peer = rank_ + 1; peer < size_ && !matched; ++peer) {
-      for (int s = 0; s < conns && !matched; ++s) {
-        if (in.purpose == purpose(job.session, peer, rank_, s) && !pending_[peer][s].valid()) {
-          pending_[peer][s] = std::move(in.fd);
-          matched = true;
-        }
-      }
-    }
-    if (!matched) {
-      acceptor.reject(strCat("a token holder's connection for \"", in.purpose.substr(0, 160),
-                             "\" is not one this rail is waiting for"));
-      continue;
-    }
-    --expected;
-  }
-  rejected_ += acceptor.rejectedTotal();
 }
 
 // Creates one RC queue pair per peer, swaps addresses over the bootstrap connections, brings

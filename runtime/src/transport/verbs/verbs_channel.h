@@ -37,6 +37,8 @@
 
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
+#include "transport/peer_mesh.h"
+#include "transport/progress_guard.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_peer.h"
@@ -62,9 +64,11 @@ class VerbsChannel : public Transport {
   const std::string& name() const override { return spec_.name; }
   void exchange(std::vector<IoOp>& ops) override;
   void abort() override;
-  void setProgressTimeout(std::chrono::milliseconds t) override { progressTimeout_ = t; }
-  void setPeersStillComing(std::function<bool()> fn) override { peersStillComing_ = std::move(fn); }
-  void setProgressWatch(ProgressWatch fn) override { progressWatch_ = std::move(fn); }
+  void setProgressTimeout(std::chrono::milliseconds t) override { guard_.setTimeout(t); }
+  void setPeersStillComing(std::function<bool()> fn) override {
+    guard_.setPeersStillComing(std::move(fn));
+  }
+  void setProgressWatch(ProgressWatch fn) override { guard_.setWatch(std::move(fn)); }
 
   // Staging: slots per peer and direction, and bytes per slot (= the largest chunk).
   static constexpr int kSlots = 16;
@@ -80,13 +84,7 @@ class VerbsChannel : public Transport {
     std::vector<Part> sends, recvs;
     size_t sendCursor = 0, recvCursor = 0;
   };
-  struct Progress {
-    Clock::time_point last;
-    bool waitedForPeer = false;
-    Clock::time_point graceUntil;
-  };
   std::string purpose(const std::string& session, int from, int to, int stream) const;
-  void acceptPeers(const JobTable& job, Deadline deadline, int conns);
   void connectQueuePairs(Deadline deadline);
   void asyncLoop();
   std::vector<PeerQueues> queueOps(std::vector<IoOp>& ops) const;
@@ -94,7 +92,7 @@ class VerbsChannel : public Transport {
   int drainCompletions();
   bool deliver(int peer, PeerQueues& q);  // copies arrived chunks out; returns whether any
   bool postSends(int peer, PeerQueues& q);
-  void waitForProgress(Progress& progress, bool receiving);
+  void waitForProgress(bool receiving);
   [[noreturn]] void fail(const std::string& what);
 
   RailSpec spec_;
@@ -102,11 +100,11 @@ class VerbsChannel : public Transport {
   int rail_, rank_, size_;
   std::string token_;
   std::chrono::milliseconds ioTimeout_;
-  std::chrono::milliseconds progressTimeout_{0};
   std::chrono::milliseconds controlUserTimeout_;
-  std::function<bool()> peersStillComing_;
-  ProgressWatch progressWatch_;
-  Clock::time_point lastArrival_ = Clock::now();
+  // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a
+  // completion handled or a chunk copied; arrival: a data chunk's completion.
+  ProgressGuard guard_;
+  PeerMesh mesh_;  // how connect() reaches every peer
   SocketTuning tuning_;
   // Declaration order = reverse destruction order: peers (QPs, MRs) go before the device.
   std::unique_ptr<VerbsDevice> device_;

@@ -18,8 +18,7 @@ void VerbsChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
   if (aborted_) fail("aborted");
   std::vector<PeerQueues> queues = queueOps(ops);
-  Progress progress;
-  progress.last = Clock::now();
+  guard_.start();
   while (true) {
     bool moved = drainCompletions() > 0;
     bool done = true;
@@ -37,10 +36,10 @@ void VerbsChannel::exchange(std::vector<IoOp>& ops) {
     }
     if (done) break;
     if (moved) {
-      progress.last = Clock::now();
+      guard_.moved();
       continue;
     }
-    waitForProgress(progress, receiving);
+    waitForProgress(receiving);
   }
   // Slots consumed in this exchange go back now, so the peer's next exchange starts with a
   // full ring even if ours has nothing to receive from it.
@@ -110,7 +109,7 @@ int VerbsChannel::drainCompletions() {
                         "rank ", p, " wrote a chunk of ", imm, " bytes beyond its credits");
           peer.lengths.push_back(imm);
           ++peer.arrived;
-          lastArrival_ = Clock::now();
+          guard_.arrived();
         }
       } else {
         --peer.outstanding;
@@ -173,11 +172,9 @@ bool VerbsChannel::postSends(int p, PeerQueues& q) {
   return moved;
 }
 
-// Sleeps until a completion or a peer's EOF, judging silence like the TCP rail: no progress
-// within the progress timeout fails the rail unless a peer has not reached this operation yet.
-void VerbsChannel::waitForProgress(Progress& progress, bool receiving) {
-  const std::chrono::milliseconds timeout =
-      progressTimeout_.count() > 0 ? std::min(progressTimeout_, ioTimeout_) : ioTimeout_;
+// Sleeps until a completion or a peer's EOF, then lets the guard judge the silence like the TCP
+// rail's.
+void VerbsChannel::waitForProgress(bool receiving) {
   // Arm first, then look once more: a completion that raced the arming is seen here.
   if (ibv_req_notify_cq(device_->cq(), 0) != 0) fail("ibv_req_notify_cq failed");
   int n = drainCompletions();
@@ -187,10 +184,7 @@ void VerbsChannel::waitForProgress(Progress& progress, bool receiving) {
     for (int p = 0; p < size_; ++p) {
       if (p != rank_) pfds.push_back({peers_[p]->boot.get(), POLLIN, 0});
     }
-    const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (progressWatch_) wait = std::min(wait, std::chrono::milliseconds(kProgressWatchTick));
-    n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
+    n = ::poll(pfds.data(), pfds.size(), guard_.waitMs());
     if (n < 0 && errno != EINTR) fail(sysError("poll", errno));
     if (n > 0 && (pfds[0].revents & POLLIN) != 0) {
       ibv_cq* cq = nullptr;
@@ -209,34 +203,18 @@ void VerbsChannel::waitForProgress(Progress& progress, bool receiving) {
     }
     if (aborted_) fail("aborted");
   }
-  if (n > 0) progress.last = Clock::now();
-  if (progressWatch_) {
-    // Arrivals prove a receiving rail alive; posted writes only queue locally.
-    const std::string why = progressWatch_(receiving ? lastArrival_ : progress.last);
-    if (!why.empty()) fail(why);
-  }
-  const auto deadline = std::max(progress.last + timeout, progress.graceUntil);
-  if (n != 0 || Clock::now() < deadline) return;
-  if (Clock::now() - progress.last < ioTimeout_ && peersStillComing_) {
-    if (peersStillComing_()) {
-      progress.waitedForPeer = true;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
+  // Arrivals prove a receiving rail alive; posted writes only queue locally.
+  const std::string why = guard_.judge(n > 0, receiving, [&] {
+    std::ostringstream waiting;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const VerbsPeer& peer = *peers_[p];
+      if (peer.sendDone < peer.sent) waiting << " write->" << p;
     }
-    if (progress.waitedForPeer) {
-      progress.waitedForPeer = false;
-      progress.graceUntil = Clock::now() + timeout;
-      return;
-    }
-  }
-  std::ostringstream waiting;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    const VerbsPeer& peer = *peers_[p];
-    if (peer.sendDone < peer.sent) waiting << " write->" << p;
-  }
-  fail(strCat("no progress for ", timeout.count(), " ms (waiting:", waiting.str(),
-              receiving ? " receives" : "", ")"));
+    if (receiving) waiting << " receives";
+    return waiting.str();
+  });
+  if (!why.empty()) fail(why);
 }
 
 }  // namespace nezha
