@@ -106,11 +106,25 @@ run_job bf16 3 3 "${SHARP_ENV[@]}" NEZHA_SHARP_DOUBLE_GENERATION=2 -- --check --
   --dtype bfloat16 --min-bytes 4 --max-bytes 4K || ok=0
 bf16_on_r2=$(sweep_rows bf16 | awk '$2 != "0.00" || $3 != "ok"' | wc -l)
 said=$(grep -c "bfloat16 not in its capabilities: stays on the byte rails" "$WORK/bf16.log.0" || true)
-if [ "$ok" = 1 ] && [ "$bf16_on_r2" = 0 ] && [ "$said" = 1 ] && [ "$(stat op_errors)" = "$errors_before" ]; then
-  pass "bfloat16 on a fabric without it: on r0/r1 only, exact, said once"
+# And in /status: r2's offload_types, read from host 0 while a bfloat16 loop runs.
+run_job bf16st 3 3 "${SHARP_ENV[@]}" NEZHA_SHARP_DOUBLE_GENERATION=2 \
+  NEZHA_CONTROL_ADDR=127.0.0.1:9402 -- --quiet --dtype bfloat16 --max-bytes 4K --loop-seconds 3 &
+st_job=$!
+types=""
+for ((i = 0; i < 150; i++)); do
+  types=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s "http://127.0.0.1:9402/status" |
+    python3 -c "import json,sys; print(','.join([r['offload_types'] for r in json.load(sys.stdin)['rails'] if r['name'] == 'r2'][0]))" 2>/dev/null || true)
+  [ -n "$types" ] && break
+  sleep 0.1
+done
+wait "$st_job" || ok=0
+if [ "$ok" = 1 ] && [ "$bf16_on_r2" = 0 ] && [ "$said" = 1 ] && [ "$(stat op_errors)" = "$errors_before" ] &&
+  [ "$types" = "float32,float64,float16,int32,int64" ]; then
+  pass "bfloat16 on a fabric without it: on r0/r1 only, exact, said once, /status offload_types $types"
 else
-  fail "bfloat16 without the capability (job ok: $ok; rows on r2: $bf16_on_r2; said $said times; aggregator op errors $errors_before -> $(stat op_errors))"
+  fail "bfloat16 without the capability (jobs ok: $ok; rows on r2: $bf16_on_r2; said $said times; /status offload_types '$types'; aggregator op errors $errors_before -> $(stat op_errors))"
   show bf16 3
+  show bf16st 3
 fi
 
 # 3. Stray and garbage connections to the aggregator (it is a listener) while a job runs: each
