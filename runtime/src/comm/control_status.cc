@@ -11,6 +11,7 @@
 #include "bootstrap/auth.h"
 #include "comm/communicator_impl.h"
 #include "control/prometheus.h"
+#include "transport/offload.h"
 
 namespace nezha {
 
@@ -92,6 +93,17 @@ void Impl::publish() {
     // rail is failed.
     const bool failed = state == "failed" || state == "probing";
     j["ranks_reachable"] = failed ? 0 : 1 + (r < openPeers.size() ? openPeers[r] : 0);
+    // An offload rail (SHARP): the datatypes its fabric's capabilities let it reduce; the
+    // others stay on the byte rails (docs/sharp.md).
+    if (CollectiveOffload* off =
+            engine->hasChannels() ? engine->channel(static_cast<int>(r)).offload() : nullptr) {
+      Json types = Json::array();
+      for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                          DataType::kBFloat16, DataType::kInt32, DataType::kInt64}) {
+        if (off->supports(dt, ReduceOp::kSum)) types.push_back(toString(dt));
+      }
+      j["offload_types"] = types;
+    }
     rs.push_back(j);
   }
   st["rails"] = rs;

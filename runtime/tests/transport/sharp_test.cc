@@ -1,8 +1,11 @@
 // SHARP rail pieces that need no fabric: configuration (sharp accepted, never alone), the
-// library loader's refusals (absent library, a library without the SHARP symbols) and its
-// success against the test double, the device string from fixture sysfs trees, which types
-// and operators go to SHARP, and the scheduler's treatment of an offload rail (cold supported
-// allreduces only; never in splits, barriers, cold byte paths or replays).
+// library loader's refusals (absent library, a library without the SHARP symbols, one older
+// than the layouts were checked against) and its success against the test double, the device
+// string from fixture sysfs trees, which types and operators go to SHARP (capabilities
+// included), and the scheduler's treatment of an offload rail (cold supported allreduces only;
+// never in splits, barriers, cold byte paths or replays). The rail itself against the double:
+// sharp_channel_test.cc.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -84,10 +87,49 @@ TEST(SharpLibraryLoad, LibraryWithoutSharpSymbolsRefused) {
   }
 }
 
+TEST(SharpLibraryLoad, OlderLibraryRefusedNamingItsVersion) {
+  try {
+    sharp::SharpLibrary::load("ib0", NEZHA_SHARP_DOUBLE_ABI4_PATH);
+    FAIL() << "a libsharp_coll.so.4 accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rail ib0"), std::string::npos) << m;
+    EXPECT_NE(m.find("libsharp_coll.so.4 (soname version 4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("older than SHARP 3.x (libsharp_coll.so.5)"), std::string::npos) << m;
+  }
+}
+
+TEST(SharpLibraryLoad, SonameMajor) {
+  EXPECT_EQ(sharp::sonameMajor("libsharp_coll.so.5"), 5);
+  EXPECT_EQ(sharp::sonameMajor("libsharp_coll.so.4.2.1"), 4);
+  EXPECT_EQ(sharp::sonameMajor("libsharp_coll.so"), -1);
+  EXPECT_EQ(sharp::sonameMajor(""), -1);
+  EXPECT_EQ(sharp::sonameMajor("libsharp_coll.so.x"), -1);
+}
+
+// The double exports what the real library's callers use besides the runtime's calls: the
+// default configuration, capabilities, explicit progress and the blocking collectives.
+TEST(SharpLibraryLoad, TestDoubleExportsTheCallersSymbols) {
+  void* h = dlopen(NEZHA_SHARP_DOUBLE_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  for (const char* sym : {"sharp_coll_init", "sharp_coll_finalize", "sharp_coll_default_config",
+                          "sharp_coll_caps_query", "sharp_coll_progress", "sharp_coll_comm_init",
+                          "sharp_coll_comm_destroy", "sharp_coll_reg_mr", "sharp_coll_dereg_mr",
+                          "sharp_coll_do_allreduce", "sharp_coll_do_allreduce_nb",
+                          "sharp_coll_do_barrier", "sharp_coll_req_test", "sharp_coll_req_wait",
+                          "sharp_coll_req_free", "sharp_coll_strerror"}) {
+    EXPECT_NE(dlsym(h, sym), nullptr) << sym;
+  }
+  dlclose(h);
+}
+
 TEST(SharpLibraryLoad, TestDoubleResolves) {
   auto lib = sharp::SharpLibrary::load("ib0", NEZHA_SHARP_DOUBLE_PATH);
   ASSERT_NE(lib->init, nullptr);
   ASSERT_NE(lib->reqTest, nullptr);
+  ASSERT_NE(lib->capsQuery, nullptr);
+  ASSERT_NE(lib->defaultConfig, nullptr);
+  EXPECT_EQ(lib->soname(), "libsharp_coll.so.5");
   EXPECT_NE(lib->errorText(sharp::SHARP_COLL_EDEV).find("(-9)"), std::string::npos);
   // Without an aggregator or a device the double refuses like the real library (no crash).
   sharp::sharp_coll_init_spec spec{};
@@ -97,6 +139,10 @@ TEST(SharpLibraryLoad, TestDoubleResolves) {
   spec.oob_colls.bcast = [](void*, void*, int, int) { return 0; };
   spec.oob_colls.gather = [](void*, int, void*, void*, int) { return 0; };
   sharp::sharp_coll_context* ctx = nullptr;
+  EXPECT_EQ(lib->init(&spec, &ctx), sharp::SHARP_COLL_EDEV);
+  EXPECT_EQ(ctx, nullptr);
+  // An interface name is not the library's device form ("<hca>:<port>"), even one that exists.
+  spec.config.ib_dev_list = "lo";
   EXPECT_EQ(lib->init(&spec, &ctx), sharp::SHARP_COLL_EDEV);
   EXPECT_EQ(ctx, nullptr);
 }
@@ -133,6 +179,24 @@ TEST(SharpOffload, SupportedTypesAndOperators) {
     }
     EXPECT_FALSE(SharpChannel::supported(dt, ReduceOp::kProd)) << toString(dt);
   }
+}
+
+// The SHARPv3 datatypes only where the capabilities list them; the older ones always.
+TEST(SharpOffload, TypesFromCapabilities) {
+  const uint64_t all = (uint64_t{1} << sharp::SHARP_DTYPE_NULL) - 1;
+  const uint64_t v2 = all & ~(uint64_t{1} << sharp::SHARP_DTYPE_BFLOAT16) &
+                      ~(uint64_t{1} << sharp::SHARP_DTYPE_INT8) &
+                      ~(uint64_t{1} << sharp::SHARP_DTYPE_UINT8);
+  auto has = [](uint32_t types, DataType dt) {
+    return (types & (1u << static_cast<unsigned>(dt))) != 0;
+  };
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt32,
+                      DataType::kInt64}) {
+    EXPECT_TRUE(has(SharpChannel::offloadTypesFrom(v2), dt)) << toString(dt);
+    EXPECT_TRUE(has(SharpChannel::offloadTypesFrom(0), dt)) << toString(dt);
+  }
+  EXPECT_FALSE(has(SharpChannel::offloadTypesFrom(v2), DataType::kBFloat16));
+  EXPECT_TRUE(has(SharpChannel::offloadTypesFrom(all), DataType::kBFloat16));
 }
 
 class OffloadScheduler : public ::testing::Test {

@@ -7,7 +7,9 @@
 // UCC's tl/sharp and MVAPICH build against. Only what is used is declared; enum values and
 // struct members keep that header's order and types, so the layouts are the library's (checked
 // by static_asserts on x86-64 / aarch64 LP64 below). Reserved members are kept because the
-// library reads whole structs.
+// library reads whole structs. The layouts are those of SHARP 3.x only: SHARP 2.x numbered the
+// datatypes differently (no BFLOAT16/UINT8/INT8, so SHARP_DTYPE_NULL had another value), which
+// is why sharp_library.cc refuses an older library (kMinSoVersion below).
 #pragma once
 
 #include <cstddef>
@@ -52,6 +54,7 @@ enum sharp_error_no : int {
   SHARP_COLL_ERROR = -1,
   SHARP_COLL_ENOT_SUPP = -2,
   SHARP_COLL_ENOMEM = -3,
+  SHARP_COLL_EGROUP_ALLOC = -4,
   SHARP_COLL_ECONN_TREE = -5,
   SHARP_COLL_EGROUP_JOIN = -6,
   SHARP_COLL_ESESS_INIT = -8,
@@ -75,6 +78,9 @@ struct sharp_coll_config {
   uint32_t flags;
   int reserved[3];
 };
+
+// The library's defaults (exported data symbol `sharp_coll_default_config`): callers copy it
+// and change only what they need, so fields the library gives meaning to keep its values.
 
 struct sharp_coll_out_of_band_colls {
   int (*bcast)(void* context, void* buffer, int len, int root);
@@ -102,6 +108,27 @@ struct sharp_coll_init_spec {
   int enable_thread_support;
   void* oob_ctx;
   int reserved[4];
+};
+
+// What the fabric's SHARP generation aggregates (sharp_coll_caps_query). Bit i of
+// support_mask.dtypes is sharp_datatype i; of support_mask.reduce_ops, sharp_reduce_op i.
+struct sharp_coll_caps {
+  int sharp_pkt_version;
+  uint64_t reserved[2];
+  struct {
+    uint64_t dtypes;
+    uint64_t tag_dtypes;
+    uint64_t reduce_ops;
+    uint64_t feature_mask;
+    uint64_t reserved[4];
+  } support_mask;
+  struct {
+    int max_osts;
+    int user_data_per_ost;
+    int max_groups;
+    int max_group_channels;
+    int osts_per_group;
+  } resources;
 };
 
 struct sharp_data_iov {
@@ -147,7 +174,17 @@ static_assert(sizeof(sharp_coll_init_spec) == 120, "sharp_coll_init_spec layout"
 static_assert(sizeof(sharp_coll_comm_init_spec) == 32, "sharp_coll_comm_init_spec layout");
 static_assert(sizeof(sharp_coll_data_desc) == 40, "sharp_coll_data_desc layout");
 static_assert(sizeof(sharp_coll_reduce_spec) == 136, "sharp_coll_reduce_spec layout");
+static_assert(sizeof(sharp_coll_caps) == 112, "sharp_coll_caps layout");
+static_assert(offsetof(sharp_coll_caps, support_mask) == 24, "sharp_coll_caps layout");
+static_assert(offsetof(sharp_coll_caps, resources) == 88, "sharp_coll_caps layout");
 #endif
+
+// The library's soname major version (libsharp_coll.so.<N>) from which on the layouts above
+// hold: 5 is the name the SHARP 3.x libraries carry and the one nccl-rdma-sharp-plugins dlopens
+// when the unversioned name is absent; 4 belongs to the SHARP 2.x libraries of older HPC-X
+// stacks (hcoll of that era asks for libsharp_coll.so.4).
+constexpr int kMinSoVersion = 5;
+constexpr const char* kCheckedAgainst = "SHARP 3.x (libsharp_coll.so.5)";
 
 // The functions, as the library exports them (C linkage; resolved by name with dlsym).
 using sharp_coll_init_fn = int (*)(sharp_coll_init_spec*, sharp_coll_context**);
@@ -162,5 +199,6 @@ using sharp_coll_req_test_fn = int (*)(void*);  // non-zero once complete
 using sharp_coll_req_wait_fn = int (*)(void*);  // status of a request; frees it
 using sharp_coll_req_free_fn = int (*)(void*);
 using sharp_coll_strerror_fn = const char* (*)(int);
+using sharp_coll_caps_query_fn = int (*)(sharp_coll_context*, sharp_coll_caps*);
 
 }  // namespace nezha::sharp

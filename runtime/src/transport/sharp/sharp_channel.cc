@@ -1,10 +1,14 @@
 #include "transport/sharp/sharp_channel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "base/error.h"
+#include "base/params.h"
 #include "transport/verbs/discovery.h"
 
 namespace nezha {
@@ -60,6 +64,37 @@ uint64_t jobIdOf(const std::string& session, int rail) {
   return (h ^ static_cast<uint64_t>(rail)) * 1099511628211ull;
 }
 
+constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                                  DataType::kBFloat16, DataType::kInt32,   DataType::kInt64};
+
+uint32_t bitOf(DataType dt) { return 1u << static_cast<unsigned>(dt); }
+
+// The SHARPv3 datatypes (bfloat16, int8, uint8): only some fabrics aggregate them, so the
+// library's callers offer them only when sharp_coll_caps_query lists them (the NCCL SHARP
+// plugin's "v3 datatypes" check; UCC the same). The older types every SHARP generation reduces.
+bool needsCapability(sharp::sharp_datatype d) {
+  return d == sharp::SHARP_DTYPE_BFLOAT16 || d == sharp::SHARP_DTYPE_INT8 ||
+         d == sharp::SHARP_DTYPE_UINT8;
+}
+
+// What the fabric reduces and what it leaves to the byte rails, said once per process and
+// rail for each distinct answer (a rebuilt rail on the same fabric says nothing new).
+void sayCapabilities(int rank, const std::string& rail, int pktVersion, uint32_t types) {
+  std::string yes, no;
+  for (DataType dt : kAllTypes) {
+    std::string& list = (types & bitOf(dt)) != 0 ? yes : no;
+    list += strCat(list.empty() ? "" : ", ", toString(dt));
+  }
+  const std::string text = strCat(
+      "rail ", rail, " (sharp): the fabric (SHARP packet version ", pktVersion, ") reduces ",
+      yes.empty() ? "none of libnezha's types" : yes,
+      no.empty() ? "" : strCat("; ", no, " not in its capabilities: stays on the byte rails"));
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(text).second) std::fprintf(stderr, "nezha: rank %d: %s\n", rank, text.c_str());
+}
+
 Options tcpOptions(const Options& o) {
   Options t = o;
   t.streamsPerPeer = 1;  // control, out-of-band and start-up check only: no bulk data
@@ -72,6 +107,17 @@ bool SharpChannel::supported(DataType dt, ReduceOp op) {
   sharp::sharp_datatype d;
   sharp::sharp_reduce_op r;
   return toSharp(dt, d) && toSharp(op, r);
+}
+
+uint32_t SharpChannel::offloadTypesFrom(uint64_t sharpDtypeMask) {
+  uint32_t types = 0;
+  for (DataType dt : kAllTypes) {
+    sharp::sharp_datatype d;
+    if (!toSharp(dt, d)) continue;
+    if (needsCapability(d) && (sharpDtypeMask & (uint64_t{1} << d)) == 0) continue;
+    types |= bitOf(dt);
+  }
+  return types;
 }
 
 std::string SharpChannel::deviceFor(const std::string& rail, const std::string& iface,
@@ -90,17 +136,27 @@ SharpChannel::SharpChannel(const Options& o, int railIndex, const std::string& a
     : rail_(railIndex),
       railName_(o.rails.at(railIndex).name),
       iface_(o.rails.at(railIndex).iface),
-      ioTimeout_(o.ioTimeout) {
+      ioTimeout_(o.ioTimeout),
+      localRank_(o.localRank) {
   // The library first: a node without it refuses the rail before anything listens.
   lib_ = sharp::SharpLibrary::load(railName_, o.sharpLibrary);
   tcp_ = std::make_unique<TcpChannel>(tcpOptions(o), railIndex, address);
-  device_ = deviceFor(railName_, iface_, address, "/sys", &discovery_);
+  device_ =
+      deviceFor(railName_, iface_, address, paramString("NEZHA_RDMA_SYSFS_ROOT"), &discovery_);
 }
 
 SharpChannel::~SharpChannel() {
+  // A request given up on is freed only once complete (the library's contract). One still in
+  // flight ends with its group: the group goes first, then the registrations it could have
+  // written through, then the context (which reclaims the request); the staging bytes
+  // themselves are members, freed after all of that.
+  if (abandoned_ != nullptr && lib_->reqTest(abandoned_) != 0) {
+    lib_->reqFree(abandoned_);
+    abandoned_ = nullptr;
+  }
+  if (comm_ != nullptr) lib_->commDestroy(comm_);
   releaseStaging(send_);
   releaseStaging(recv_);
-  if (comm_ != nullptr) lib_->commDestroy(comm_);
   if (ctx_ != nullptr) lib_->finalize(ctx_);
 }
 
@@ -112,15 +168,17 @@ void SharpChannel::connect(const JobTable& job, Deadline deadline) {
   spec.world_rank = me;
   spec.world_size = n;
   spec.group_channel_idx = 0;
+  // The library's defaults, changed only where libnezha must decide (every caller does this).
+  spec.config = *lib_->defaultConfig;
   spec.config.ib_dev_list = device_.c_str();
-  spec.config.user_progress_num_polls = 0;
-  // The runtime owns the timeout (progress timeout, abort): the library waits forever.
+  // The runtime owns the timeout (progress timeout, abort): the library waits forever, and a
+  // request given up on stays alive until the context goes (see the destructor).
   spec.config.coll_timeout = -1;
   spec.oob_colls.barrier = &SharpChannel::oobBarrier;
   spec.oob_colls.bcast = &SharpChannel::oobBcast;
   spec.oob_colls.gather = &SharpChannel::oobGather;
-  spec.world_local_rank = 0;
-  spec.enable_thread_support = 1;  // rails are driven from their own threads
+  spec.world_local_rank = localRank_;  // this process's index on its node
+  spec.enable_thread_support = 1;      // rails are driven from their own threads
   spec.oob_ctx = this;
   int st = lib_->init(&spec, &ctx_);
   if (st != sharp::SHARP_COLL_SUCCESS || ctx_ == nullptr) {
@@ -130,19 +188,38 @@ void SharpChannel::connect(const JobTable& job, Deadline deadline) {
         oobError_.empty() ? "" : strCat("; out-of-band: ", oobError_),
         discovery_.empty() ? "" : strCat("; no HCA found behind ", iface_, ": ", discovery_)));
   }
-  std::vector<uint32_t> ranks(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
+  queryCapabilities();
   sharp::sharp_coll_comm_init_spec cs{};
   cs.rank = me;
   cs.size = n;
   cs.oob_ctx = this;
-  cs.group_world_ranks = ranks.data();
+  // NULL: the group is the whole job, group rank = world rank (as the NCCL and UCC callers
+  // pass it); a list would have to outlive the group, which keeps the pointer.
+  cs.group_world_ranks = nullptr;
   st = lib_->commInit(ctx_, &cs, &comm_);
   if (st != sharp::SHARP_COLL_SUCCESS || comm_ == nullptr) {
     comm_ = nullptr;
     fail(strCat("sharp_coll_comm_init: ", lib_->errorText(st),
                 oobError_.empty() ? "" : strCat("; out-of-band: ", oobError_)));
   }
+}
+
+void SharpChannel::queryCapabilities() {
+  sharp::sharp_coll_caps caps{};
+  const int st = lib_->capsQuery(ctx_, &caps);
+  if (st != sharp::SHARP_COLL_SUCCESS) fail(strCat("sharp_coll_caps_query: ", lib_->errorText(st)));
+  // Every rank must send the same allreduces to SHARP: the types all ranks' fabric ports
+  // reduce, agreed over the out-of-band gather and broadcast (rank 0 ANDs them).
+  uint32_t agreed = offloadTypesFrom(caps.support_mask.dtypes);
+  const int n = tcp_->size();
+  std::vector<uint32_t> all(static_cast<size_t>(n), 0);
+  gather(0, &agreed, all.data(), sizeof(agreed));
+  if (tcp_->rank() == 0) {
+    for (uint32_t t : all) agreed &= t;
+  }
+  bcast(&agreed, sizeof(agreed), 0);
+  offloadTypes_ = agreed;
+  sayCapabilities(tcp_->rank(), railName_, caps.sharp_pkt_version, agreed);
 }
 
 // ---- out-of-band collectives (called by the library inside connect, on this rail's thread) --
@@ -253,7 +330,9 @@ void SharpChannel::fail(const std::string& what) {
 
 // ---- the offload ----------------------------------------------------------------------------
 
-bool SharpChannel::supports(DataType dt, ReduceOp op) const { return supported(dt, op); }
+bool SharpChannel::supports(DataType dt, ReduceOp op) const {
+  return supported(dt, op) && (offloadTypes_.load() & bitOf(dt)) != 0;
+}
 
 void SharpChannel::ensureStaging(Staging& s, size_t bytes) {
   if (s.mr != nullptr && s.bytes.size() >= bytes) return;
@@ -276,8 +355,8 @@ void SharpChannel::allreduce(const void* in, void* out, size_t count, DataType d
   NEZHA_ENFORCE(comm_ != nullptr, "SHARP allreduce before connect");
   sharp::sharp_datatype sdt;
   sharp::sharp_reduce_op sop;
-  NEZHA_ENFORCE(toSharp(dt, sdt) && toSharp(op, sop), "SHARP cannot reduce ", toString(dt), " ",
-                toString(op));
+  NEZHA_ENFORCE(supports(dt, op) && toSharp(dt, sdt) && toSharp(op, sop), "SHARP cannot reduce ",
+                toString(dt), " ", toString(op), " on rail ", railName_);
   const size_t bytes = count * dataTypeSize(dt);
   if (bytes == 0) return;
   ensureStaging(send_, bytes);
@@ -331,7 +410,8 @@ void SharpChannel::allreduce(const void* in, void* out, size_t count, DataType d
       }
     }
     if (!why.empty()) {
-      lib_->reqFree(req);
+      // Not freed: unfinished, it may still complete into recv_ (see the destructor).
+      abandoned_ = req;
       fail(strCat("allreduce of ", bytes, " bytes: ", why));
     }
     if (nap.count() == 0) {

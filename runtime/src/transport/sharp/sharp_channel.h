@@ -19,9 +19,23 @@
 // messages are small. Completion: sharp_coll_do_allreduce_nb, then sharp_coll_req_test polled
 // with back-off under the channel's progress timeout, abort flag and progress watch; the status
 // comes from sharp_coll_req_wait once complete.
+//
+// Driven the way the library's own callers drive it (nccl-rdma-sharp-plugins, UCC tl/sharp):
+//  - the init spec starts from sharp_coll_default_config; the group passes no world-rank list
+//    (NULL: group rank = job rank) and the process's real on-node rank;
+//  - capabilities are queried after sharp_coll_init, and a datatype the fabric's SHARP
+//    generation lacks (bfloat16 before SHARPv3) is never offered: supports() says no, so the
+//    scheduler keeps it on the byte rails. Every rank's capabilities are ANDed over the
+//    out-of-band gather so all ranks make the same choice. Said once per process in the log,
+//    and in /status through supports();
+//  - a request is freed only once sharp_coll_req_test reports it complete. When the runtime
+//    gives up on one (progress timeout, abort), the request and the registered staging buffers
+//    it may still write into stay alive until the SHARP context is finalized (destructor);
+//    the library's own timeout stays infinite because the runtime owns the deadline.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,12 +70,16 @@ class SharpChannel : public Transport, public CollectiveOffload {
   void setProgressWatch(ProgressWatch fn) override;
   CollectiveOffload* offload() override { return this; }
 
+  // Also false before connect() and for types the fabric's capabilities lack.
   bool supports(DataType dt, ReduceOp op) const override;
   void allreduce(const void* in, void* out, size_t count, DataType dt, ReduceOp op) override;
 
-  // What SHARP reduces (sum, min, max of 16/32/64-bit floats and 32/64-bit integers; PROD is in
-  // the API's enum but no SHARP generation aggregates it).
+  // What SHARP reduces on any fabric that has the datatype (sum, min, max of 16/32/64-bit
+  // floats and 32/64-bit integers; PROD is in the API's enum but no SHARP generation aggregates
+  // it). supports() further requires the fabric's capabilities.
   static bool supported(DataType dt, ReduceOp op);
+  // The DataTypes the capabilities' datatype mask allows (bit per DataType value).
+  static uint32_t offloadTypesFrom(uint64_t sharpDtypeMask);
   // The library's device string (ib_dev_list) for the rail: "<hca>:<port>" of the HCA port
   // behind the rail's interface, found in sysfs like the verbs transport does
   // (transport/verbs/discovery.h); without one (no HCA behind the interface), the interface
@@ -85,6 +103,7 @@ class SharpChannel : public Transport, public CollectiveOffload {
   void bcast(void* buf, size_t len, int root);
   void gather(int root, const void* sbuf, void* rbuf, size_t len);
   [[noreturn]] void fail(const std::string& what);
+  void queryCapabilities();
 
   int rail_;
   std::string railName_, iface_;
@@ -99,6 +118,12 @@ class SharpChannel : public Transport, public CollectiveOffload {
   sharp::sharp_coll_comm* comm_ = nullptr;
   Staging send_, recv_;
   std::string oobError_;  // what the last failed out-of-band collective saw
+  int localRank_;
+  // Bit per DataType the fabric reduces (0 until connect() queried the capabilities).
+  std::atomic<uint32_t> offloadTypes_{0};
+  // A request the runtime gave up on before it completed: never freed before it completes
+  // (it may still write into recv_), released in the destructor before the context goes.
+  void* abandoned_ = nullptr;
   std::atomic<bool> aborted_{false};
   bool broken_ = false;
 };

@@ -17,14 +17,18 @@ class SharpLibrary {
   // cache). NEZHA_SHARP_LIBRARY overrides it with a file name or path.
   static constexpr const char* kDefaultName = "libsharp_coll.so";
 
-  // Loads `path` (or the default) and resolves every function below; throws ConfigError naming
-  // `rail` and the library when it is absent or lacks a symbol.
+  // Loads `path` (or the default) and resolves every function below and the default
+  // configuration; throws ConfigError naming `rail` and the library when it is absent, lacks a
+  // symbol, or is older than the version the layouts were checked against (sharp_api.h:
+  // kMinSoVersion; the error names the library's soname and that version).
   static std::shared_ptr<SharpLibrary> load(const std::string& rail, const std::string& path);
   ~SharpLibrary();
   SharpLibrary(const SharpLibrary&) = delete;
   SharpLibrary& operator=(const SharpLibrary&) = delete;
 
   const std::string& path() const { return path_; }
+  // The loaded file's soname, e.g. "libsharp_coll.so.5".
+  const std::string& soname() const { return soname_; }
   // Text of a SHARP status code (the library's own, when it has one).
   std::string errorText(int status) const;
 
@@ -39,11 +43,16 @@ class SharpLibrary {
   sharp_coll_req_wait_fn reqWait = nullptr;
   sharp_coll_req_free_fn reqFree = nullptr;
   sharp_coll_strerror_fn strError = nullptr;
+  sharp_coll_caps_query_fn capsQuery = nullptr;
+  const sharp_coll_config* defaultConfig = nullptr;  // the library's sharp_coll_default_config
 
  private:
   SharpLibrary() = default;
   void* handle_ = nullptr;
-  std::string path_;
+  std::string path_, soname_;
 };
+
+// The soname's major version ("libsharp_coll.so.5" -> 5), or -1 when it has none.
+int sonameMajor(const std::string& soname);
 
 }  // namespace nezha::sharp

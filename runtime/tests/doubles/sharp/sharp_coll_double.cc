@@ -1,25 +1,39 @@
 // Test double of NVIDIA's libsharp_coll.so (TEST ONLY; loaded by the runtime's tests through
-// NEZHA_SHARP_LIBRARY or LD_LIBRARY_PATH, never installed). Same exported symbols and struct
-// layouts as the real library (the runtime's declarations, transport/sharp/sharp_api.h), so the
-// runtime's real SHARP code path runs unchanged against it.
+// NEZHA_SHARP_LIBRARY or LD_LIBRARY_PATH, never installed). The struct layouts are the runtime's
+// declarations of the SHARP 3.x header (transport/sharp/sharp_api.h), its soname is the 3.x one
+// (libsharp_coll.so.5; a second build, libsharp_coll.so.4, stands for an older library), so the
+// runtime's real SHARP code path runs unchanged against it. docs/sharp.md lists what it models
+// and what it does not.
 //
 // What it models, per the public API's contract:
-//  - sharp_coll_init: needs a device (ib_dev_list) and an aggregation manager to talk to; here the
-//    "HCA" is the rail's network interface named in ib_dev_list, and the aggregation node is
-//    nezha-sharp-aggregator at NEZHA_SHARP_DOUBLE_AGGREGATOR=ip:port (the double's only knob).
-//    Calls the out-of-band barrier once, as the real library does during job creation.
+//  - sharp_coll_default_config: the defaults callers copy (the double's own values; the real
+//    library's are not published).
+//  - sharp_coll_init: needs a device in the library's form, "<hca>:<port>" (ib_dev_list), and an
+//    aggregation manager; the HCA's port is the network interface sysfs shows behind it
+//    (double_support.h; a fixture tree under NEZHA_RDMA_SYSFS_ROOT), the aggregation node is
+//    nezha-sharp-aggregator at NEZHA_SHARP_DOUBLE_AGGREGATOR=ip:port. Calls the out-of-band
+//    barrier once, as the real library does during job creation.
+//  - sharp_coll_caps_query: the fabric's SHARP generation, NEZHA_SHARP_DOUBLE_GENERATION=3
+//    (default: every datatype) or 2 (no bfloat16/int8/uint8, as before SHARPv3); an allreduce
+//    of a type the capabilities lack fails with SHARP_COLL_ENOT_SUPP.
 //  - sharp_coll_comm_init: group creation over the out-of-band collectives (rank 0 draws the
 //    group's nonce and broadcasts it, gathers every member's rank and checks them), then every
-//    member joins the group at the aggregator over the SHARP rail (socket bound to the rail's
+//    member joins the group at the aggregator over the SHARP rail (socket bound to the port's
 //    interface) and waits until the whole group joined.
-//  - sharp_coll_do_allreduce_nb / req_test / req_wait / req_free: the contribution goes to the
-//    aggregator, which reduces all members' contributions and sends every member the result.
+//  - sharp_coll_do_allreduce(_nb) / req_test / req_wait / req_free / progress / do_barrier: the
+//    contribution goes to the aggregator, which reduces all members' contributions and sends
+//    every member the result. Like an HCA, the double moves every outstanding request of the
+//    context whenever the library is entered (any call), not only the one tested, so a reply
+//    that arrives after the caller stopped waiting still completes its request and writes its
+//    receive buffer. Freeing an unfinished request, deregistering memory an unfinished request
+//    targets, and a completion into deregistered memory are counted (double_stats.h); the
+//    double then drops the result rather than write memory the caller may have freed.
 //  - Failures: the rail's port losing carrier (like IBV_EVENT_PORT_ERR under the real library)
 //    completes pending and later operations with SHARP_COLL_EDEV; the aggregator closing the
 //    group (a member vanished) gives SHARP_COLL_ECONN_TREE; a black-holed rail simply never
 //    completes (the caller's progress timeout must catch it, as with the real library when
-//    coll_timeout is infinite).
-#include <arpa/inet.h>
+//    coll_timeout is infinite). sharp_coll_comm_destroy ends the group's unfinished requests;
+//    sharp_coll_finalize reclaims every request and registration still held.
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -28,32 +42,49 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "double_stats.h"
+#include "double_support.h"
 #include "transport/sharp/sharp_api.h"
 #include "wire.h"
 
 using namespace nezha::sharp;
 namespace wire = nezha::sharpdouble;
-using Clock = std::chrono::steady_clock;
+using wire::Clock;
+
+namespace {
+
+struct Mr {
+  char* ptr;
+  size_t len;
+  bool released = false;  // deregistered (kept until finalize so requests can tell)
+};
+
+struct Request;
+
+}  // namespace
 
 // The library's opaque handles, defined here (the runtime only ever sees pointers).
 namespace nezha::sharp {
 struct sharp_coll_context {
   uint64_t jobId = 0;
   int rank = 0, size = 0;
-  std::string device;
+  std::string device, iface;
+  int generation = 3;
   sockaddr_in aggregator{};
   sharp_coll_out_of_band_colls oob{};
   void* oobCtx = nullptr;
+  std::vector<Request*> requests;  // every request not yet reclaimed
+  std::vector<Mr*> mrs;            // every registration, released ones too
 };
 
 struct sharp_coll_comm {
@@ -68,124 +99,79 @@ struct sharp_coll_comm {
 
 namespace {
 
-struct Mr {
-  char* ptr;
-  size_t len;
-};
-
 struct Request {
-  sharp_coll_comm* comm;
-  std::string out;  // header + payload still to send
+  sharp_coll_context* ctx;
+  sharp_coll_comm* comm;  // null once its group was destroyed
+  std::string out;        // header + payload still to send
   size_t sent = 0;
   wire::OpReply reply{};
   size_t replyGot = 0;
-  char* result;
-  size_t resultLen, resultGot = 0;
+  std::string result;  // the reply's payload, delivered to dst at completion
+  size_t resultGot = 0;
+  char* dst;
+  Mr* dstMr;  // null for the double's own buffers (barrier)
   bool done = false;
+  bool freedUnfinished = false;  // the caller freed it before completion
   int status = SHARP_COLL_SUCCESS;
 };
 
-size_t dtypeSize(int dt) {
-  switch (dt) {
-    case SHARP_DTYPE_UNSIGNED:
-    case SHARP_DTYPE_INT:
-    case SHARP_DTYPE_FLOAT:
-      return 4;
-    case SHARP_DTYPE_UNSIGNED_LONG:
-    case SHARP_DTYPE_LONG:
-    case SHARP_DTYPE_DOUBLE:
-      return 8;
-    case SHARP_DTYPE_UNSIGNED_SHORT:
-    case SHARP_DTYPE_SHORT:
-    case SHARP_DTYPE_FLOAT_SHORT:
-    case SHARP_DTYPE_BFLOAT16:
-      return 2;
-    case SHARP_DTYPE_UINT8:
-    case SHARP_DTYPE_INT8:
-      return 1;
-    default:
-      return 0;
+std::mutex statsMu;
+wire::Stats stats{};
+
+void count(uint64_t wire::Stats::*field) {
+  std::lock_guard<std::mutex> lock(statsMu);
+  ++(stats.*field);
+}
+
+void copyText(char (&dst)[64], const std::string& s) {
+  std::snprintf(dst, sizeof(dst), "%s", s.c_str());
+}
+
+// Capabilities of the fabric's SHARP generation: 3 reduces every datatype, 2 not the SHARPv3
+// ones. -1 for a value that is neither (the caller reports it).
+int generationFromEnv() {
+  const char* g = std::getenv("NEZHA_SHARP_DOUBLE_GENERATION");
+  if (g == nullptr || *g == '\0' || std::strcmp(g, "3") == 0) return 3;
+  if (std::strcmp(g, "2") == 0) return 2;
+  return -1;
+}
+
+uint64_t dtypeMask(int generation) {
+  uint64_t m = (uint64_t{1} << SHARP_DTYPE_NULL) - 1;
+  if (generation < 3) {
+    m &= ~((uint64_t{1} << SHARP_DTYPE_BFLOAT16) | (uint64_t{1} << SHARP_DTYPE_UINT8) |
+           (uint64_t{1} << SHARP_DTYPE_INT8));
   }
+  return m;
 }
 
-bool carrierUp(const std::string& dev) {
-  std::ifstream in("/sys/class/net/" + dev + "/carrier");
-  std::string s;
-  return std::getline(in, s) && s == "1";
-}
-
-bool parseAggregator(const char* text, sockaddr_in& out) {
-  if (text == nullptr) return false;
-  std::string s = text;
-  const size_t colon = s.rfind(':');
-  if (colon == std::string::npos) return false;
-  out = sockaddr_in{};
-  out.sin_family = AF_INET;
-  const int port = std::atoi(s.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) return false;
-  out.sin_port = htons(static_cast<uint16_t>(port));
-  return inet_pton(AF_INET, s.substr(0, colon).c_str(), &out.sin_addr) == 1;
-}
-
-// Blocking helpers with an overall deadline (group creation only).
-bool waitFd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, static_cast<int>(left));
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-}
-
-bool sendAll(int fd, const void* buf, size_t len, Clock::time_point deadline) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    const ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!waitFd(fd, POLLOUT, deadline)) return false;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool recvAll(int fd, void* buf, size_t len, Clock::time_point deadline) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    const ssize_t n = recv(fd, p, len, 0);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!waitFd(fd, POLLIN, deadline)) return false;
-    } else {
-      return false;
-    }
-  }
-  return true;
+void removeRequest(sharp_coll_context* ctx, Request* r) {
+  auto& v = ctx->requests;
+  v.erase(std::remove(v.begin(), v.end(), r), v.end());
 }
 
 // Moves whatever the socket takes / gives now; completes the request when the reply is in.
 void progress(Request& r) {
+  if (r.done || r.comm == nullptr) return;
   sharp_coll_comm& c = *r.comm;
   auto finish = [&](int status) {
     r.done = true;
     r.status = status;
     if (status != SHARP_COLL_SUCCESS) c.error = status;
     c.busy = false;
+    if (status != SHARP_COLL_SUCCESS) return;
+    count(&wire::Stats::completions);
+    if (r.dstMr != nullptr && r.dstMr->released) {
+      count(&wire::Stats::completionsIntoReleasedMemory);
+      return;
+    }
+    std::memcpy(r.dst, r.result.data(), r.result.size());
   };
   if (c.error != SHARP_COLL_SUCCESS) return finish(c.error);
   const auto now = Clock::now();
   if (now >= c.nextCarrierCheck) {
     c.nextCarrierCheck = now + std::chrono::milliseconds(5);
-    if (!carrierUp(c.ctx->device)) return finish(SHARP_COLL_EDEV);
+    if (!wire::carrierUp(c.ctx->iface)) return finish(SHARP_COLL_EDEV);
   }
   while (r.sent < r.out.size()) {
     const ssize_t n = send(c.fd, r.out.data() + r.sent, r.out.size() - r.sent, MSG_NOSIGNAL);
@@ -208,13 +194,13 @@ void progress(Request& r) {
         return finish(SHARP_COLL_ERROR);
       }
       if (r.reply.status != 0) return finish(r.reply.status);
-      if (r.reply.bytes != r.resultLen) return finish(SHARP_COLL_ERROR);
-      if (r.resultGot == r.resultLen) {
+      if (r.reply.bytes != r.result.size()) return finish(SHARP_COLL_ERROR);
+      if (r.resultGot == r.result.size()) {
         ++c.seq;
         return finish(SHARP_COLL_SUCCESS);
       }
-      dst = r.result + r.resultGot;
-      want = r.resultLen - r.resultGot;
+      dst = r.result.data() + r.resultGot;
+      want = r.result.size() - r.resultGot;
     }
     const ssize_t n = recv(c.fd, dst, want, 0);
     if (n > 0) {
@@ -227,9 +213,59 @@ void progress(Request& r) {
   }
 }
 
+// The hardware view: every outstanding request of the context moves, whoever entered.
+void progressAll(sharp_coll_context* ctx) {
+  const std::vector<Request*> all = ctx->requests;
+  for (Request* r : all) progress(*r);
+  // A request freed unfinished is reclaimed once it ended.
+  for (Request* r : all) {
+    if (r->freedUnfinished && r->done) {
+      removeRequest(ctx, r);
+      delete r;
+    }
+  }
+}
+
+// Posts one allreduce of `bytes` from src; the result goes to dst (inside dstMr, or the
+// double's own buffer when dstMr is null).
+int post(sharp_coll_comm* comm, const sharp_coll_reduce_spec& spec, const char* src, char* dst,
+         Mr* dstMr, size_t bytes, Request** out) {
+  auto* r = new Request();
+  r->ctx = comm->ctx;
+  r->comm = comm;
+  wire::OpHeader h{wire::kOpMagic, spec.dtype, spec.op, 0, comm->seq, spec.length, bytes};
+  r->out.assign(reinterpret_cast<const char*>(&h), sizeof(h));
+  r->out.append(src, bytes);
+  r->result.assign(bytes, '\0');
+  r->dst = dst;
+  r->dstMr = dstMr;
+  comm->busy = true;
+  comm->ctx->requests.push_back(r);
+  progressAll(comm->ctx);
+  *out = r;
+  return SHARP_COLL_SUCCESS;
+}
+
+int waitAndRelease(Request* r) {
+  while (!r->done && r->comm != nullptr) {
+    progressAll(r->ctx);
+    if (!r->done) {
+      pollfd p{r->comm->fd, static_cast<short>(r->sent < r->out.size() ? POLLOUT : POLLIN), 0};
+      poll(&p, 1, 5);
+    }
+  }
+  const int status = r->done ? r->status : SHARP_COLL_ECONN_TREE;
+  removeRequest(r->ctx, r);
+  delete r;
+  return status;
+}
+
 }  // namespace
 
 extern "C" {
+
+__attribute__((visibility("default"))) extern const sharp_coll_config sharp_coll_default_config;
+const sharp_coll_config sharp_coll_default_config = {nullptr, 128, 10000, 0, {0, 0, 0}};
 
 __attribute__((visibility("default"))) int sharp_coll_init(sharp_coll_init_spec* spec,
                                                            sharp_coll_context** out) {
@@ -238,20 +274,34 @@ __attribute__((visibility("default"))) int sharp_coll_init(sharp_coll_init_spec*
       spec->oob_colls.bcast == nullptr || spec->oob_colls.gather == nullptr) {
     return SHARP_COLL_EINVAL;
   }
+  const std::string device = spec->config.ib_dev_list ? spec->config.ib_dev_list : "";
+  const std::string iface = wire::interfaceOfDevice(device);
+  {
+    std::lock_guard<std::mutex> lock(statsMu);
+    stats.lastWorldLocalRank = spec->world_local_rank;
+    stats.lastUserProgressNumPolls = spec->config.user_progress_num_polls;
+    stats.lastCollTimeout = spec->config.coll_timeout;
+    copyText(stats.lastDevice, device);
+    copyText(stats.lastInterface, iface);
+  }
+  const int generation = generationFromEnv();
+  if (generation < 0) {
+    std::fprintf(stderr, "sharp double: NEZHA_SHARP_DOUBLE_GENERATION=%s: want 2 or 3\n",
+                 std::getenv("NEZHA_SHARP_DOUBLE_GENERATION"));
+    return SHARP_COLL_EINVAL;
+  }
+  // The port must exist, in the library's "<hca>:<port>" form (an interface name is not one).
+  if (iface.empty()) return SHARP_COLL_EDEV;
   auto* ctx = new sharp_coll_context();
   ctx->jobId = spec->job_id;
   ctx->rank = spec->world_rank;
   ctx->size = spec->world_size;
-  ctx->device = spec->config.ib_dev_list ? spec->config.ib_dev_list : "";
+  ctx->device = device;
+  ctx->iface = iface;
+  ctx->generation = generation;
   ctx->oob = spec->oob_colls;
   ctx->oobCtx = spec->oob_ctx;
-  // The fake HCA is the rail's interface: it must exist (a "mlx5_0:1" name does not here).
-  std::ifstream probe("/sys/class/net/" + ctx->device + "/carrier");
-  if (ctx->device.empty() || !probe) {
-    delete ctx;
-    return SHARP_COLL_EDEV;
-  }
-  if (!parseAggregator(std::getenv("NEZHA_SHARP_DOUBLE_AGGREGATOR"), ctx->aggregator)) {
+  if (!wire::parseAggregator(std::getenv("NEZHA_SHARP_DOUBLE_AGGREGATOR"), ctx->aggregator)) {
     delete ctx;
     return SHARP_COLL_ESESS_INIT;
   }
@@ -264,7 +314,32 @@ __attribute__((visibility("default"))) int sharp_coll_init(sharp_coll_init_spec*
 }
 
 __attribute__((visibility("default"))) int sharp_coll_finalize(sharp_coll_context* ctx) {
+  if (ctx == nullptr) return SHARP_COLL_EINVAL;
+  for (Request* r : ctx->requests) delete r;
+  for (Mr* m : ctx->mrs) delete m;
   delete ctx;
+  return SHARP_COLL_SUCCESS;
+}
+
+__attribute__((visibility("default"))) int sharp_coll_caps_query(sharp_coll_context* ctx,
+                                                                 sharp_coll_caps* caps) {
+  if (ctx == nullptr || caps == nullptr) return SHARP_COLL_EINVAL;
+  *caps = sharp_coll_caps{};
+  caps->sharp_pkt_version = ctx->generation;
+  caps->support_mask.dtypes = dtypeMask(ctx->generation);
+  caps->support_mask.reduce_ops =
+      (uint64_t{1} << SHARP_OP_MAX) | (uint64_t{1} << SHARP_OP_MIN) | (uint64_t{1} << SHARP_OP_SUM);
+  caps->resources.max_osts = 1;
+  caps->resources.user_data_per_ost = static_cast<int>(wire::kMaxPayload);
+  caps->resources.max_groups = 1;
+  caps->resources.max_group_channels = 1;
+  caps->resources.osts_per_group = 1;
+  return SHARP_COLL_SUCCESS;
+}
+
+__attribute__((visibility("default"))) int sharp_coll_progress(sharp_coll_context* ctx) {
+  if (ctx == nullptr) return SHARP_COLL_EINVAL;
+  progressAll(ctx);
   return SHARP_COLL_SUCCESS;
 }
 
@@ -274,6 +349,10 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
   if (ctx == nullptr || spec == nullptr || out == nullptr || spec->size != ctx->size ||
       spec->rank < 0 || spec->rank >= spec->size) {
     return SHARP_COLL_EINVAL;
+  }
+  {
+    std::lock_guard<std::mutex> lock(statsMu);
+    stats.lastGroupWorldRanksNull = spec->group_world_ranks == nullptr ? 1 : 0;
   }
   // Group creation over the out-of-band collectives: the nonce from rank 0, every member's rank
   // gathered and checked by rank 0, the verdict broadcast.
@@ -293,7 +372,7 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
   }
   if (ctx->oob.bcast(spec->oob_ctx, &verdict, sizeof(verdict), 0) != 0) return SHARP_COLL_EOOB;
   if (verdict != SHARP_COLL_SUCCESS) return verdict;
-  if (!carrierUp(ctx->device)) return SHARP_COLL_EDEV;
+  if (!wire::carrierUp(ctx->iface)) return SHARP_COLL_EDEV;
 
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return SHARP_COLL_ENOMEM;
@@ -302,8 +381,8 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
     return status;
   };
   // Over the SHARP rail only, like an HCA port.
-  if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ctx->device.c_str(),
-                 static_cast<socklen_t>(ctx->device.size())) != 0) {
+  if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ctx->iface.c_str(),
+                 static_cast<socklen_t>(ctx->iface.size())) != 0) {
     return fail(SHARP_COLL_EDEV);
   }
   const int one = 1;
@@ -316,8 +395,8 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
   }
   int soErr = 0;
   socklen_t soLen = sizeof(soErr);
-  if (!waitFd(fd, POLLOUT, deadline) || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &soLen) != 0 ||
-      soErr != 0) {
+  if (!wire::waitFd(fd, POLLOUT, deadline) ||
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &soLen) != 0 || soErr != 0) {
     return fail(SHARP_COLL_ECONN_TREE);
   }
   const wire::Hello hello{wire::kHelloMagic,
@@ -327,8 +406,8 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
                           static_cast<uint32_t>(spec->size),
                           static_cast<uint32_t>(spec->rank)};
   wire::HelloReply reply{};
-  if (!sendAll(fd, &hello, sizeof(hello), deadline) ||
-      !recvAll(fd, &reply, sizeof(reply), deadline) || reply.magic != wire::kReplyMagic) {
+  if (!wire::sendAll(fd, &hello, sizeof(hello), deadline) ||
+      !wire::recvAll(fd, &reply, sizeof(reply), deadline) || reply.magic != wire::kReplyMagic) {
     return fail(SHARP_COLL_EGROUP_JOIN);
   }
   if (reply.status != 0) return fail(reply.status);
@@ -341,6 +420,17 @@ __attribute__((visibility("default"))) int sharp_coll_comm_init(sharp_coll_conte
 
 __attribute__((visibility("default"))) int sharp_coll_comm_destroy(sharp_coll_comm* comm) {
   if (comm == nullptr) return SHARP_COLL_EINVAL;
+  // What already arrived still lands; then the group's unfinished requests end with it (the
+  // context reclaims them at finalize).
+  progressAll(comm->ctx);
+  for (Request* r : comm->ctx->requests) {
+    if (r->comm != comm) continue;
+    if (!r->done) {
+      r->done = true;
+      r->status = SHARP_COLL_ECONN_TREE;
+    }
+    r->comm = nullptr;
+  }
   close(comm->fd);
   delete comm;
   return SHARP_COLL_SUCCESS;
@@ -349,13 +439,23 @@ __attribute__((visibility("default"))) int sharp_coll_comm_destroy(sharp_coll_co
 __attribute__((visibility("default"))) int sharp_coll_reg_mr(sharp_coll_context* ctx, void* buf,
                                                              size_t size, void** mr) {
   if (ctx == nullptr || buf == nullptr || size == 0 || mr == nullptr) return SHARP_COLL_EINVAL;
-  *mr = new Mr{static_cast<char*>(buf), size};
+  auto* m = new Mr{static_cast<char*>(buf), size};
+  ctx->mrs.push_back(m);
+  *mr = m;
   return SHARP_COLL_SUCCESS;
 }
 
 __attribute__((visibility("default"))) int sharp_coll_dereg_mr(sharp_coll_context* ctx, void* mr) {
   if (ctx == nullptr || mr == nullptr) return SHARP_COLL_EINVAL;
-  delete static_cast<Mr*>(mr);
+  auto* m = static_cast<Mr*>(mr);
+  if (std::find(ctx->mrs.begin(), ctx->mrs.end(), m) == ctx->mrs.end() || m->released) {
+    return SHARP_COLL_EINVAL;
+  }
+  progressAll(ctx);
+  for (const Request* r : ctx->requests) {
+    if (!r->done && r->dstMr == m) count(&wire::Stats::deregsInFlight);
+  }
+  m->released = true;
   return SHARP_COLL_SUCCESS;
 }
 
@@ -366,65 +466,81 @@ __attribute__((visibility("default"))) int sharp_coll_do_allreduce_nb(sharp_coll
     return SHARP_COLL_EINVAL;
   }
   if (comm->error != SHARP_COLL_SUCCESS) return comm->error;
-  const size_t es = dtypeSize(spec->dtype);
+  const size_t es = wire::dtypeSize(spec->dtype);
   if (es == 0 || spec->op < SHARP_OP_MAX || spec->op >= SHARP_OP_NULL) return SHARP_COLL_EINVAL;
+  if ((dtypeMask(comm->ctx->generation) & (uint64_t{1} << spec->dtype)) == 0) {
+    count(&wire::Stats::unsupportedDatatypes);
+    return SHARP_COLL_ENOT_SUPP;
+  }
   const sharp_coll_data_desc& s = spec->sbuf_desc;
   const sharp_coll_data_desc& d = spec->rbuf_desc;
   const size_t bytes = spec->length * es;
-  // Like the hardware path: host memory, contiguous, inside a registered region.
-  auto inside = [bytes](const sharp_coll_data_desc& b) {
+  // Like the hardware path: host memory, contiguous, inside a live registered region.
+  auto inside = [&](const sharp_coll_data_desc& b) {
     if (b.type != SHARP_DATA_BUFFER || b.mem_type != SHARP_MEM_TYPE_HOST) return false;
     const Mr* mr = static_cast<const Mr*>(b.buffer.mem_handle);
     const char* p = static_cast<const char*>(b.buffer.ptr);
-    return mr != nullptr && p >= mr->ptr && b.buffer.length >= bytes &&
-           p + bytes <= mr->ptr + mr->len;
+    const auto& mrs = comm->ctx->mrs;
+    return mr != nullptr && std::find(mrs.begin(), mrs.end(), mr) != mrs.end() && !mr->released &&
+           p >= mr->ptr && b.buffer.length >= bytes && p + bytes <= mr->ptr + mr->len;
   };
   if (bytes == 0 || bytes > wire::kMaxPayload || !inside(s) || !inside(d)) return SHARP_COLL_EINVAL;
-  auto* r = new Request();
-  r->comm = comm;
-  wire::OpHeader h{wire::kOpMagic, spec->dtype, spec->op, 0, comm->seq, spec->length, bytes};
-  r->out.assign(reinterpret_cast<const char*>(&h), sizeof(h));
-  r->out.append(static_cast<const char*>(s.buffer.ptr), bytes);
-  r->result = static_cast<char*>(d.buffer.ptr);
-  r->resultLen = bytes;
-  comm->busy = true;
-  progress(*r);
+  Request* r = nullptr;
+  const int st =
+      post(comm, *spec, static_cast<const char*>(s.buffer.ptr), static_cast<char*>(d.buffer.ptr),
+           static_cast<Mr*>(d.buffer.mem_handle), bytes, &r);
   *handle = r;
-  return SHARP_COLL_SUCCESS;
+  return st;
 }
 
 __attribute__((visibility("default"))) int sharp_coll_req_test(void* handle) {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return 1;
-  if (!r->done) progress(*r);
+  progressAll(r->ctx);
   return r->done ? 1 : 0;
 }
 
 __attribute__((visibility("default"))) int sharp_coll_req_wait(void* handle) {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return SHARP_COLL_EINVAL;
-  while (!r->done) {
-    progress(*r);
-    if (!r->done) {
-      pollfd p{r->comm->fd, static_cast<short>(r->sent < r->out.size() ? POLLOUT : POLLIN), 0};
-      poll(&p, 1, 5);
-    }
-  }
-  const int status = r->status;
-  delete r;
-  return status;
+  return waitAndRelease(r);
 }
 
 __attribute__((visibility("default"))) int sharp_coll_req_free(void* handle) {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return SHARP_COLL_EINVAL;
   if (!r->done) {
-    // Abandoned mid-flight: the stream to the aggregator is out of step for good.
-    r->comm->error = SHARP_COLL_ERROR;
-    r->comm->busy = false;
+    // The operation stays posted (the switch and the HCA do not know the caller gave up): it
+    // is reclaimed when it ends, and its result still goes to the receive buffer.
+    count(&wire::Stats::unfinishedFrees);
+    r->freedUnfinished = true;
+    return SHARP_COLL_SUCCESS;
   }
+  removeRequest(r->ctx, r);
   delete r;
   return SHARP_COLL_SUCCESS;
+}
+
+__attribute__((visibility("default"))) int sharp_coll_do_allreduce(sharp_coll_comm* comm,
+                                                                   sharp_coll_reduce_spec* spec) {
+  void* handle = nullptr;
+  const int st = sharp_coll_do_allreduce_nb(comm, spec, &handle);
+  return st != SHARP_COLL_SUCCESS ? st : waitAndRelease(static_cast<Request*>(handle));
+}
+
+// A barrier is a one-integer sum over the group, in the double's own buffers.
+__attribute__((visibility("default"))) int sharp_coll_do_barrier(sharp_coll_comm* comm) {
+  if (comm == nullptr || comm->busy) return SHARP_COLL_EINVAL;
+  if (comm->error != SHARP_COLL_SUCCESS) return comm->error;
+  sharp_coll_reduce_spec spec{};
+  spec.dtype = SHARP_DTYPE_INT;
+  spec.op = SHARP_OP_SUM;
+  spec.length = 1;
+  int32_t one = 1, sum = 0;
+  Request* r = nullptr;
+  post(comm, spec, reinterpret_cast<const char*>(&one), reinterpret_cast<char*>(&sum), nullptr,
+       sizeof(one), &r);
+  return waitAndRelease(r);
 }
 
 __attribute__((visibility("default"))) const char* sharp_coll_strerror(int error) {
@@ -432,7 +548,7 @@ __attribute__((visibility("default"))) const char* sharp_coll_strerror(int error
     case SHARP_COLL_SUCCESS:
       return "Success (double)";
     case SHARP_COLL_EDEV:
-      return "SHARP device error (double: the rail's port has no carrier)";
+      return "SHARP device error (double: no \"<hca>:<port>\" with that name, or no carrier)";
     case SHARP_COLL_ECONN_TREE:
       return "No connection to sharp tree (double: the aggregator closed the group)";
     case SHARP_COLL_ESESS_INIT:
@@ -442,10 +558,21 @@ __attribute__((visibility("default"))) const char* sharp_coll_strerror(int error
     case SHARP_COLL_EINVAL:
       return "Invalid value";
     case SHARP_COLL_ENOT_SUPP:
-      return "Collective operation not supported";
+      return "Collective operation not supported (double: not in the fabric's capabilities)";
     default:
       return "SHARP error (double)";
   }
+}
+
+// Test-only (double_stats.h).
+__attribute__((visibility("default"))) void nezha_sharp_double_stats(wire::Stats* out) {
+  std::lock_guard<std::mutex> lock(statsMu);
+  *out = stats;
+}
+
+__attribute__((visibility("default"))) void nezha_sharp_double_reset() {
+  std::lock_guard<std::mutex> lock(statsMu);
+  stats = wire::Stats{};
 }
 
 }  // extern "C"
