@@ -166,7 +166,7 @@ e2e: build-go build-runtime ## End-to-end: the single-node local cluster (the cl
 
 .PHONY: kind
 kind: images ## A 3-node kind cluster (needs Docker) with two rails, Multus, whereabouts and the chart: hack/kind.sh up (down: make kind-down).
-	hack/setup.sh
+	hack/setup.sh kind
 	hack/kind.sh up
 
 .PHONY: kind-down
@@ -175,7 +175,7 @@ kind-down: ## Delete the kind cluster and its rail networks (hack/kind.sh down).
 
 .PHONY: e2e-kind
 e2e-kind: build-go build-runtime ## End-to-end on the 3-node kind cluster (needs Docker): jobs on two nodes over two rails; a cut, a gray rail and a down rail on one node.
-	hack/setup.sh
+	hack/setup.sh kind
 	NEZHA_KIND_REQUIRED=1 $(PYTHON) -m pytest -q e2e/kind
 
 .PHONY: e2e-kubeflow

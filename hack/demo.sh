@@ -45,6 +45,8 @@ PROG=demo.sh
 source "$REPO/hack/lib/common.sh"
 # shellcheck source=hack/lib/demo-steps.sh
 source "$REPO/hack/lib/demo-steps.sh"
+# shellcheck source=hack/lib/docker-check.sh
+source "$REPO/hack/lib/docker-check.sh"
 
 usage() {
   sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//'
@@ -110,7 +112,14 @@ done
 [[ $KEEP =~ ^[01]$ ]] || die "DEMO_KEEP: want 0 or 1, got '$KEEP'"
 case $CLUSTER in
   kind | local) ;;
-  auto) if command -v docker >/dev/null && docker info >/dev/null 2>&1; then CLUSTER=kind; else CLUSTER=local; fi ;;
+  auto)
+    if why=$(docker_problem); then
+      CLUSTER=kind
+    else
+      log "using the local cluster, not kind: $why"
+      CLUSTER=local
+    fi
+    ;;
   *) die "--cluster (or DEMO_CLUSTER): want auto, kind or local, got '$CLUSTER'" ;;
 esac
 uint_in_range --seconds "$SECONDS_TRAIN" 30 3600

@@ -9,8 +9,8 @@
 #   hack/kind.sh load-image TARFILE [NODE...]   load a docker-archive into the nodes (default all)
 #
 # What it does, step by step:
-#   1. kind (sigs.k8s.io/kind, KIND_VERSION in hack/versions.sh) built with `go install` into the
-#      tool cache; `kind create cluster` with kind's default CNI (kindnet) as the primary network.
+#   1. kind (sigs.k8s.io/kind, KIND_VERSION in hack/versions.sh), built into the tool cache by
+#      `hack/setup.sh kind` (`make kind` runs it); `kind create cluster` with kind's default CNI (kindnet) as the primary network.
 #   2. Rails: `docker network create nezha-<name>-railK` (a /24 each) and `docker network connect`
 #      of every node, in rail order, so rail K is interface eth<K+1> on every node: RailClass
 #      hostInterface.name eth1, eth2, ... and macvlan NADs with that master. Cut a rail with
@@ -42,6 +42,8 @@ source "$REPO/hack/lib/common.sh"
 source "$REPO/hack/lib/cluster-env.sh"
 # shellcheck source=hack/lib/cluster-build.sh
 source "$REPO/hack/lib/cluster-build.sh"
+# shellcheck source=hack/lib/docker-check.sh
+source "$REPO/hack/lib/docker-check.sh"
 
 NAME=${NEZHA_KIND_NAME:-nezha}
 RAILS=${NEZHA_KIND_RAILS:-2}
@@ -65,16 +67,6 @@ validate() {
 }
 
 kc() { "$NEZHA_KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
-
-build_kind() {
-  [ -x "$KIND" ] && return 0
-  log "building kind $KIND_VERSION"
-  mkdir -p "$NEZHA_TOOLS_BIN"
-  local gobin="$NEZHA_CACHE/tools/gobin-kind-$KIND_VERSION"
-  GOBIN="$gobin" go install "sigs.k8s.io/kind@$KIND_VERSION"
-  mv "$gobin/kind" "$KIND"
-  rm -rf "$gobin"
-}
 
 nodes() { "$KIND" get nodes --name "$NAME"; }
 
@@ -284,10 +276,13 @@ load_images_and_chart() {
 }
 
 cmd_up() {
-  require_cmd docker go jq
+  local why
+  why=$(docker_problem) || fail "up: $why"
+  require_tool go "install the Go toolchain go.mod names"
+  require_cmd jq
   [ -x "$NEZHA_KUBE_BIN/kubectl" ] || fail "up: no kubectl in $NEZHA_KUBE_BIN (run: hack/setup.sh)"
   [ -x "$HELM" ] || fail "up: no helm at $HELM (run: hack/setup.sh)"
-  build_kind
+  [ -x "$KIND" ] || fail "up: no kind at $KIND (run: hack/setup.sh kind)"
   if [ "$SANDBOX" = 1 ] && [ -z "$NODE_IMAGE" ]; then
     NODE_IMAGE=$("$REPO/hack/kind-sandbox/node-image.sh") || fail "up: building the sandbox node image failed"
   fi

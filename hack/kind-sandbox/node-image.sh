@@ -32,6 +32,8 @@ source "$REPO/hack/lib/common.sh"
 source "$REPO/hack/lib/cluster-env.sh"
 # shellcheck source=hack/lib/cluster-build.sh
 source "$REPO/hack/lib/cluster-build.sh"
+# shellcheck source=hack/lib/docker-check.sh
+source "$REPO/hack/lib/docker-check.sh"
 
 WORK="$NEZHA_CACHE/kind-node"
 IMAGE_REPO=nezha.local
@@ -57,7 +59,7 @@ kind_module_dir() {
 build_base() {
   local ref=nezha.local/kind-base:bookworm
   if docker image inspect "$ref" >/dev/null 2>&1; then echo "$ref"; return 0; fi
-  require_cmd mmdebstrap
+  require_tool mmdebstrap "install the Debian package mmdebstrap (NEZHA_KIND_SANDBOX=1 hack/setup.sh kind does)"
   local sources="" f
   for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
     if [ -s "$f" ]; then sources=$f; break; fi
@@ -122,7 +124,9 @@ build_node() {
 case "${1:-}" in
   --ref) node_ref ;;
   "")
-    require_cmd docker go jq
+    why=$(docker_problem) || fail "$why"
+    require_tool go "install the Go toolchain go.mod names"
+    require_cmd jq
     ref=$(node_ref)
     docker image inspect "$ref" >/dev/null 2>&1 || build_node "$ref"
     echo "$ref"

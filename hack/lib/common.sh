@@ -40,3 +40,10 @@ require_cmd() {
     command -v "$c" >/dev/null 2>&1 || fail "missing command '$c' (run hack/setup.sh)"
   done
 }
+
+# require_tool COMMAND HOW: fail naming what installs COMMAND (HOW, e.g. "install the Debian
+# package mmdebstrap") when it is not on PATH; for commands hack/setup.sh's default run does not
+# install, where "run hack/setup.sh" would send the reader to a script that does not help.
+require_tool() {
+  command -v "$1" >/dev/null 2>&1 || fail "missing command '$1': $2"
+}

@@ -15,8 +15,11 @@ KIND_RAIL_NET=${NEZHA_KIND_RAIL_NET:-172.31}
 platform_name() { echo "a 3-node kind cluster (hack/kind.sh)"; }
 
 platform_prereqs() {
-  require_cmd docker
-  docker info >/dev/null 2>&1 || fail "docker does not answer (docker info); use --cluster local"
+  local why
+  why=$(docker_problem) || fail "kind needs Docker: $why (or use --cluster local)"
+  # What hack/kind.sh needs beyond `make demo`'s `hack/setup.sh cluster` (kind itself; with
+  # NEZHA_KIND_SANDBOX=1 the node image's tools). Idempotent: only checks once installed.
+  "$REPO/hack/setup.sh" kind
 }
 
 kind_exec() { docker exec "$@"; }
