@@ -95,9 +95,12 @@ class ScriptedAggregator {
     ASSERT_EQ(h.magic, wire::kOpMagic);
     std::string payload(h.bytes, '\0');
     ASSERT_TRUE(readAll(conn_, payload.data(), payload.size()));
+    // One write: on loopback the whole answer is then readable once send() returned (two
+    // small writes would let Nagle hold the second back).
     const wire::OpReply reply{wire::kReplyMagic, 0, h.seq, h.bytes};
-    ASSERT_TRUE(writeAll(conn_, &reply, sizeof(reply)));
-    ASSERT_TRUE(writeAll(conn_, payload.data(), payload.size()));
+    std::string answer(reinterpret_cast<const char*>(&reply), sizeof(reply));
+    answer += payload;
+    ASSERT_TRUE(writeAll(conn_, answer.data(), answer.size()));
   }
 
  private:
