@@ -64,7 +64,7 @@ func TestChartRendersPodMonitorsOnlyWhereTheCRDExists(t *testing.T) {
 func knownMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	sources := map[string]*regexp.Regexp{
-		"../runtime/src/control/control_status.cc":   regexp.MustCompile(`(?:family|byRailReason)\(\s*"(nezha_[a-z0-9_]+)"`),
+		"../runtime/src/comm/control_status.cc":      regexp.MustCompile(`(?:family|byRailReason)\(\s*"(nezha_[a-z0-9_]+)"`),
 		"../cni/pkg/railmetrics/metrics.go":          regexp.MustCompile(`(?:NewDesc\(|Name:\s*)"(nezha_[a-z0-9_]+)"`),
 		"../operator/internal/controller/metrics.go": regexp.MustCompile(`Name:\s*"(nezha_[a-z0-9_]+)"`),
 		"../operator/internal/quarantine/metrics.go": regexp.MustCompile(`Name:\s*"(nezha_[a-z0-9_]+)"`),

@@ -74,7 +74,7 @@ func TestFailedRails(t *testing.T) {
 }
 
 func TestReportReadsThePreflightSection(t *testing.T) {
-	// The runtime's document (runtime/src/control/control_status.cc) for a rail that failed the
+	// The runtime's document (runtime/src/comm/control_status.cc) for a rail that failed the
 	// start-up check on this rank (reason known) and on its peer (pair only).
 	body := `{"rank":1,"world_size":2,"ops":3,"rails":[{"name":"r0","state":"healthy"},{"name":"r1","state":"probing"}],` +
 		`"preflight":{"policy":"degrade","result":"failed","peers_checked":1,"seconds":1.5,"failure_count":2,"failures":[` +
