@@ -128,3 +128,31 @@ func expectNoPods(t *testing.T, ns string) {
 		t.Fatalf("want no worker pods while a child conflicts, got %d (%v)", len(pods.Items), err)
 	}
 }
+
+// TestRailClassAllowedNamespaces: a RailClass whose spec.allowedNamespaces does not select a
+// namespace is refused to jobs there (NetworksReady=False, RailClassNotAllowed, naming the
+// RailClass and the namespace; no NAD is created in that namespace, no workers), while a
+// namespace it selects gets its workers.
+func TestRailClassAllowedNamespaces(t *testing.T) {
+	ctx := context.Background()
+	other, team := newNamespace(t), newNamespace(t)
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: team}, ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels["rails.example/team"] = "vision"
+	if err := k8s.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	rc := tu.MakeRailClass(team + "-r0").Obj()
+	rc.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"rails.example/team": "vision"}}
+	mustCreate(t, rc)
+
+	mustCreate(t, tu.MakeJob("intruder", other, rc.Name).Replicas(1).Obj())
+	eventually(t, "RailClassNotAllowed", conditionIs(other, "intruder", nezhav1.ConditionNetworksReady, metav1.ConditionFalse,
+		nezhav1.ReasonRailClassNotAllowed, `RailClass "`+rc.Name+`" does not allow namespace "`+other+`"`))
+	expectNoPods(t, other)
+
+	mustCreate(t, tu.MakeJob("owner", team, rc.Name).Replicas(1).Obj())
+	eventually(t, "the selected namespace gets its worker", podExists(team, builder.PodName("owner", 0)))
+}
