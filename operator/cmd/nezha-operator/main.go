@@ -113,7 +113,7 @@ func run() error {
 		// Pods of other controllers (Trainer v2, JobSet, PyTorchJob) that ask for rails; the
 		// chart's MutatingWebhookConfiguration selects them by label.
 		mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
-			Client: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: conf.Runtime.Image,
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: conf.Runtime.Image,
 		}})
 		setupLog.Info("admission webhooks", "port", webhookPort, "certDir", conf.Webhook.CertDir)
 	}

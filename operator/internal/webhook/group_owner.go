@@ -35,7 +35,7 @@ func (h *PodRailInjector) groupOwner(ctx context.Context, pod *corev1.Pod, g gro
 		return metav1.OwnerReference{}, fmt.Errorf("pod's controller is %s %q, not a Job of the JobSet %q its label %s names", ref.Kind, ref.Name, g.name, g.label)
 	}
 	var job batchv1.Job
-	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &job); err != nil {
+	if err := h.reader().Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &job); err != nil {
 		return metav1.OwnerReference{}, fmt.Errorf("read the pod's Job %s/%s: %w", pod.Namespace, ref.Name, err)
 	}
 	if job.UID != ref.UID {

@@ -54,7 +54,10 @@ const (
 //
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 type PodRailInjector struct {
-	Client       client.Client
+	Client client.Client
+	// Reader reads the pod's Job and an existing Secret or NAD uncached (the Job was created a
+	// moment ago; the cache may not hold it yet); nil: Client.
+	Reader       client.Reader
 	Decoder      admission.Decoder
 	RuntimeImage string
 }
@@ -184,7 +187,7 @@ func (h *PodRailInjector) createOrCheckOwned(ctx context.Context, obj, existing 
 	if err == nil || !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+	if err := h.reader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 		return err
 	}
 	return checkOwned(existing, owner)
@@ -207,4 +210,11 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func (h *PodRailInjector) reader() client.Reader {
+	if h.Reader != nil {
+		return h.Reader
+	}
+	return h.Client
 }
