@@ -33,9 +33,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 apiVersion: config.nezha.io/v1alpha1
 kind: Configuration
 namespace: {{ .Release.Namespace | quote }}
-{{- with $op.watchNamespaces }}
-watchNamespaces: {{ toJson . }}
-{{- end }}
+watchNamespaces: {{ toJson (default (list) $op.watchNamespaces) }}
 health:
   healthProbeBindAddress: ":{{ $op.healthPort }}"
 metrics:
