@@ -114,6 +114,7 @@ func run() error {
 		// chart's MutatingWebhookConfiguration selects them by label.
 		mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: conf.Runtime.Image,
+			NetworkPolicy: r.NetworkPolicy,
 		}})
 		setupLog.Info("admission webhooks", "port", webhookPort, "certDir", conf.Webhook.CertDir)
 	}

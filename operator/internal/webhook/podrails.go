@@ -11,6 +11,7 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,10 @@ type PodRailInjector struct {
 	Reader       client.Reader
 	Decoder      admission.Decoder
 	RuntimeImage string
+	// NetworkPolicy, when set (configuration networkPolicy.enabled), gives each group the
+	// NetworkPolicy a MultiRailJob gets, "<key>-workers", selecting the group's pods by their
+	// controller's label.
+	NetworkPolicy *builder.NetworkPolicyOptions
 }
 
 var _ admission.Handler = &PodRailInjector{}
@@ -131,6 +136,9 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 		if err := h.ensureSecret(ctx, job, owner); err != nil {
 			return err
 		}
+		if err := h.ensureNetworkPolicy(ctx, job, g, owner); err != nil {
+			return err
+		}
 	}
 	in := builder.Injection{
 		Rails:       rails,
@@ -178,6 +186,18 @@ func (h *PodRailInjector) ensureSecret(ctx context.Context, job *nezhav1.MultiRa
 		Data:       map[string][]byte{nezhav1.JobTokenKey: []byte(hex.EncodeToString(buf))},
 	}
 	return h.createOrCheckOwned(ctx, s, &corev1.Secret{}, owner)
+}
+
+// ensureNetworkPolicy creates the group's NetworkPolicy once (never adopting one of that name).
+func (h *PodRailInjector) ensureNetworkPolicy(ctx context.Context, job *nezhav1.MultiRailJob, g group, owner metav1.OwnerReference) error {
+	if h.NetworkPolicy == nil {
+		return nil
+	}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: builder.NetworkPolicyName(job.Name), Namespace: job.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec:       builder.WorkersPolicySpec(map[string]string{g.label: g.name}, *h.NetworkPolicy),
+	}
+	return h.createOrCheckOwned(ctx, np, &networkingv1.NetworkPolicy{}, owner)
 }
 
 // createOrCheckOwned creates obj, or, when it exists, accepts it only if the group's owner

@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
@@ -179,6 +181,8 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	}
 	mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
 		Client: c, Decoder: admission.NewDecoder(s), RuntimeImage: "nezha/runtime:test",
+		NetworkPolicy: &builder.NetworkPolicyOptions{OperatorNamespace: "nezha-system",
+			OperatorPodLabels: map[string]string{"app.kubernetes.io/component": "operator"}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -255,6 +259,15 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 		if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "mnist-" + r}, nad); err != nil || !strings.Contains(nad.Spec.Config, "macvlan") {
 			t.Errorf("NAD mnist-%s: %v", r, err)
 		}
+	}
+
+	// The group gets the NetworkPolicy a MultiRailJob gets, selecting its pods by the JobSet's label.
+	np := &networkingv1.NetworkPolicy{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "mnist-workers"}, np); err != nil {
+		t.Errorf("the TrainJob's NetworkPolicy: %v", err)
+	} else if ref := metav1.GetControllerOf(np); ref == nil || ref.Kind != "JobSet" || ref.Name != "mnist" ||
+		np.Spec.PodSelector.MatchLabels["jobset.sigs.k8s.io/jobset-name"] != "mnist" || len(np.Spec.Ingress) != 2 {
+		t.Errorf("the TrainJob's NetworkPolicy: owners %+v selector %v ingress %d", np.OwnerReferences, np.Spec.PodSelector, len(np.Spec.Ingress))
 	}
 
 	// A second rank of the same TrainJob shares the Secret.
