@@ -52,8 +52,6 @@ const (
 // controller chain does not lead to that object, or an existing Secret or NAD that object does
 // not control, is refused: nothing is adopted. RailClasses are checked against their
 // spec.allowedNamespaces (internal/tenancy).
-//
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 type PodRailInjector struct {
 	Client client.Client
 	// Reader reads the pod's Job and an existing Secret or NAD uncached (the Job was created a
@@ -68,6 +66,9 @@ type PodRailInjector struct {
 }
 
 var _ admission.Handler = &PodRailInjector{}
+
+// The pod's Job is read (uncached, Reader) to follow its controller chain to the JobSet.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
 
 func (h *PodRailInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
