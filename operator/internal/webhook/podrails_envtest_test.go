@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,8 +240,8 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	if _, ok := env0[nezhav1.EnvJobToken]; ok || env0[nezhav1.EnvJobTokenFile].Value != "/var/run/nezha/job-token/token" {
 		t.Errorf("the token must be a mounted file, not an env variable: %+v %+v", env0[nezhav1.EnvJobToken], env0[nezhav1.EnvJobTokenFile])
 	}
-	if v := got.Spec.Volumes; len(v) == 0 || v[len(v)-1].Secret == nil || v[len(v)-1].Secret.SecretName != "mnist-token" {
-		t.Errorf("no volume from Secret mnist-token: %+v", v)
+	if i := slices.IndexFunc(got.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "mnist-token" }); i < 0 {
+		t.Errorf("no volume from Secret mnist-token: %+v", got.Spec.Volumes)
 	}
 	if env0["PET_NNODES"].Value != "2" {
 		t.Errorf("Trainer's own environment was not kept")
