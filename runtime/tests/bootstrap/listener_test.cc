@@ -62,6 +62,16 @@ std::vector<Fd> strayClients(int port, int idle) {
   return keep;
 }
 
+// One rank's rendezvous with a one-rail registration (port 1000 + rank).
+JobTable join(const Options& o) {
+  RankInfo mine;
+  mine.rank = o.rank;
+  mine.worldSize = o.worldSize;
+  mine.fingerprint = configFingerprint(o);
+  mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + o.rank});
+  return rendezvous(o, mine);
+}
+
 TEST(HandshakeAcceptorTest, StrayClientsCostOnlyTheirOwnDeadline) {
   const std::string token = testing::kTestToken;
   Fd listen = listenOn("127.0.0.1", 0, "");
@@ -144,14 +154,7 @@ TEST(RendezvousListenerTest, HundredIdleConnectionsDoNotStopSixtyFourRanks) {
   const int port = opts[0].rendezvousPort;
   std::vector<Fd> strays = strayClients(port, 100);
   std::vector<JobTable> tables(kRanks);
-  testing::runRanks(kRanks, [&](int r) {
-    RankInfo mine;
-    mine.rank = r;
-    mine.worldSize = kRanks;
-    mine.fingerprint = configFingerprint(opts[r]);
-    mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + r});
-    tables[r] = rendezvous(opts[r], mine);
-  });
+  testing::runRanks(kRanks, [&](int r) { tables[r] = join(opts[r]); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(tables[r].ranks.size(), static_cast<size_t>(kRanks));
     EXPECT_EQ(tables[r].ranks[kRanks - 1].rails[0].port, 1000 + kRanks - 1);
@@ -193,14 +196,7 @@ TEST(RendezvousListenerTest, ThousandIdleSocketsDoNotStopStartUp) {
   std::vector<Fd> idle;
   for (int i = 0; i < idleCount; ++i) idle.push_back(rawConnect(opts[0].rendezvousPort));
   std::vector<JobTable> tables(kRanks);
-  testing::runRanks(kRanks, [&](int r) {
-    RankInfo mine;
-    mine.rank = r;
-    mine.worldSize = kRanks;
-    mine.fingerprint = configFingerprint(opts[r]);
-    mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + r});
-    tables[r] = rendezvous(opts[r], mine);
-  });
+  testing::runRanks(kRanks, [&](int r) { tables[r] = join(opts[r]); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(tables[r].ranks.size(), static_cast<size_t>(kRanks));
     EXPECT_EQ(tables[r].session, tables[0].session);
@@ -217,14 +213,7 @@ TEST(RendezvousListenerTest, WrongPurposeIsRefused) {
   EXPECT_THROW(authenticateAsClient(fd.get(), testing::kTestToken, "data rail=0 from=1 to=0",
                                     Clock::now() + 10s, -1, "t"),
                RailError);  // closed before the challenge
-  testing::runRanks(2, [&](int r) {
-    RankInfo mine;
-    mine.rank = r;
-    mine.worldSize = 2;
-    mine.fingerprint = configFingerprint(opts[r]);
-    mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + r});
-    rendezvous(opts[r], mine);
-  });
+  testing::runRanks(2, [&](int r) { join(opts[r]); });
   EXPECT_GE(opts[0].server->rejectedConnections(), 1u);
 }
 

@@ -29,14 +29,24 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kControlHost = 0x7f0000c8;  // 127.0.0.200
 
-// Sends `raw` to 127.0.0.200:port and returns the whole reply.
-std::string httpRaw(int port, const std::string& raw) {
+// A TCP connection to 127.0.0.200:port (-1 if it failed).
+int connectControl(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(kControlHost);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `raw` to 127.0.0.200:port and returns the whole reply.
+std::string httpRaw(int port, const std::string& raw) {
+  const int fd = connectControl(port);
+  EXPECT_GE(fd, 0);
   EXPECT_EQ(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL), static_cast<ssize_t>(raw.size()));
   std::string out;
   char buf[4096];
@@ -235,12 +245,8 @@ TEST(ControlServerTest, IdleConnectionsDoNotDelayAGet) {
   });
   std::vector<int> idle;
   for (int i = 0; i < 6; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server.port()));
-    a.sin_addr.s_addr = htonl(kControlHost);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = connectControl(server.port());
+    ASSERT_GE(fd, 0);
     if (i == 5) {
       ASSERT_GT(::send(fd, "GET /sta", 8, MSG_NOSIGNAL), 0);
     }
@@ -275,12 +281,8 @@ TEST(ControlServerTest, IdleFloodFromOneSourceIsEvictedNotServedA503) {
   constexpr int kIdle = 100;  // more than kMaxConnections (64): the old table answered 503
   std::vector<int> idle;
   for (int i = 0; i < kIdle; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server.port()));
-    a.sin_addr.s_addr = htonl(kControlHost);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = connectControl(server.port());
+    ASSERT_GE(fd, 0);
     idle.push_back(fd);
   }
   for (int i = 0; i < 3; ++i) {
