@@ -48,7 +48,9 @@ struct HandshakeAcceptor::Pending {
       : fd(std::move(f)),
         hs(token, o.serves),
         deadline(Clock::now() + o.perConnection),
-        helloDeadline(std::min(deadline, Clock::now() + o.helloDeadline)) {
+        helloDeadline(o.helloDeadline.count() > 0
+                          ? std::min(deadline, Clock::now() + o.helloDeadline)
+                          : deadline) {
     std::tie(source, peer) = peerAddress(fd.get());
   }
   // When it is dropped: its own deadline, or sooner while it has sent nothing.
@@ -93,7 +95,8 @@ void HandshakeAcceptor::reject(const std::string& reason) { count("unexpected", 
 bool HandshakeAcceptor::makeRoom(const std::string& source) {
   size_t fromSource = 0;
   for (const auto& p : pending_) fromSource += p->source == source ? 1 : 0;
-  const bool sourceFull = fromSource >= options_.maxPendingPerSource;
+  const bool sourceFull =
+      options_.maxPendingPerSource > 0 && fromSource >= options_.maxPendingPerSource;
   if (!sourceFull && pending_.size() < options_.maxPending) return true;
   // pending_ is in arrival order: the first idle match is the oldest.
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {

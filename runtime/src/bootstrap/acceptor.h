@@ -5,12 +5,13 @@
 // that connection's own deadline — it never aborts or stalls the setup of the real peers.
 // Rejected connections are counted by reason; the first of each reason is logged once.
 //
-// Floods of idle sockets (docs/security.md "Rendezvous and rail listeners"): a connection that
-// sends nothing within `helloDeadline` is dropped (a real peer sends its hello at once); one
-// source holds at most `maxPendingPerSource` pending handshakes; and when a limit is reached the
-// oldest connection that has sent nothing is evicted to make room, so a newcomer (a real rank
-// arriving after the flood) is never the one turned away while idle sockets hold the table.
-// A client whose connection closes before authentication retries (bootstrap/rendezvous.cc).
+// Floods of idle sockets (docs/security.md "Hostile input"): when a limit is reached the oldest
+// connection that has sent nothing is evicted to make room, so a newcomer (a real rank arriving
+// after the flood) is not the one turned away while idle sockets hold the table. A listener
+// whose clients retry a connection closed before authentication (the rendezvous,
+// bootstrap/rendezvous.cc) also drops a connection that sends nothing within `helloDeadline` (a
+// real peer sends its hello at once) and caps each source at `maxPendingPerSource`; rail
+// listeners, whose clients do not retry, leave both off.
 #pragma once
 
 #include <chrono>
@@ -36,10 +37,10 @@ class HandshakeAcceptor {
   struct Options {
     std::string listener;                           // for logs: "rendezvous", "rail r1"
     std::chrono::milliseconds perConnection{5000};  // a handshake's own deadline
-    std::chrono::milliseconds helloDeadline{1000};  // nothing received by then: dropped
+    std::chrono::milliseconds helloDeadline{0};     // > 0: nothing received by then: dropped
     size_t firstFrameMax = 0;                       // > 0: read one frame after the proof
     size_t maxPending = 1024;                       // in all (idle ones evicted first)
-    size_t maxPendingPerSource = 64;                // per source IP (idle ones evicted first)
+    size_t maxPendingPerSource = 0;                 // > 0: per source IP (idle ones evicted first)
     ServerHandshake::PurposeCheck serves;           // purposes served; empty = any
   };
   // `listenFd` and `token` are not owned and must outlive the acceptor.

@@ -22,6 +22,10 @@ namespace {
 constexpr char kPurpose[] = "rendezvous";
 // A client's handshake and registration must arrive within this; others are served meanwhile.
 constexpr auto kPerClientBudget = std::chrono::seconds(5);
+// A rank sends its hello right after connecting; a connection silent this long is dropped.
+constexpr auto kHelloDeadline = std::chrono::milliseconds(1000);
+// Pending handshakes one source IP may hold (a pod's local ranks are far fewer).
+constexpr size_t kMaxPendingPerSource = 64;
 // A registration names at most 64 rails of short strings.
 constexpr size_t kMaxRegistration = 64 << 10;
 
@@ -195,6 +199,10 @@ void RendezvousServer::serve() {
   ao.perConnection = kPerClientBudget;
   ao.firstFrameMax = kMaxRegistration;
   ao.serves = [](const std::string& purpose) { return purpose == kPurpose; };
+  // Its clients retry a connection closed before authentication, so idle or crowding
+  // connections can be shed early (bootstrap/acceptor.h).
+  ao.helloDeadline = kHelloDeadline;
+  ao.maxPendingPerSource = kMaxPendingPerSource;
   HandshakeAcceptor acceptor(listen_.get(), options_.jobToken, ao);
   Joining state;
   while (!stop_ && Clock::now() < deadline && state.answered < options_.worldSize) {
