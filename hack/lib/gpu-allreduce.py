@@ -6,6 +6,7 @@ NCCL takes them for two hosts and moves the data through the net plugin (docs/nc
 "One-GPU proof"). Writes a JSON result; exit 0 iff every all_reduce was exact.
 
   gpu-allreduce.py --mode bench|loop --bytes N --iters N --out FILE [--seconds S] [--ready FILE]
+                   [--cpu]
 
 Rendezvous: MASTER_ADDR/MASTER_PORT, RANK, WORLD_SIZE (torch's env:// init).
 """
@@ -25,6 +26,8 @@ def parse_args():
     p.add_argument("--seconds", type=float, default=0, help="loop: run this long")
     p.add_argument("--ready", default="", help="loop: created after the first ops completed")
     p.add_argument("--out", required=True)
+    p.add_argument("--cpu", action="store_true",
+                   help="gloo on CPU tensors: checks this program itself on a machine without a GPU")
     return p.parse_args()
 
 
@@ -33,10 +36,12 @@ def main():
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("nccl", init_method="env://")
+    dist.init_process_group("gloo" if args.cpu else "nccl", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", 0)
-    torch.cuda.set_device(dev)
+    dev = torch.device("cpu") if args.cpu else torch.device("cuda", 0)
+    if not args.cpu:
+        torch.cuda.set_device(dev)
+    sync = (lambda: None) if args.cpu else (lambda: torch.cuda.synchronize(dev))
     count = max(1, args.bytes // 4)
     # Integers below 2^24 in float32: every sum is exact, so results compare with ==.
     pattern = torch.arange(count, device=dev, dtype=torch.int64).remainder_(1000).to(torch.float32)
@@ -44,14 +49,17 @@ def main():
     want = pattern * (world * (world + 1) // 2)
     buf = torch.empty_like(mine)
     result = {"rank": rank, "world": world, "bytes": count * 4, "torch": torch.__version__,
-              "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-              "device": torch.cuda.get_device_name(dev), "wrong": 0, "ops": 0, "op_ms": []}
+              "cuda": torch.version.cuda, "backend": dist.get_backend(), "wrong": 0, "ops": 0,
+              "op_ms": []}
+    if not args.cpu:
+        result.update(nccl=".".join(map(str, torch.cuda.nccl.version())),
+                      device=torch.cuda.get_device_name(dev))
 
     def one_op():
         buf.copy_(mine)
         t0 = time.perf_counter()
         dist.all_reduce(buf)
-        torch.cuda.synchronize(dev)
+        sync()
         t1 = time.perf_counter()
         result["ops"] += 1
         if not torch.equal(buf, want):

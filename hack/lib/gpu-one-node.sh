@@ -107,7 +107,7 @@ out=$(realpath "$out")
 
 # ---- the bed: 2 hosts x 2 rails (runtime/tests/testbed/lib.sh) ------------------------------
 TESTBED="$REPO/hack/testbed.sh"
-LOG_PREFIX=gpu-check
+LOG_PREFIX="gpu-check"
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$REPO/runtime/tests/testbed/lib.sh"
 note() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -119,7 +119,9 @@ note "gpu-check: plugin $plugin ($exports)"
 note "gpu-check: torch: $torch_info"
 note "gpu-check: bed nzgpu: 2 hosts x 2 rails at $rate Mbit/s, evidence in $out"
 
-# rank_env RANK RAILS PORT: the environment of one rank, one VAR=VALUE per line.
+# rank_env RANK RAILS PORT: the environment of one rank, one VAR=VALUE per line. The plugin by
+# name with its directory first on LD_LIBRARY_PATH: every NCCL version resolves `nezha` to
+# libnccl-net-nezha.so there, while a path in NCCL_NET_PLUGIN only newer ones accept.
 rank_env() {
   local r=$1 rails=$2 port=$3 spec="" k
   for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
@@ -128,7 +130,7 @@ CUDA_VISIBLE_DEVICES=$gpu
 NCCL_HOSTID=nezha-gpu-check-host$r
 NCCL_P2P_DISABLE=1
 NCCL_SHM_DISABLE=1
-NCCL_NET_PLUGIN=$plugin
+NCCL_NET_PLUGIN=nezha
 NCCL_NET=nezha
 NCCL_SOCKET_IFNAME=r0
 NCCL_DEBUG=INFO
@@ -183,7 +185,7 @@ done
 if grep -hE "NET/Plugin.*([Nn]ezha|Loaded)|Using network nezha" "$out"/bench-*.log >"$out/plugin-lines.txt"; then
   pass "plugin-loaded: $(head -1 "$out/plugin-lines.txt")"
 else
-  fail "plugin-loaded: no NCCL line names the nezha plugin (NCCL_NET_PLUGIN=$plugin)"
+  fail "plugin-loaded: no NCCL line names the nezha plugin (NCCL_NET_PLUGIN=nezha from $plugin_dir)"
 fi
 if grep -h "via NET/nezha" "$out"/bench-*.log >"$out/channel-lines.txt"; then
   pass "via-net-nezha: $(wc -l <"$out/channel-lines.txt") channel lines, e.g. $(head -1 "$out/channel-lines.txt")"
@@ -205,7 +207,11 @@ loop_s=$((3 * cut_s + 10))
 run_ranks cut 2 29503 --mode loop --bytes "$bytes" --iters 1 --seconds "$loop_s" \
   --ready "$out/cut.ready" &
 job=$!
-until_exists "$out/cut.ready" "$job" "the all_reduce loop"
+# Bounded (2 min: CUDA, torch and NCCL start-up come first), and over early if the job ended.
+for ((i = 0; i < 1200; i++)); do
+  [ -e "$out/cut.ready" ] || ! kill -0 "$job" 2>/dev/null && break
+  sleep 0.1
+done
 t_cut=$(date +%s.%N)
 cut_rail 0 1
 sleep "$cut_s" # the length of the outage is the scenario, not a wait for an event

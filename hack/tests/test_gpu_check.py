@@ -151,7 +151,8 @@ def test_dry_run_sets_up_everything_but_the_cuda_part(tmp_path, plugin_dir):
         # Two hosts to NCCL, so the GPU's data must leave through the network plugin.
         assert env["NCCL_HOSTID"] == f"nezha-gpu-check-host{r}"
         assert env["NCCL_P2P_DISABLE"] == "1" and env["NCCL_SHM_DISABLE"] == "1"
-        assert env["NCCL_NET_PLUGIN"] == plugin and env["NCCL_NET"] == "nezha"
+        assert env["NCCL_NET_PLUGIN"] == "nezha" and env["NCCL_NET"] == "nezha"
+        assert env["LD_LIBRARY_PATH"].split(":")[0] == os.path.dirname(plugin)
         assert env["NCCL_DEBUG"] == "INFO"
         assert env["NEZHA_RAILS"] == "r0=r0:tcp,r1=r1:tcp"
         assert env["MASTER_ADDR"] == "10.100.0.10"  # host 0's rail-0 address on the bed
