@@ -178,6 +178,7 @@ func TestValuesSchemaRefusesBadValuesNamingTheField(t *testing.T) {
 		{"tests.enabled=sure", "enabled"},
 		{"trainer.railClasses={Bad_Name}", "railClasses"},
 		{"webhook.podRails=maybe", "podRails"},
+		{"operator.watchNamespaces={Team_A}", "watchNamespaces"},
 	} {
 		cmd := exec.Command(helmBinary(t), "template", releaseName, chartDir, "--kube-version", kubeVersion,
 			"--namespace", releaseNamespace, "--set", tc.set)

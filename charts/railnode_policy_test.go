@@ -87,8 +87,35 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 	victim := railNode("node-b")
 	must(admin.Get(ctx, client.ObjectKey{Name: "node-b"}, victim))
 	victim.SetLabels(map[string]string{"forged": "yes"})
-	if err := agent.Update(ctx, victim); err == nil || !strings.Contains(err.Error(), "own node") {
-		t.Fatalf("update of another node's RailNode: want denied, got %v", err)
+	if err := agent.Update(ctx, victim); !apierrors.IsForbidden(err) {
+		t.Fatalf("update of another node's RailNode: want forbidden, got %v", err)
+	}
+	if err := agent.Status().Update(ctx, victim); err == nil || !strings.Contains(err.Error(), "own node") {
+		t.Fatalf("status update of another node's RailNode: want denied by the policy, got %v", err)
+	}
+
+	// Its own RailNode's quarantine is not the agent's to clear: no update of the main resource
+	// (RBAC), a status update leaves the spec as the administrator set it, and it may not create
+	// a RailNode that carries a quarantine.
+	own := railNode("node-a")
+	must(admin.Get(ctx, client.ObjectKey{Name: "node-a"}, own))
+	must(unstructured.SetNestedStringSlice(own.Object, []string{"rail0"}, "spec", "quarantinedRails"))
+	must(admin.Update(ctx, own))
+	must(agent.Get(ctx, client.ObjectKey{Name: "node-a"}, own))
+	unstructured.RemoveNestedField(own.Object, "spec")
+	if err := agent.Update(ctx, own); !apierrors.IsForbidden(err) {
+		t.Fatalf("the agent cleared its own quarantine through the main resource: %v", err)
+	}
+	must(agent.Status().Update(ctx, own))
+	must(admin.Get(ctx, client.ObjectKey{Name: "node-a"}, own))
+	if q, _, _ := unstructured.NestedStringSlice(own.Object, "spec", "quarantinedRails"); len(q) != 1 || q[0] != "rail0" {
+		t.Fatalf("the agent's status update changed spec.quarantinedRails to %v", q)
+	}
+	must(admin.Delete(ctx, own))
+	quarantined := railNode("node-a")
+	must(unstructured.SetNestedStringSlice(quarantined.Object, []string{"rail0"}, "spec", "quarantinedRails"))
+	if err := agent.Create(ctx, quarantined); err == nil || !strings.Contains(err.Error(), "spec.quarantinedRails") {
+		t.Fatalf("the agent created a RailNode with a quarantine: %v", err)
 	}
 	// Deleting is not even in the agent's RBAC; either way it must be forbidden.
 	if err := agent.Delete(ctx, victim); !apierrors.IsForbidden(err) {

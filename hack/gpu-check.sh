@@ -3,6 +3,8 @@
 # rail cut. Nothing here ran on a GPU while Nezha was built (there is none on the build
 # machines); docs/nccl.md says what was and was not verified.
 #
+#   hack/gpu-check.sh --one-node [...]   the one-GPU proof on a rail test bed: two processes on
+#                                        one GPU as two hosts (--one-node --help; docs/nccl.md)
 #   hack/gpu-check.sh [-p PLUGIN_DIR] [-n GPUS] [-b MAX_BYTES] [-c RAIL_IF] [-t SECONDS]
 #
 #   -p DIR   where libnccl-net-nezha.so is (default /opt/nezha/lib)
@@ -15,8 +17,12 @@
 # it from github.com/NVIDIA/nccl-tests with MPI=1 for multi-node runs) and a CUDA-capable NCCL.
 # For multi-node runs start this under your MPI launcher; every rank must see the same rails.
 set -euo pipefail
+if [ "${1:-}" = --one-node ]; then
+  shift
+  exec "$(dirname "$0")/lib/gpu-one-node.sh" "$@"
+fi
 plugin_dir=/opt/nezha/lib gpus="" max=1G cut_if="" cut_s=5
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while getopts "p:n:b:c:t:h" opt; do
   case $opt in
     p) plugin_dir=$OPTARG ;;

@@ -1,10 +1,12 @@
 // The server side of the token handshake, fed a hello and a proof split from the input. Any
 // bytes are refused with an error; a proof is only accepted with the right MAC (never here).
+// The same bytes as a control request's Authorization header must never verify either.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "bootstrap/auth.h"
+#include "control/request_auth.h"
 #include "nezha/nezha.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -20,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool accepted = true;
   hs.onProof(bytes.substr(cut), accepted);
   if (accepted) __builtin_trap();  // a random proof must never pass
-  nezha::controlCredentialMatches(token, bytes);
+  nezha::ControlRequestVerifier verifier;
+  if (verifier.check(nezha::controlCredential(token), "POST", "/rails/r0/drain", bytes, 0)
+          .empty()) {
+    __builtin_trap();  // a random signature must never pass
+  }
   return 0;
 }

@@ -33,6 +33,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 apiVersion: config.nezha.io/v1alpha1
 kind: Configuration
 namespace: {{ .Release.Namespace | quote }}
+watchNamespaces: {{ toJson (default (list) $op.watchNamespaces) }}
 health:
   healthProbeBindAddress: ":{{ $op.healthPort }}"
 metrics:
@@ -71,3 +72,19 @@ workerPods:
   eventBatch: {{ $op.podEventBatch | quote }}
   createParallelism: {{ $op.createParallelism }}
 {{- end -}}
+
+{{- /*
+nezha.operatorRules: the generated operator rules split one resource per rule, keeping those
+whose resource is in .only (keep true) or those whose resource is not (keep false).
+*/ -}}
+{{- define "nezha.operatorRules" -}}
+{{- range $r := .rules }}
+{{- range $res := $r.resources }}
+{{- if eq (has $res $.only) $.keep }}
+  - apiGroups: {{ toJson $r.apiGroups }}
+    resources: [{{ $res | quote }}]
+    verbs: {{ toJson $r.verbs }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -35,6 +36,7 @@ var version = "dev"
 const (
 	envNodeName       = "NODE_NAME"
 	envMetricsAddr    = "NEZHA_AGENT_METRICS_ADDR"
+	envMetricsIP      = "NEZHA_AGENT_METRICS_BIND_IP"
 	defaultMetricsAdr = ":9403"
 	envSysClassNet    = "NEZHA_AGENT_SYS_CLASS_NET"
 )
@@ -118,9 +120,16 @@ func run() error {
 		metricsDefault = defaultMetricsAdr
 	}
 	metricsAddr := flag.String("metrics-bind-address", metricsDefault, "address of /metrics and /healthz; \"0\" disables (env "+envMetricsAddr+")")
+	metricsIP := flag.String("metrics-bind-ip", os.Getenv(envMetricsIP), "the node's own address: /metrics listens there only, "+
+		"not on every host address (rail interfaces included; the agent runs in the host network) (env "+envMetricsIP+")")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	listen, err := metricsListenAddress(*metricsAddr, *metricsIP)
+	if err != nil {
+		return err
+	}
+	metricsAddr = &listen
 
 	log := zap.New(zap.UseFlagOptions(&zapOpts)).WithName("rail-agent")
 	ctrl.SetLogger(log)
@@ -160,4 +169,20 @@ func run() error {
 	}
 	log.Info("starting", "node", opts.NodeName, "version", version, "coalesceWindow", opts.CoalesceWindow.String())
 	return a.Run(ctx)
+}
+
+// metricsListenAddress puts ip (when set) in place of addr's host: in the host network an
+// address like ":9403" listens on the rails too, which any pod on a rail network could reach.
+func metricsListenAddress(addr, ip string) (string, error) {
+	if addr == "0" || ip == "" {
+		return addr, nil
+	}
+	if net.ParseIP(ip) == nil {
+		return "", fmt.Errorf("flag --metrics-bind-ip (env %s): %q is not an IP address", envMetricsIP, ip)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("flag --metrics-bind-address: %q: %w", addr, err)
+	}
+	return net.JoinHostPort(ip, port), nil
 }

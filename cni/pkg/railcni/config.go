@@ -6,7 +6,6 @@ package railcni
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,12 +75,28 @@ type NetConf struct {
 	prev *current.Result
 }
 
-// ErrNoPrevResult is returned by ADD and CHECK when the plugin is not chained.
-var ErrNoPrevResult = errors.New(PluginName + ": prevResult is missing: the plugin must be chained after the plugin that creates the rail interface (macvlan, ipvlan, sriov, host-device)")
+// ErrNoPrevResult is returned by ADD and CHECK when the plugin is not chained (CNI error code 7,
+// invalid network configuration).
+var ErrNoPrevResult error = types.NewError(types.ErrInvalidNetworkConfig,
+	PluginName+": prevResult is missing: the plugin must be chained after the plugin that creates the rail interface (macvlan, ipvlan, sriov, host-device)", "")
 
 // ParseConfig decodes and validates stdin of any CNI command and converts prevResult, if any,
-// to the current result version.
+// to the current result version. Its errors carry CNI error code 7 (invalid network
+// configuration), as the CNI spec's "Error" section asks, not the generic 999.
 func ParseConfig(stdin []byte) (*NetConf, error) {
+	conf, err := parseConfig(stdin)
+	if err != nil {
+		return nil, configError(err)
+	}
+	return conf, nil
+}
+
+// configError is err as a CNI error with code 7 (invalid network configuration).
+func configError(err error) error {
+	return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+}
+
+func parseConfig(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, fmt.Errorf("%s: parse network configuration: %w", PluginName, err)

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
+	"syscall"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/coreos/go-iptables/iptables"
@@ -103,8 +105,19 @@ func protoName(p iptables.Protocol) string {
 	return "IPv4 (iptables)"
 }
 
-// ensureChain creates ForwardChain and puts the jump to it first in FORWARD, once.
+// forwardLockPath serialises ensureChain across concurrent plugin processes on the host: iptables'
+// own lock (-w) covers one command, not the look-up-then-insert of the jump, and two first ADDs
+// at once inserted the jump twice. A variable so tests in a private mount namespace may move it.
+var forwardLockPath = "/run/nezha-rail-forward.lock"
+
+// ensureChain creates ForwardChain and puts the jump to it first in FORWARD, once, under
+// forwardLockPath.
 func ensureChain(ipt *iptables.IPTables) error {
+	unlock, err := lockFile(forwardLockPath)
+	if err != nil {
+		return fmt.Errorf("config field \"forwardAccept\": %w", err)
+	}
+	defer unlock()
 	exists, err := ipt.ChainExists(filterTable, ForwardChain)
 	if err != nil {
 		return fmt.Errorf("look up chain %s: %w", ForwardChain, err)
@@ -231,4 +244,17 @@ func gcForward(h iptablesFor, network string, keep map[string]bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lockFile takes an exclusive flock on path (created if needed) and returns its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil // closing the file releases the lock
 }

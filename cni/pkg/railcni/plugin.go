@@ -16,6 +16,9 @@ var Funcs = skel.CNIFuncs{Add: CmdAdd, Del: CmdDel, Check: CmdCheck, GC: CmdGC, 
 
 // CmdAdd sets up policy routing for the rail interface args.IfName and passes prevResult on.
 func CmdAdd(args *skel.CmdArgs) error {
+	if err := validateArgs(args); err != nil {
+		return err
+	}
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
@@ -99,6 +102,9 @@ func recordState(store *stateStore, args *skel.CmdArgs, conf *NetConf, plan *rou
 // CmdDel removes the rail's rules and routes and restores its sysctls and MTU. It succeeds when
 // the namespace or the interface is already gone, and when run twice.
 func CmdDel(args *skel.CmdArgs) error {
+	if err := validateArgs(args); err != nil {
+		return err
+	}
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
@@ -228,6 +234,9 @@ func restoreOriginals(ifname string, st *attachmentState) error {
 // CmdCheck re-reads the kernel state and fails when a rule, route, sysctl or the MTU ADD set is
 // no longer in place.
 func CmdCheck(args *skel.CmdArgs) error {
+	if err := validateArgs(args); err != nil {
+		return err
+	}
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
@@ -285,6 +294,8 @@ func CmdGC(args *skel.CmdArgs) error {
 	keep := make(map[string]bool, len(conf.ValidAttachments))
 	for _, a := range conf.ValidAttachments {
 		keep[stateFileName(a.ContainerID, a.IfName)] = true
+		// A record of an earlier release stays until its own DEL (load checks it is the one).
+		keep[legacyStateFileName(a.ContainerID, a.IfName)] = true
 	}
 	if _, err := store.gc(keep); err != nil {
 		return fmt.Errorf("%s GC: %w", PluginName, err)

@@ -34,7 +34,7 @@ type stateStore struct {
 
 func newStateStore(dataDir, network string) (*stateStore, error) {
 	if network == "" || strings.ContainsAny(network, "/\x00") || network == "." || network == ".." {
-		return nil, fmt.Errorf("%s: config field \"name\": %q cannot name a state directory", PluginName, network)
+		return nil, configError(fmt.Errorf("%s: config field \"name\": %q cannot name a state directory", PluginName, network))
 	}
 	return &stateStore{dir: filepath.Join(dataDir, network)}, nil
 }
@@ -43,13 +43,35 @@ func (s *stateStore) path(containerID, ifname string) string {
 	return filepath.Join(s.dir, stateFileName(containerID, ifname))
 }
 
+// stateFileName keys an attachment by container ID and interface name joined with ":", which
+// neither may contain (utils.ValidateContainerID, utils.ValidateInterfaceName): one file per
+// attachment, never shared. The former "_" joined ambiguously ("a_b"+"c" and "a"+"b_c").
 func stateFileName(containerID, ifname string) string {
+	return containerID + ":" + ifname + ".json"
+}
+
+// legacyStateFileName is the ambiguous key of earlier releases, still read by DEL so an upgrade
+// does not strand an attachment's rules; its record is believed only when its own containerID
+// and ifname fields are the attachment's.
+func legacyStateFileName(containerID, ifname string) string {
 	return containerID + "_" + ifname + ".json"
 }
 
 // load returns the state of an attachment, or nil when none was recorded.
 func (s *stateStore) load(containerID, ifname string) (*attachmentState, error) {
-	b, err := os.ReadFile(s.path(containerID, ifname))
+	st, err := s.read(s.path(containerID, ifname))
+	if st != nil || err != nil {
+		return st, err
+	}
+	st, err = s.read(filepath.Join(s.dir, legacyStateFileName(containerID, ifname)))
+	if st == nil || err != nil || st.ContainerID != containerID || st.IfName != ifname {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (s *stateStore) read(path string) (*attachmentState, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -58,7 +80,7 @@ func (s *stateStore) load(containerID, ifname string) (*attachmentState, error) 
 	}
 	st := &attachmentState{}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("decode attachment state %s: %w", s.path(containerID, ifname), err)
+		return nil, fmt.Errorf("decode attachment state %s: %w", path, err)
 	}
 	return st, nil
 }
@@ -95,6 +117,12 @@ func (s *stateStore) remove(containerID, ifname string) error {
 	err := os.Remove(s.path(containerID, ifname))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove attachment state: %w", err)
+	}
+	legacy := filepath.Join(s.dir, legacyStateFileName(containerID, ifname))
+	if st, err := s.read(legacy); err == nil && st != nil && st.ContainerID == containerID && st.IfName == ifname {
+		if err := os.Remove(legacy); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove attachment state: %w", err)
+		}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func TestStateStoreRoundTripAndGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
-	if w := []string{"c2_nz0.json", "c3_nz1.json"}; !slices.Equal(removed, w) {
+	if w := []string{"c2:nz0.json", "c3:nz1.json"}; !slices.Equal(removed, w) {
 		t.Errorf("gc removed %q, want %q", removed, w)
 	}
 	if err := s.remove("c1", "nz0"); err != nil {

@@ -41,6 +41,9 @@ const (
 	ReasonNetworkAttachmentConflict = "NetworkAttachmentConflict"
 	// ReasonSRIOVResourceUnavailable: no node advertises a rail's SR-IOV resource.
 	ReasonSRIOVResourceUnavailable = "SRIOVResourceUnavailable"
+	// ReasonRailClassNotAllowed: a RailClass's spec.allowedNamespaces does not select the job's
+	// namespace (docs/security.md "Tenant model").
+	ReasonRailClassNotAllowed = "RailClassNotAllowed"
 )
 
 // Reasons of the WorkersCreated condition.
@@ -55,6 +58,12 @@ const (
 	ReasonInvalidWorkerSpec = "InvalidWorkerSpec"
 	// ReasonSecretConflict: the job's token Secret exists and is not the job's own.
 	ReasonSecretConflict = "SecretConflict"
+	// ReasonServiceConflict: a Service with the job's name exists and is not the job's own
+	// (no controller reference to the job); the operator never takes it over.
+	ReasonServiceConflict = "ServiceConflict"
+	// ReasonNetworkPolicyConflict: a NetworkPolicy with the job's policy name exists and is not
+	// the job's own; the operator never takes it over, and starts no workers unprotected.
+	ReasonNetworkPolicyConflict = "NetworkPolicyConflict"
 	// ReasonPyTorchJobCRDMissing: spec.pytorchJob is set but the cluster has no PyTorchJob CRD.
 	ReasonPyTorchJobCRDMissing = "PyTorchJobCRDMissing"
 	// ReasonPyTorchJobCreated: the PyTorchJob exists (status True).

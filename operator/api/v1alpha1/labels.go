@@ -45,8 +45,12 @@ const (
 	EnvWorldSize = "NEZHA_WORLD_SIZE"
 	// EnvRendezvous is "host:port" of rank 0's rendezvous listener.
 	EnvRendezvous = "NEZHA_RENDEZVOUS"
-	// EnvJobToken is the per-job secret peers prove to each other (from the job's Secret).
+	// EnvJobToken is the per-job secret peers prove to each other, for bare use (no operator);
+	// the operator sets EnvJobTokenFile instead.
 	EnvJobToken = "NEZHA_JOB_TOKEN"
+	// EnvJobTokenFile names a file holding the job token alone (the job's Secret, mounted
+	// read-only); trailing whitespace in it is not part of the token.
+	EnvJobTokenFile = "NEZHA_JOB_TOKEN_FILE"
 	// EnvControlAddr is where the runtime serves /status and /metrics.
 	EnvControlAddr = "NEZHA_CONTROL_ADDR"
 	// EnvJobName is the job label of the runtime's metrics.

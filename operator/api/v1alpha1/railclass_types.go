@@ -36,6 +36,15 @@ type RailClass struct {
 
 // RailClassSpec is the administrator's description of a rail.
 type RailClassSpec struct {
+	// allowedNamespaces selects the namespaces whose jobs and pods may use this rail (their
+	// namespace's labels, e.g. kubernetes.io/metadata.name). Unset: every namespace. The operator
+	// refuses a job (condition NetworksReady=False, RailClassNotAllowed) and the pod webhook a pod
+	// in a namespace it does not select, naming the RailClass and the namespace: with an inline
+	// config the operator creates the rail's NAD in the job's namespace, so Multus' own namespace
+	// isolation does not apply (docs/security.md "Tenant model").
+	// +optional
+	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
+
 	// network is the secondary network (Multus NetworkAttachmentDefinition) that attaches a
 	// worker to this rail.
 	// +required

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -57,14 +58,23 @@ func run() error {
 		return err
 	}
 	webhookPort := int(*conf.Webhook.Port)
-	mgr, err := ctrl.NewManager(kubeconfig, controller.CacheAndClientOptions(ctrl.Options{
+	opts := controller.CacheAndClientOptions(ctrl.Options{
 		WebhookServer:           ctrlwebhook.NewServer(ctrlwebhook.Options{Port: webhookPort, CertDir: conf.Webhook.CertDir}),
 		Metrics:                 metricsserver.Options{BindAddress: conf.Metrics.BindAddress},
 		HealthProbeBindAddress:  conf.Health.HealthProbeBindAddress,
 		LeaderElection:          *conf.LeaderElection.LeaderElect,
 		LeaderElectionID:        "nezha-operator.nezha.io",
 		LeaderElectionNamespace: conf.LeaderElection.ResourceNamespace,
-	}, scheme.New()))
+	}, scheme.New())
+	if len(conf.WatchNamespaces) > 0 {
+		// Namespaced install: namespaced objects are watched in these namespaces only, which
+		// the chart's per-namespace Roles allow (cluster-scoped ones still cluster-wide).
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range conf.WatchNamespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(kubeconfig, opts)
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
@@ -103,7 +113,8 @@ func run() error {
 		// Pods of other controllers (Trainer v2, JobSet, PyTorchJob) that ask for rails; the
 		// chart's MutatingWebhookConfiguration selects them by label.
 		mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
-			Client: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: conf.Runtime.Image,
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()), RuntimeImage: conf.Runtime.Image,
+			NetworkPolicy: r.NetworkPolicy,
 		}})
 		setupLog.Info("admission webhooks", "port", webhookPort, "certDir", conf.Webhook.CertDir)
 	}

@@ -168,7 +168,7 @@ func TestRuntimeEnv(t *testing.T) {
 			job:  tu.MakeJob("j", "ns", "a").Obj(),
 			rank: &rank,
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_RANK": "2", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
-				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN": "<secret j-token/token>",
+				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "adaptive", "NEZHA_COLD_THRESHOLD": "auto", "NEZHA_JOB_TOKEN_FILE": "/var/run/nezha/job-token/token",
 				"NEZHA_PREFLIGHT": "degrade"},
 		},
 		{
@@ -177,7 +177,7 @@ func TestRuntimeEnv(t *testing.T) {
 				RailTimeout(metav1.Duration{Duration: 1500e6}).OnPreflightFailure(nezhav1.PreflightWait).Obj(),
 			want: map[string]string{"NEZHA_RAILS": "a=nz0:tcp", "NEZHA_WORLD_SIZE": "4", "NEZHA_RENDEZVOUS": "rdv:1",
 				"NEZHA_CONTROL_ADDR": ":9402", "NEZHA_JOB_NAME": "j", "NEZHA_POLICY": "single", "NEZHA_COLD_THRESHOLD": "1048576",
-				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN": "<secret j-token/token>", "NEZHA_PREFLIGHT": "wait"},
+				"NEZHA_IO_TIMEOUT_MS": "1500", "NEZHA_JOB_TOKEN_FILE": "/var/run/nezha/job-token/token", "NEZHA_PREFLIGHT": "wait"},
 		},
 	}
 	for _, tc := range cases {

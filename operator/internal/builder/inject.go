@@ -36,6 +36,8 @@ type Injection struct {
 	AvoidNodes []string
 	// NCCL adds the NCCL net plugin's environment (spec.runtime.integration: nccl).
 	NCCL bool
+	// TokenSecret is the job's token Secret, mounted read-only at TokenFilePath (token_file.go).
+	TokenSecret string
 }
 
 // InjectTemplate adds the rails (Multus networks annotation, SR-IOV resources), the runtime
@@ -77,6 +79,9 @@ func InjectTemplate(t *corev1.PodTemplateSpec, in Injection) error {
 		if in.NCCL {
 			addNCCLEnv(c)
 		}
+	}
+	if in.TokenSecret != "" {
+		mountToken(&t.Spec, in.TokenSecret)
 	}
 	if in.RuntimeImage != "" {
 		injectRuntime(&t.Spec, in.RuntimeImage)
@@ -235,12 +240,7 @@ func RuntimeEnv(o RuntimeEnvOptions) []corev1.EnvVar {
 	}
 	env = append(env,
 		corev1.EnvVar{Name: nezhav1.EnvRendezvous, Value: o.Rendezvous},
-		corev1.EnvVar{Name: nezhav1.EnvJobToken, ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(o.Job.Name)},
-				Key:                  nezhav1.JobTokenKey,
-			},
-		}},
+		corev1.EnvVar{Name: nezhav1.EnvJobTokenFile, Value: TokenFilePath},
 		corev1.EnvVar{Name: nezhav1.EnvControlAddr, Value: ":" + strconv.Itoa(nezhav1.ControlPort)},
 		corev1.EnvVar{Name: nezhav1.EnvJobName, Value: o.Job.Name},
 		corev1.EnvVar{Name: nezhav1.EnvPolicy, Value: string(policy)},

@@ -29,6 +29,16 @@ type NetworkPolicyOptions struct {
 // (Multus secondary networks) are outside Kubernetes NetworkPolicy: their isolation is the rail
 // network's, plus the runtime's token handshake (docs/security.md).
 func NetworkPolicy(job *nezhav1.MultiRailJob, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: objectMeta(job, NetworkPolicyName(job.Name)),
+		Spec:       WorkersPolicySpec(map[string]string{nezhav1.JobNameLabel: job.Name}, o),
+	}
+}
+
+// WorkersPolicySpec is the rules of NetworkPolicy for the pods workers selects: they may reach
+// each other on every port; the operator and monitoring only the control ports. The pod webhook
+// uses it for the pods of a JobSet or PyTorchJob (selected by that controller's own label).
+func WorkersPolicySpec(workers map[string]string, o NetworkPolicyOptions) networkingv1.NetworkPolicySpec {
 	tcp := ptr.To(corev1.ProtocolTCP)
 	controlPorts := []networkingv1.NetworkPolicyPort{{
 		Protocol: tcp,
@@ -42,17 +52,12 @@ func NetworkPolicy(job *nezhav1.MultiRailJob, o NetworkPolicyOptions) *networkin
 	if o.MonitoringNamespace != "" {
 		control = append(control, networkingv1.NetworkPolicyPeer{NamespaceSelector: namespaceNamed(o.MonitoringNamespace)})
 	}
-	return &networkingv1.NetworkPolicy{
-		ObjectMeta: objectMeta(job, NetworkPolicyName(job.Name)),
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{nezhav1.JobNameLabel: job.Name}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{
-				{From: []networkingv1.NetworkPolicyPeer{{
-					PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{nezhav1.JobNameLabel: job.Name}},
-				}}},
-				{Ports: controlPorts, From: control},
-			},
+	return networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: workers},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		Ingress: []networkingv1.NetworkPolicyIngressRule{
+			{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: workers}}}},
+			{Ports: controlPorts, From: control},
 		},
 	}
 }

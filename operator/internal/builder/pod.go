@@ -41,7 +41,8 @@ func WorkerPod(job *nezhav1.MultiRailJob, rails []Rail, rank int32, opts WorkerO
 	labels := JobLabels(job)
 	labels[nezhav1.RankLabel] = strconv.Itoa(int(rank))
 	in := Injection{
-		Rails: rails,
+		Rails:       rails,
+		TokenSecret: SecretName(job.Name),
 		Env: RuntimeEnv(RuntimeEnvOptions{
 			Job: job, Rails: rails,
 			Rendezvous: RendezvousAddress(job.Name, job.Namespace, rendezvousPort(job)),

@@ -24,7 +24,8 @@ func PyTorchJob(job *nezhav1.MultiRailJob, rails []Rail, opts WorkerOptions) (*k
 		return nil, fmt.Errorf("spec.pytorchJob.pytorchReplicaSpecs: a Master replica is required (it hosts the rendezvous)")
 	}
 	in := Injection{
-		Rails: rails,
+		Rails:       rails,
+		TokenSecret: SecretName(job.Name),
 		Env: RuntimeEnv(RuntimeEnvOptions{
 			Job: job, Rails: rails,
 			Rendezvous: PyTorchMasterAddress(job.Name, job.Namespace, rendezvousPort(job)),

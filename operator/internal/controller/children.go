@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -56,29 +57,24 @@ func (r *MultiRailJobReconciler) ensureSecret(ctx context.Context, job *nezhav1.
 }
 
 // ensureService creates the headless Service, or puts back its ports and selector if they
-// drifted (e.g. spec.runtime.rendezvousPort changed).
-func (r *MultiRailJobReconciler) ensureService(ctx context.Context, job *nezhav1.MultiRailJob) error {
+// drifted (e.g. spec.runtime.rendezvousPort changed). A Service of that name the job does not
+// control is never taken over (its selector would be pointed at the job's pods): the job gets a
+// ServiceConflict condition naming it and no workers (ok = false).
+func (r *MultiRailJobReconciler) ensureService(ctx context.Context, job *nezhav1.MultiRailJob, st *statusUpdate) (bool, error) {
 	want := builder.Service(job)
 	have := &corev1.Service{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Service %s: %w", want.Name, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
+	if found, err := r.createOrGetOwn(ctx, job, want, have, nezhav1.ReasonServiceConflict, st); found != childOwned {
+		return found == childCreated, err
 	}
 	if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsEqual(have.Spec.Ports, want.Spec.Ports) {
-		return nil
+		return true, nil
 	}
 	have.Spec.Selector = want.Spec.Selector
 	have.Spec.Ports = want.Spec.Ports
 	if err := r.Update(ctx, have); err != nil {
-		return fmt.Errorf("update Service %s: %w", have.Name, err)
+		return false, fmt.Errorf("update Service %s: %w", have.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // portsEqual compares what the operator sets; the API server defaults TargetPort.
@@ -95,28 +91,60 @@ func portsEqual(a, b []corev1.ServicePort) bool {
 }
 
 // ensureNetworkPolicy creates the job's NetworkPolicy, or puts its rules back if they drifted.
-func (r *MultiRailJobReconciler) ensureNetworkPolicy(ctx context.Context, job *nezhav1.MultiRailJob) error {
+// A NetworkPolicy of that name the job does not control is never taken over: the job gets a
+// NetworkPolicyConflict condition naming it and no workers (ok = false), since they would run
+// without the policy docs/security.md promises.
+func (r *MultiRailJobReconciler) ensureNetworkPolicy(ctx context.Context, job *nezhav1.MultiRailJob, st *statusUpdate) (bool, error) {
 	if r.NetworkPolicy == nil {
-		return nil
+		return true, nil
 	}
 	want := builder.NetworkPolicy(job, *r.NetworkPolicy)
 	have := &networkingv1.NetworkPolicy{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create NetworkPolicy %s: %w", want.Name, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
+	if found, err := r.createOrGetOwn(ctx, job, want, have, nezhav1.ReasonNetworkPolicyConflict, st); found != childOwned {
+		return found == childCreated, err
 	}
 	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		return nil
+		return true, nil
 	}
 	have.Spec = want.Spec
 	if err := r.Update(ctx, have); err != nil {
-		return fmt.Errorf("update NetworkPolicy %s: %w", have.Name, err)
+		return false, fmt.Errorf("update NetworkPolicy %s: %w", have.Name, err)
 	}
-	return nil
+	return true, nil
+}
+
+// childFound says what createOrGetOwn found under a child's name.
+type childFound int
+
+const (
+	childCreated childFound = iota // nothing was there; want was created
+	childOwned                     // the job's own child, read into have
+	childForeign                   // someone else's object: left alone, conflict condition set
+)
+
+// createOrGetOwn reads the child named like want into have, creating want when there is none.
+// An object of that name without the job's controller reference belongs to someone else (a
+// user's Service, another team's policy): it is never updated, and the job's WorkersCreated
+// condition names it with conflictReason so its owner can rename one of the two.
+func (r *MultiRailJobReconciler) createOrGetOwn(ctx context.Context, job *nezhav1.MultiRailJob, want, have client.Object,
+	conflictReason string, st *statusUpdate) (childFound, error) {
+	kind := fmt.Sprintf("%T", want)
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Create(ctx, want); err != nil {
+			return childCreated, fmt.Errorf("create %s %s: %w", kind, want.GetName(), err)
+		}
+		return childCreated, nil
+	case err != nil:
+		return childCreated, fmt.Errorf("get %s %s: %w", kind, want.GetName(), err)
+	case metav1.IsControlledBy(have, job):
+		return childOwned, nil
+	}
+	st.setCondition(nezhav1.ConditionWorkersCreated, metav1.ConditionFalse, conflictReason,
+		fmt.Sprintf("%s %s/%s exists but was not created by this MultiRailJob (it has no controller "+
+			"reference to the job); Nezha never takes over an object it did not create: delete or rename "+
+			"that %s, or rename the job", kind, want.GetNamespace(), want.GetName(), kind), warning)
+	return childForeign, nil
 }

@@ -238,3 +238,23 @@ func readCRD(t *testing.T, file string) *apiextensionsv1.CustomResourceDefinitio
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// tokenMounted checks that container c mounts the job's token Secret read-only at the directory
+// of NEZHA_JOB_TOKEN_FILE, from a volume holding only the token key.
+func tokenMounted(spec corev1.PodSpec, c corev1.Container, secret string) error {
+	for _, v := range spec.Volumes {
+		if v.Secret == nil || v.Secret.SecretName != secret {
+			continue
+		}
+		if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "token" || v.Secret.Items[0].Path != "token" {
+			return fmt.Errorf("token volume items %+v", v.Secret.Items)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name && m.MountPath == "/var/run/nezha/job-token" && m.ReadOnly {
+				return nil
+			}
+		}
+		return fmt.Errorf("container %s does not mount volume %s read-only at /var/run/nezha/job-token: %+v", c.Name, v.Name, c.VolumeMounts)
+	}
+	return fmt.Errorf("no volume from Secret %s: %+v", secret, spec.Volumes)
+}

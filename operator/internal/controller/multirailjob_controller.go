@@ -93,7 +93,7 @@ type MultiRailJobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get;list;watch;create
@@ -211,21 +211,29 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 				"waiting for NetworksReady", "")
 		}
 	case job.Spec.Workers != nil:
-		if err := r.ensureNetworkPolicy(ctx, job); err != nil {
+		// A Service or NetworkPolicy of the job's name that someone else made stops new workers
+		// (createOrGetOwn sets the condition naming it); those objects are never taken over.
+		ok, err := r.ensureNetworkPolicy(ctx, job, st)
+		if ok && err == nil {
+			ok, err = r.ensureService(ctx, job, st)
+		}
+		if err != nil {
 			return result, err
 		}
-		if err := r.ensureService(ctx, job); err != nil {
-			return result, err
-		}
-		if err := r.ensureWorkers(ctx, job, rr.rails, obs, avoid, st); err != nil {
-			return result, err
+		if ok {
+			if err := r.ensureWorkers(ctx, job, rr.rails, obs, avoid, st); err != nil {
+				return result, err
+			}
 		}
 	default:
-		if err := r.ensureNetworkPolicy(ctx, job); err != nil {
+		ok, err := r.ensureNetworkPolicy(ctx, job, st)
+		if err != nil {
 			return result, err
 		}
-		if ptj, err = r.ensurePyTorchJob(ctx, job, rr.rails, avoid, st); err != nil {
-			return result, err
+		if ok {
+			if ptj, err = r.ensurePyTorchJob(ctx, job, rr.rails, avoid, st); err != nil {
+				return result, err
+			}
 		}
 	}
 
@@ -320,7 +328,7 @@ func namesOnly(names []string) []builder.Rail {
 	return rails
 }
 
-// listPods returns the job's pods as the cache holds them: read-only (deleting one is fine, the
+// listPods returns the job's worker pods (worker_identity.go) as the cache holds them: read-only (deleting one is fine, the
 // client does not write into the object it deletes).
 func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.MultiRailJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
@@ -328,7 +336,11 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	return pods.Items, nil
+	controllers, err := r.workerControllers(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	return onlyWorkers(pods.Items, controllers), nil
 }
 
 // probeParallelism bounds concurrent runtime probes per reconcile, so a big job's probes finish

@@ -126,9 +126,12 @@ func TestWorkersGetRailsEnvAndChildren(t *testing.T) {
 				t.Errorf("rank %d env %s = %q, want %q", rank, k, env[k].Value, v)
 			}
 		}
-		tok := env["NEZHA_JOB_TOKEN"].ValueFrom
-		if tok == nil || tok.SecretKeyRef == nil || tok.SecretKeyRef.Name != "train-token" || tok.SecretKeyRef.Key != "token" {
-			t.Errorf("NEZHA_JOB_TOKEN: %+v", env["NEZHA_JOB_TOKEN"])
+		// The token is a file on the job's Secret, mounted read-only; never an env variable.
+		if _, ok := env["NEZHA_JOB_TOKEN"]; ok || env["NEZHA_JOB_TOKEN_FILE"].Value != "/var/run/nezha/job-token/token" {
+			t.Errorf("token env: NEZHA_JOB_TOKEN %+v NEZHA_JOB_TOKEN_FILE %+v", env["NEZHA_JOB_TOKEN"], env["NEZHA_JOB_TOKEN_FILE"])
+		}
+		if err := tokenMounted(pod.Spec, c, "train-token"); err != nil {
+			t.Errorf("rank %d: %v", rank, err)
 		}
 		one := resource.MustParse("1")
 		if q := c.Resources.Limits[sriovResource]; q.Cmp(one) != 0 {

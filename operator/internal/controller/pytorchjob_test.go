@@ -65,7 +65,7 @@ func TestPyTorchJobMode(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "ptj-worker-0", Namespace: ns, Labels: map[string]string{
 			nezhav1.JobNameLabel: "ptj", nezhav1.ManagedByLabel: nezhav1.ManagedByValue,
 			kubeflowv1.ReplicaTypeLabel: "worker", kubeflowv1.ReplicaIndexLabel: "0",
-		}},
+		}, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ptj, kubeflowv1.SchemeGroupVersion.WithKind("PyTorchJob"))}},
 		Spec: *ptj.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].Template.Spec.DeepCopy(),
 	}
 	mustCreate(t, pod)

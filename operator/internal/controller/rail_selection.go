@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
+	"github.com/nezha-project/nezha/operator/internal/tenancy"
 )
 
 // railsResult is the outcome of resolving a job's rails. When ready is false NetworksReady has
@@ -46,6 +48,18 @@ func (r *MultiRailJobReconciler) resolveRails(ctx context.Context, job *nezhav1.
 		st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonRailClassNotFound,
 			fmt.Sprintf("RailClass %s not found", strings.Join(missing, ", ")), warning)
 		return railsResult{}, nil
+	}
+	for _, rc := range classes {
+		err := tenancy.CheckRailClassAllowed(ctx, r.Client, rc, job.Namespace)
+		var notAllowed *tenancy.NotAllowedError
+		if errors.As(err, &notAllowed) {
+			// No retry: an administrator's change to the RailClass brings the job back.
+			st.setCondition(nezhav1.ConditionNetworksReady, metav1.ConditionFalse, nezhav1.ReasonRailClassNotAllowed, err.Error(), warning)
+			return railsResult{}, nil
+		}
+		if err != nil {
+			return railsResult{}, err
+		}
 	}
 	rails, err := builder.ResolveRails(job, classes)
 	if err != nil {

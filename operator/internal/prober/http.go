@@ -11,13 +11,23 @@
 // "probing" (failed, waiting to be re-admitted; counted as failed) or "drained" (an operator
 // asked the runtime to stop using a working rail: not a failure, so not counted as failed).
 //
-// POST /rails/{name}/drain|restore changes the job and carries the job's control credential
-// (ControlCredential) as "Authorization: Bearer"; the runtime answers 202 and applies it at its
-// next operation on every rank, or 401 without the right credential.
+// POST /rails/{name}/drain|restore changes the job and is signed per request with the job's
+// control credential (ControlCredential, never sent itself):
+//
+//	Authorization: Nezha-HMAC-SHA256 ts=<unix seconds>, nonce=<32 hex>, sig=<hex HMAC-SHA256>
+//
+// over "nezha-control-v2\n" METHOD "\n" PATH "\n" ts "\n" nonce (runtime/src/control/request_auth.h).
+// The runtime accepts a signature within 30 s of its timestamp and only once, so a sniffed
+// request cannot be replayed; it answers 202 and applies the request at its next operation on
+// every rank, or 401 with the reason.
 package prober
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,6 +114,35 @@ const maxBody = 1 << 20
 type HTTP struct {
 	Client *http.Client
 	Port   int
+	// Now is the clock that timestamps signed requests (nil: time.Now).
+	Now func() time.Time
+}
+
+func (h *HTTP) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// controlAuthScheme names the runtime's per-request signature (runtime/src/control/request_auth.h).
+const controlAuthScheme = "Nezha-HMAC-SHA256"
+
+// SignRequest returns the Authorization value for one mutating control request: a fresh random
+// nonce (or the one given, for tests), the timestamp at, and the HMAC-SHA256 keyed with the
+// control credential over method, path, timestamp and nonce.
+func SignRequest(credential, method, path string, at time.Time, nonce []byte) (string, error) {
+	if nonce == nil {
+		nonce = make([]byte, 16)
+		if _, err := rand.Read(nonce); err != nil {
+			return "", fmt.Errorf("control request nonce: %w", err)
+		}
+	}
+	ts := strconv.FormatInt(at.Unix(), 10)
+	n := hex.EncodeToString(nonce)
+	mac := hmac.New(sha256.New, []byte(credential))
+	mac.Write([]byte("nezha-control-v2\n" + method + "\n" + path + "\n" + ts + "\n" + n))
+	return fmt.Sprintf("%s ts=%s, nonce=%s, sig=%s", controlAuthScheme, ts, n, hex.EncodeToString(mac.Sum(nil))), nil
 }
 
 // NewHTTP returns a prober with a short timeout: a runtime that does not answer quickly is
@@ -168,7 +207,11 @@ func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, rail string, action
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+credential)
+	auth, err := SignRequest(credential, http.MethodPost, req.URL.Path, h.now(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", auth)
 	resp, err := h.Client.Do(req)
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package prober
 
 import (
 	"context"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -112,15 +114,17 @@ func TestNoPodIP(t *testing.T) {
 	}
 }
 
-// steerServer stands in for a runtime's control endpoint that wants credential and records
-// what it was asked.
+// steerServer stands in for a runtime's control endpoint that wants requests signed with
+// credential (checked as runtime/src/control/request_auth.cc does: the signature recomputed, the
+// timestamp within 30 s of the server's clock, each nonce once) and records what it was asked.
 func steerServer(t *testing.T, credential string) (*HTTP, *corev1.Pod, *[]string) {
 	t.Helper()
 	var asked []string
+	seen := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+credential {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="nezha-control"`)
-			http.Error(w, "wrong credential for this job's control endpoint", http.StatusUnauthorized)
+		if why := checkSignature(credential, r, seen); why != "" {
+			w.Header().Set("WWW-Authenticate", controlAuthScheme+` realm="nezha-control"`)
+			http.Error(w, why, http.StatusUnauthorized)
 			return
 		}
 		asked = append(asked, r.Method+" "+r.URL.Path)
@@ -131,6 +135,72 @@ func steerServer(t *testing.T, credential string) (*HTTP, *corev1.Pod, *[]string
 	p := NewHTTP(2 * time.Second)
 	p.Port, _ = strconv.Atoi(port)
 	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}, &asked
+}
+
+func checkSignature(credential string, r *http.Request, seen map[string]bool) string {
+	params := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimPrefix(r.Header.Get("Authorization"), controlAuthScheme+" "), ", ") {
+		k, v, _ := strings.Cut(kv, "=")
+		params[k] = v
+	}
+	ts, err := strconv.ParseInt(params["ts"], 10, 64)
+	nonce := params["nonce"]
+	raw, herr := hex.DecodeString(nonce)
+	if err != nil || herr != nil {
+		return fmt.Sprintf("malformed Authorization %q", r.Header.Get("Authorization"))
+	}
+	want, _ := SignRequest(credential, r.Method, r.URL.Path, time.Unix(ts, 0), raw)
+	switch {
+	case want != r.Header.Get("Authorization"):
+		return "wrong signature for this job's control endpoint"
+	case time.Since(time.Unix(ts, 0)).Abs() > 30*time.Second:
+		return "stale request"
+	case seen[nonce]:
+		return "replayed request"
+	}
+	seen[nonce] = true
+	return ""
+}
+
+// The runtime checks the same vector (runtime/tests/control/request_auth_test.cc): a change on
+// one side alone breaks one test.
+func TestSignRequestMatchesTheRuntimesVector(t *testing.T) {
+	cred := ControlCredential([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"))
+	nonce, _ := hex.DecodeString("00112233445566778899aabbccddeeff")
+	got, err := SignRequest(cred, http.MethodPost, "/rails/r1/drain", time.Unix(1700000000, 0), nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Nezha-HMAC-SHA256 ts=1700000000, nonce=00112233445566778899aabbccddeeff, " +
+		"sig=ca740fdd1c3209a52ec73220e0d1b8868cb7d4c0542354d49374e730dc4e8f3e"
+	if got != want {
+		t.Errorf("SignRequest = %s, want %s", got, want)
+	}
+}
+
+// Each request gets its own nonce, so two identical drains are two different signatures (the
+// runtime refuses a repeated one as a replay).
+func TestSignedRequestsNeverRepeat(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	a, _ := SignRequest("cred", http.MethodPost, "/rails/r1/drain", at, nil)
+	b, _ := SignRequest("cred", http.MethodPost, "/rails/r1/drain", at, nil)
+	if a == b {
+		t.Errorf("two signatures with fresh nonces are equal: %s", a)
+	}
+}
+
+// A clock far off the runtime's gives a stale timestamp: the runtime's 401 comes back as the error.
+func TestSetRailWithAStaleClockIsRefused(t *testing.T) {
+	cred := ControlCredential([]byte("token-of-the-job"))
+	p, pod, asked := steerServer(t, cred)
+	p.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+	err := p.SetRail(context.Background(), pod, "rail-b", Drain, cred)
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("stale clock: error %v, want the runtime's 401 naming a stale request", err)
+	}
+	if len(*asked) != 0 {
+		t.Errorf("a stale request reached the runtime: %v", *asked)
+	}
 }
 
 func TestSetRailPostsWithTheCredential(t *testing.T) {
@@ -147,7 +217,7 @@ func TestSetRailPostsWithTheCredential(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	err := p.SetRail(ctx, pod, "rail-b", Drain, ControlCredential([]byte("another job's token")))
-	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "wrong credential") {
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "wrong signature") {
 		t.Errorf("wrong credential: error %v, want the runtime's 401 and its words", err)
 	}
 	for _, bad := range []struct {

@@ -11,6 +11,7 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +21,7 @@ import (
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
+	"github.com/nezha-project/nezha/operator/internal/tenancy"
 )
 
 // Pods made by other controllers (Kubeflow Trainer v2's JobSets, plain JobSets, PyTorchJobs)
@@ -44,16 +46,29 @@ const (
 
 // PodRailInjector adds rails, the runtime environment and (optionally) the runtime to a
 // selected pod. The pods of one job share a group, named by their JobSet (Trainer: the
-// TrainJob's name) or PyTorchJob: its token Secret "<group>-token" and the rails' NADs
-// "<group>-<railclass>" in the pod's namespace, created on the first pod and owned by the
-// pod's controller (the Job), so they go away with it.
+// TrainJob's name) or PyTorchJob (group_owner.go): its token Secret "<key>-token" and the rails'
+// NADs "<key>-<railclass>" in the pod's namespace, created on the first pod with the group's
+// object (the JobSet or PyTorchJob) as controller, so they go away with it. A pod whose
+// controller chain does not lead to that object, or an existing Secret or NAD that object does
+// not control, is refused: nothing is adopted. RailClasses are checked against their
+// spec.allowedNamespaces (internal/tenancy).
 type PodRailInjector struct {
-	Client       client.Client
+	Client client.Client
+	// Reader reads the pod's Job and an existing Secret or NAD uncached (the Job was created a
+	// moment ago; the cache may not hold it yet); nil: Client.
+	Reader       client.Reader
 	Decoder      admission.Decoder
 	RuntimeImage string
+	// NetworkPolicy, when set (configuration networkPolicy.enabled), gives each group the
+	// NetworkPolicy a MultiRailJob gets, "<key>-workers", selecting the group's pods by their
+	// controller's label.
+	NetworkPolicy *builder.NetworkPolicyOptions
 }
 
 var _ admission.Handler = &PodRailInjector{}
+
+// The pod's Job is read (uncached, Reader) to follow its controller chain to the JobSet.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
 
 func (h *PodRailInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
@@ -79,28 +94,27 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 	if len(names) == 0 {
 		return fmt.Errorf("pod labelled %s=true needs annotation %s (RailClass names, comma-separated)", InjectLabel, RailClassesAnnotation)
 	}
-	group := pod.Labels[jobSetNameLabel]
-	master := "PET_MASTER_ADDR"
-	if group == "" {
-		group, master = pod.Labels[pyTorchJobNameLabel], "MASTER_ADDR"
-	}
-	if group == "" {
+	g, ok := groupOf(pod)
+	if !ok {
 		return fmt.Errorf("pod labelled %s=true needs label %s (Trainer v2, JobSet) or %s (PyTorchJob) to name its job", InjectLabel, jobSetNameLabel, pyTorchJobNameLabel)
 	}
 	if len(pod.Spec.Containers) == 0 {
 		return fmt.Errorf("pod has no containers")
 	}
-	host := envValue(pod.Spec.Containers[0].Env, master)
+	host := envValue(pod.Spec.Containers[0].Env, g.masterEnv)
 	if host == "" {
-		return fmt.Errorf("container %q has no literal %s to put the Nezha rendezvous on", pod.Spec.Containers[0].Name, master)
+		return fmt.Errorf("container %q has no literal %s to put the Nezha rendezvous on", pod.Spec.Containers[0].Name, g.masterEnv)
 	}
 	// An in-memory job carries the group's name and the runtime defaults the builder reads.
-	job := &nezhav1.MultiRailJob{ObjectMeta: metav1.ObjectMeta{Name: group, Namespace: pod.Namespace}, Spec: nezhav1.MultiRailJobSpec{Rails: names}}
+	job := &nezhav1.MultiRailJob{ObjectMeta: metav1.ObjectMeta{Name: g.key, Namespace: pod.Namespace}, Spec: nezhav1.MultiRailJobSpec{Rails: names}}
 	classes := make([]*nezhav1.RailClass, 0, len(names))
 	for _, n := range names {
 		rc := &nezhav1.RailClass{}
 		if err := h.Client.Get(ctx, types.NamespacedName{Name: n}, rc); err != nil {
 			return fmt.Errorf("annotation %s: RailClass %q: %w", RailClassesAnnotation, n, err)
+		}
+		if err := tenancy.CheckRailClassAllowed(ctx, h.Client, rc, pod.Namespace); err != nil {
+			return err
 		}
 		classes = append(classes, rc)
 	}
@@ -108,8 +122,11 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 	if err != nil {
 		return err
 	}
+	owner, err := h.groupOwner(ctx, pod, g)
+	if err != nil {
+		return err
+	}
 	if !dryRun {
-		owner := controllerOf(pod)
 		for _, r := range rails {
 			if r.OwnNAD {
 				if err := h.ensureNAD(ctx, r, owner); err != nil {
@@ -120,9 +137,13 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 		if err := h.ensureSecret(ctx, job, owner); err != nil {
 			return err
 		}
+		if err := h.ensureNetworkPolicy(ctx, job, g, owner); err != nil {
+			return err
+		}
 	}
 	in := builder.Injection{
-		Rails: rails,
+		Rails:       rails,
+		TokenSecret: builder.SecretName(job.Name),
 		Env: builder.RuntimeEnv(builder.RuntimeEnvOptions{
 			Job: job, Rails: rails, Rendezvous: fmt.Sprintf("%s:%d", host, nezhav1.DefaultRendezvousPort),
 		}),
@@ -141,45 +162,56 @@ func (h *PodRailInjector) inject(ctx context.Context, pod *corev1.Pod, dryRun bo
 	return nil
 }
 
-func (h *PodRailInjector) ensureNAD(ctx context.Context, r builder.Rail, owner []metav1.OwnerReference) error {
+func (h *PodRailInjector) ensureNAD(ctx context.Context, r builder.Rail, owner metav1.OwnerReference) error {
 	nad := &nadv1.NetworkAttachmentDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: r.NetworkName, Namespace: r.NetworkNamespace, OwnerReferences: owner},
+		ObjectMeta: metav1.ObjectMeta{Name: r.NetworkName, Namespace: r.NetworkNamespace, OwnerReferences: []metav1.OwnerReference{owner}},
 		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: r.Config},
 	}
-	if err := h.Client.Create(ctx, nad); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create NetworkAttachmentDefinition %s/%s for RailClass %q: %w", r.NetworkNamespace, r.NetworkName, r.Name, err)
+	if err := h.createOrCheckOwned(ctx, nad, &nadv1.NetworkAttachmentDefinition{}, owner); err != nil {
+		return fmt.Errorf("NetworkAttachmentDefinition for RailClass %q: %w", r.Name, err)
 	}
 	return nil
 }
 
 // ensureSecret creates the group's token once; later pods of the group find it (the Secret is
 // immutable, so every rank shares one token).
-func (h *PodRailInjector) ensureSecret(ctx context.Context, job *nezhav1.MultiRailJob, owner []metav1.OwnerReference) error {
+func (h *PodRailInjector) ensureSecret(ctx context.Context, job *nezhav1.MultiRailJob, owner metav1.OwnerReference) error {
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
 		return err
 	}
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: builder.SecretName(job.Name), Namespace: job.Namespace, OwnerReferences: owner},
+		ObjectMeta: metav1.ObjectMeta{Name: builder.SecretName(job.Name), Namespace: job.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data:       map[string][]byte{nezhav1.JobTokenKey: []byte(hex.EncodeToString(buf))},
 	}
-	if err := h.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Secret %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return nil
+	return h.createOrCheckOwned(ctx, s, &corev1.Secret{}, owner)
 }
 
-// controllerOf is an owner reference to the pod's controller (not as controller: the Job still
-// owns its pods alone), or none.
-func controllerOf(pod *corev1.Pod) []metav1.OwnerReference {
-	for _, o := range pod.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			return []metav1.OwnerReference{{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID}}
-		}
+// ensureNetworkPolicy creates the group's NetworkPolicy once (never adopting one of that name).
+func (h *PodRailInjector) ensureNetworkPolicy(ctx context.Context, job *nezhav1.MultiRailJob, g group, owner metav1.OwnerReference) error {
+	if h.NetworkPolicy == nil {
+		return nil
 	}
-	return nil
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: builder.NetworkPolicyName(job.Name), Namespace: job.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec:       builder.WorkersPolicySpec(map[string]string{g.label: g.name}, *h.NetworkPolicy),
+	}
+	return h.createOrCheckOwned(ctx, np, &networkingv1.NetworkPolicy{}, owner)
+}
+
+// createOrCheckOwned creates obj, or, when it exists, accepts it only if the group's owner
+// controls it (checkOwned): a planted Secret or NAD is refused, never adopted.
+func (h *PodRailInjector) createOrCheckOwned(ctx context.Context, obj, existing client.Object, owner metav1.OwnerReference) error {
+	err := h.Client.Create(ctx, obj)
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := h.reader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return err
+	}
+	return checkOwned(existing, owner)
 }
 
 func envValue(env []corev1.EnvVar, name string) string {
@@ -199,4 +231,11 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func (h *PodRailInjector) reader() client.Reader {
+	if h.Reader != nil {
+		return h.Reader
+	}
+	return h.Client
 }

@@ -3,16 +3,20 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
+	"github.com/nezha-project/nezha/operator/internal/builder"
 	"github.com/nezha-project/nezha/operator/internal/testenv"
 	"github.com/nezha-project/nezha/operator/internal/webhook"
 )
@@ -99,6 +104,11 @@ func applyYAML(t *testing.T, c client.Client, path string) {
 // trainerNodePod is shaped as Trainer v2.3's torch `node` pods are: JobSet labels, the Job as
 // controller, the PET_* environment in container `node`.
 func trainerNodePod(ns, trainJob string, labels, annotations map[string]string) *corev1.Pod {
+	return trainerNodePodOf(ns, trainJob, "11111111-2222-3333-4444-555555555555", labels, annotations)
+}
+
+// trainerNodePodOf is trainerNodePod with its Job's UID (a Job made by jobSetJob).
+func trainerNodePodOf(ns, trainJob string, jobUID types.UID, labels, annotations map[string]string) *corev1.Pod {
 	l := map[string]string{
 		"jobset.sigs.k8s.io/jobset-name":           trainJob,
 		"jobset.sigs.k8s.io/replicatedjob-name":    "node",
@@ -111,7 +121,7 @@ func trainerNodePod(ns, trainJob string, labels, annotations map[string]string) 
 		ObjectMeta: metav1.ObjectMeta{
 			Name: trainJob + "-node-0-0", Namespace: ns, Labels: l, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: trainJob + "-node-0",
-				UID: "11111111-2222-3333-4444-555555555555", Controller: ptr.To(true)}},
+				UID: jobUID, Controller: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "node", Image: "trainer:1", Command: []string{"torchrun", "train.py"},
@@ -121,6 +131,23 @@ func trainerNodePod(ns, trainJob string, labels, annotations map[string]string) 
 			},
 		}}},
 	}
+}
+
+// jobSetJob creates the Job "<jobSet>-node-0" as the JobSet controller would: controlled by the
+// JobSet (whose UID is made up; nothing here needs the JobSet object itself).
+func jobSetJob(t *testing.T, c client.Client, ns, jobSet string) types.UID {
+	t.Helper()
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: jobSet + "-node-0", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: jobSet,
+			UID: types.UID("00000000-0000-0000-0000-" + fmt.Sprintf("%012x", len(jobSet))), Controller: ptr.To(true)}}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "node", Image: "trainer:1"}}}}},
+	}
+	if err := c.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job.UID
 }
 
 func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
@@ -155,6 +182,8 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	}
 	mgr.GetWebhookServer().Register(webhook.PodRailsPath, &admission.Webhook{Handler: &webhook.PodRailInjector{
 		Client: c, Decoder: admission.NewDecoder(s), RuntimeImage: "nezha/runtime:test",
+		NetworkPolicy: &builder.NetworkPolicyOptions{OperatorNamespace: "nezha-system",
+			OperatorPodLabels: map[string]string{"app.kubernetes.io/component": "operator"}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -186,7 +215,8 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	}
 
 	sel := map[string]string{webhook.InjectLabel: "true"}
-	pod := trainerNodePod("team", "mnist", sel, map[string]string{webhook.RailClassesAnnotation: "rail-a,rail-b", webhook.RuntimeAnnotation: "inject"})
+	mnistJob := jobSetJob(t, c, "team", "mnist")
+	pod := trainerNodePodOf("team", "mnist", mnistJob, sel, map[string]string{webhook.RailClassesAnnotation: "rail-a,rail-b", webhook.RuntimeAnnotation: "inject"})
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatalf("create a Trainer node pod: %v", err)
 	}
@@ -207,8 +237,11 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	if v := env0[nezhav1.EnvRendezvous].Value; v != "mnist-node-0-0.mnist:29400" {
 		t.Errorf("%s = %q, want the TrainJob's rank-0 pod on Nezha's rendezvous port", nezhav1.EnvRendezvous, v)
 	}
-	if ref := env0[nezhav1.EnvJobToken].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "mnist-token" {
-		t.Errorf("%s is not read from Secret mnist-token: %+v", nezhav1.EnvJobToken, env0[nezhav1.EnvJobToken])
+	if _, ok := env0[nezhav1.EnvJobToken]; ok || env0[nezhav1.EnvJobTokenFile].Value != "/var/run/nezha/job-token/token" {
+		t.Errorf("the token must be a mounted file, not an env variable: %+v %+v", env0[nezhav1.EnvJobToken], env0[nezhav1.EnvJobTokenFile])
+	}
+	if i := slices.IndexFunc(got.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "mnist-token" }); i < 0 {
+		t.Errorf("no volume from Secret mnist-token: %+v", got.Spec.Volumes)
 	}
 	if env0["PET_NNODES"].Value != "2" {
 		t.Errorf("Trainer's own environment was not kept")
@@ -219,8 +252,8 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "mnist-token"}, secret); err != nil || len(secret.Data[nezhav1.JobTokenKey]) < 32 {
 		t.Errorf("token Secret: %v %d bytes", err, len(secret.Data[nezhav1.JobTokenKey]))
-	} else if len(secret.OwnerReferences) != 1 || secret.OwnerReferences[0].Name != "mnist-node-0" {
-		t.Errorf("token Secret owners %+v, want the pod's Job", secret.OwnerReferences)
+	} else if ref := metav1.GetControllerOf(secret); ref == nil || ref.Kind != "JobSet" || ref.Name != "mnist" {
+		t.Errorf("token Secret owners %+v, want the JobSet as controller", secret.OwnerReferences)
 	}
 	for _, r := range []string{"rail-a", "rail-b"} {
 		nad := &nadv1.NetworkAttachmentDefinition{}
@@ -229,11 +262,51 @@ func TestPodWebhookInjectsTrainerNodePods(t *testing.T) {
 		}
 	}
 
+	// The group gets the NetworkPolicy a MultiRailJob gets, selecting its pods by the JobSet's label.
+	np := &networkingv1.NetworkPolicy{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "mnist-workers"}, np); err != nil {
+		t.Errorf("the TrainJob's NetworkPolicy: %v", err)
+	} else if ref := metav1.GetControllerOf(np); ref == nil || ref.Kind != "JobSet" || ref.Name != "mnist" ||
+		np.Spec.PodSelector.MatchLabels["jobset.sigs.k8s.io/jobset-name"] != "mnist" || len(np.Spec.Ingress) != 2 {
+		t.Errorf("the TrainJob's NetworkPolicy: owners %+v selector %v ingress %d", np.OwnerReferences, np.Spec.PodSelector, len(np.Spec.Ingress))
+	}
+
 	// A second rank of the same TrainJob shares the Secret.
-	p2 := trainerNodePod("team", "mnist", sel, map[string]string{webhook.RailClassesAnnotation: "rail-a,rail-b"})
+	p2 := trainerNodePodOf("team", "mnist", mnistJob, sel, map[string]string{webhook.RailClassesAnnotation: "rail-a,rail-b"})
 	p2.Name = "mnist-node-0-1"
 	if err := c.Create(ctx, p2); err != nil {
 		t.Fatalf("second rank: %v", err)
+	}
+
+	// Attacks (docs/security.md "Tenant model"): a planted token Secret is refused, never used;
+	// a pod that only copies the JobSet label (its controller is no Job of that JobSet) gets
+	// nothing; a RailClass whose allowedNamespaces does not select the namespace is refused.
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted-token", Namespace: "team"},
+		Data: map[string][]byte{nezhav1.JobTokenKey: []byte("known-to-the-attacker")}}
+	if err := c.Create(ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	victim := trainerNodePodOf("team", "planted", jobSetJob(t, c, "team", "planted"), sel, map[string]string{webhook.RailClassesAnnotation: "rail-a"})
+	if err := c.Create(ctx, victim); err == nil || !strings.Contains(err.Error(), "Secret team/planted-token exists but is not controlled by JobSet") {
+		t.Errorf("pod of a JobSet whose token Secret was planted: error %v", err)
+	}
+	stranger := trainerNodePod("team", "mnist", sel, map[string]string{webhook.RailClassesAnnotation: "rail-a"})
+	stranger.Name = "stranger"
+	if err := c.Create(ctx, stranger); err == nil || !strings.Contains(err.Error(), `Job "mnist-node-0" with UID`) {
+		t.Errorf("pod copying the JobSet's labels: error %v", err)
+	}
+	fenced := &nezhav1.RailClass{ObjectMeta: metav1.ObjectMeta{Name: "rail-fenced"}}
+	fenced.Spec.Transport = nezhav1.TransportTCP
+	fenced.Spec.HostInterface.Name = "eth1"
+	fenced.Spec.Network.Config = `{"cniVersion":"1.0.0","type":"macvlan","master":"eth1"}`
+	fenced.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "other"}}
+	if err := c.Create(ctx, fenced); err != nil {
+		t.Fatal(err)
+	}
+	p3 := trainerNodePodOf("team", "mnist", mnistJob, sel, map[string]string{webhook.RailClassesAnnotation: "rail-fenced"})
+	p3.Name = "mnist-node-0-2"
+	if err := c.Create(ctx, p3); err == nil || !strings.Contains(err.Error(), `RailClass "rail-fenced" does not allow namespace "team"`) {
+		t.Errorf("pod naming a RailClass fenced off its namespace: error %v", err)
 	}
 
 	// Refusals name what is missing.

@@ -24,6 +24,7 @@ func Validate(c *configapi.Configuration) field.ErrorList {
 	errs = append(errs, validateBindAddress(field.NewPath("metrics", "bindAddress"), c.Metrics.BindAddress)...)
 	errs = append(errs, validateWebhook(field.NewPath("webhook"), &c.Webhook)...)
 	errs = append(errs, validateNamespace(field.NewPath("leaderElection", "resourceNamespace"), c.LeaderElection.ResourceNamespace)...)
+	errs = append(errs, validateWatchNamespaces(field.NewPath("watchNamespaces"), c.WatchNamespaces)...)
 	errs = append(errs, validateRuntime(field.NewPath("runtime"), &c.Runtime)...)
 
 	rc := field.NewPath("runtimeControl")
@@ -158,4 +159,21 @@ func deref(p *int32) any {
 		return "<unset>"
 	}
 	return *p
+}
+
+func validateWatchNamespaces(path *field.Path, namespaces []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, ns := range namespaces {
+		if ns == "" {
+			errs = append(errs, field.Required(path.Index(i), "a namespace name"))
+			continue
+		}
+		if seen[ns] {
+			errs = append(errs, field.Duplicate(path.Index(i), ns))
+		}
+		seen[ns] = true
+		errs = append(errs, validateNamespace(path.Index(i), ns)...)
+	}
+	return errs
 }

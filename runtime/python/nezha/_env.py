@@ -35,9 +35,12 @@ def communicator_env(rank, size, env=None, derive_rendezvous=True):
     out = {"NEZHA_RANK": str(rank), "NEZHA_WORLD_SIZE": str(size)}
     if derive_rendezvous and size > 1 and not env.get("NEZHA_RENDEZVOUS"):
         out["NEZHA_RENDEZVOUS"] = _rendezvous_from_master(env)
-    if size > 1 and not env.get("NEZHA_JOB_TOKEN"):
+    # The runtime reads the token itself (NEZHA_JOB_TOKEN_FILE, the mounted Secret the operator
+    # gives pods, or NEZHA_JOB_TOKEN for bare use); here only its absence is caught early.
+    if size > 1 and not env.get("NEZHA_JOB_TOKEN") and not env.get("NEZHA_JOB_TOKEN_FILE"):
         raise ConfigError(
-            "NEZHA_JOB_TOKEN is not set: every rank needs the job's secret in its environment "
-            "(the operator injects it; by hand use `openssl rand -hex 32`, the same for every "
-            "rank). Nezha does not pass it through torch's store, which is unauthenticated.")
+            "NEZHA_JOB_TOKEN is not set: every rank needs the job's secret, in the file named by "
+            "NEZHA_JOB_TOKEN_FILE (the operator mounts it) or in NEZHA_JOB_TOKEN (by hand use "
+            "`openssl rand -hex 32`, the same for every rank). Nezha does not pass it through "
+            "torch's store, which is unauthenticated.")
     return out

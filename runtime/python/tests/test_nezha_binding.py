@@ -152,6 +152,14 @@ def test_backend_refuses_to_make_up_a_token():
     assert communicator_env(0, 1, {}) == {"NEZHA_RANK": "0", "NEZHA_WORLD_SIZE": "1"}
 
 
+def test_a_mounted_token_file_is_enough():
+    # The runtime reads the file itself; the token never enters the environment.
+    env = {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500",
+           "NEZHA_JOB_TOKEN_FILE": "/var/run/nezha/token"}
+    out = communicator_env(1, 2, env)
+    assert "NEZHA_JOB_TOKEN" not in out
+
+
 @pytest.mark.parametrize("env, message", [
     ({"MASTER_PORT": "29500"}, "MASTER_ADDR and MASTER_PORT must both be set"),
     ({"MASTER_ADDR": "h"}, "MASTER_ADDR and MASTER_PORT must both be set"),

@@ -15,7 +15,11 @@ const std::vector<Param>& allParams() {
       {"NEZHA_WORLD_SIZE", "", "number of ranks (falls back to WORLD_SIZE)"},
       {"NEZHA_RENDEZVOUS", "", "host:port rank 0 listens on and others dial (needed if >1 rank)"},
       {"NEZHA_JOB_TOKEN", "",
-       "per-job secret of >= 32 random bytes, proven by HMAC-SHA256 (needed if >1 rank)"},
+       "per-job secret of >= 32 random bytes, proven by HMAC-SHA256 (needed if >1 rank; "
+       "bare use: in pods use NEZHA_JOB_TOKEN_FILE)"},
+      {"NEZHA_JOB_TOKEN_FILE", "",
+       "file holding NEZHA_JOB_TOKEN (a mounted read-only Secret; one trailing newline ignored), "
+       "so the token is not inherited by every child process"},
       {"NEZHA_LOCAL_RANK", "0",
        "this process's index on its node (falls back to LOCAL_RANK); offsets the control port"},
       {"NEZHA_POLICY", "adaptive", "adaptive | static | single"},

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 #include "bootstrap/auth.h"
@@ -22,15 +24,16 @@ std::string frame(const std::string& payload) {
   return out + payload;
 }
 
-std::string peerName(int fd) {
+// The peer's "ip" and "ip:port" ("?" when unknown, e.g. already gone).
+std::pair<std::string, std::string> peerAddress(int fd) {
   sockaddr_in a{};
   socklen_t len = sizeof(a);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) {
-    return "?";
+    return {"?", "?"};
   }
   char ip[INET_ADDRSTRLEN] = "?";
   ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-  return strCat(ip, ":", ntohs(a.sin_port));
+  return {ip, strCat(ip, ":", ntohs(a.sin_port))};
 }
 
 // Thrown inside a handshake to reject its connection with a counted reason.
@@ -41,12 +44,21 @@ struct Rejected {
 
 struct HandshakeAcceptor::Pending {
   enum Stage { kHello, kProof, kFirstFrame, kDone };
-  Pending(Fd f, const std::string& token, Deadline d)
-      : fd(std::move(f)), hs(token), deadline(d), peer(peerName(fd.get())) {}
+  Pending(Fd f, const std::string& token, const HandshakeAcceptor::Options& o)
+      : fd(std::move(f)),
+        hs(token, o.serves),
+        deadline(Clock::now() + o.perConnection),
+        helloDeadline(o.helloDeadline.count() > 0
+                          ? std::min(deadline, Clock::now() + o.helloDeadline)
+                          : deadline) {
+    std::tie(source, peer) = peerAddress(fd.get());
+  }
+  // When it is dropped: its own deadline, or sooner while it has sent nothing.
+  Deadline expiry() const { return anyByte ? deadline : helloDeadline; }
   Fd fd;
   ServerHandshake hs;
-  Deadline deadline;
-  std::string peer;
+  Deadline deadline, helloDeadline;
+  std::string source, peer;  // "ip" (the per-source cap), "ip:port" (logs)
   Stage stage = kHello;
   std::string in, out;  // bytes received and not yet used; bytes still to send
   size_t outSent = 0;
@@ -80,16 +92,37 @@ void HandshakeAcceptor::count(const std::string& reason, const std::string& deta
 
 void HandshakeAcceptor::reject(const std::string& reason) { count("unexpected", reason); }
 
+bool HandshakeAcceptor::makeRoom(const std::string& source) {
+  size_t fromSource = 0;
+  for (const auto& p : pending_) fromSource += p->source == source ? 1 : 0;
+  const bool sourceFull =
+      options_.maxPendingPerSource > 0 && fromSource >= options_.maxPendingPerSource;
+  if (!sourceFull && pending_.size() < options_.maxPending) return true;
+  // pending_ is in arrival order: the first idle match is the oldest.
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if ((*it)->anyByte || (sourceFull && (*it)->source != source)) continue;
+    count("evicted", strCat((*it)->peer, " sent nothing and made room for a newer connection (",
+                            sourceFull ? "per-source" : "total", " limit of ",
+                            sourceFull ? options_.maxPendingPerSource : options_.maxPending,
+                            " pending handshakes)"));
+    pending_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 void HandshakeAcceptor::acceptReady() {
   for (;;) {
     Fd fd(::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) return;  // EAGAIN (nothing more), or the client already gave up
-    if (pending_.size() >= options_.maxPending) {
-      count("too many", strCat(options_.maxPending, " handshakes already pending"));
+    auto p = std::make_unique<Pending>(std::move(fd), token_, options_);
+    if (!makeRoom(p->source)) {
+      count("too many", strCat(p->peer,
+                               ": every pending handshake of its source (or of all) is "
+                               "under way"));
       continue;  // closed by Fd
     }
-    pending_.push_back(
-        std::make_unique<Pending>(std::move(fd), token_, Clock::now() + options_.perConnection));
+    pending_.push_back(std::move(p));
   }
 }
 
@@ -157,7 +190,9 @@ bool HandshakeAcceptor::progress(Pending& p) {
     }
   } catch (const Rejected& r) {
     count(r.reason, r.detail);
-  } catch (const Error& e) {  // malformed hello (WireReader) or a bad magic (AuthError)
+  } catch (const AuthError& e) {  // a purpose this listener does not serve
+    count("wrong purpose", strCat(p.peer, ": ", e.what()));
+  } catch (const Error& e) {  // malformed hello (WireReader) or a bad magic
     count("garbage", strCat(p.peer, ": ", e.what()));
   }
   p.fd.reset();
@@ -167,9 +202,12 @@ bool HandshakeAcceptor::progress(Pending& p) {
 void HandshakeAcceptor::dropExpired() {
   const auto now = Clock::now();
   for (auto& p : pending_) {
-    if (p->deadline > now) continue;
+    if (p->expiry() > now) continue;
     count("idle", strCat(p->peer, p->anyByte ? " stalled" : " sent nothing", " for ",
-                         options_.perConnection.count(), " ms"));
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             p->expiry() - (p->deadline - options_.perConnection))
+                             .count(),
+                         " ms"));
     p.reset();
   }
   pending_.erase(std::remove(pending_.begin(), pending_.end(), nullptr), pending_.end());
@@ -189,7 +227,7 @@ AcceptedPeer HandshakeAcceptor::next(Deadline deadline, int rail, const std::str
     Deadline wake = deadline;
     pfds.assign(1, pollfd{listen_, POLLIN, 0});
     for (const auto& p : pending_) {
-      wake = std::min(wake, p->deadline);
+      wake = std::min(wake, p->expiry());
       pfds.push_back(pollfd{p->fd.get(), static_cast<short>(p->out.empty() ? POLLIN : POLLOUT), 0});
     }
     const int n = ::poll(pfds.data(), pfds.size(), msLeft(wake));

@@ -4,6 +4,14 @@
 // once, speaks HTTP, sends random bytes or connects and stays idle costs the job nothing but
 // that connection's own deadline — it never aborts or stalls the setup of the real peers.
 // Rejected connections are counted by reason; the first of each reason is logged once.
+//
+// Floods of idle sockets (docs/security.md "Hostile input"): when a limit is reached the oldest
+// connection that has sent nothing is evicted to make room, so a newcomer (a real rank arriving
+// after the flood) is not the one turned away while idle sockets hold the table. A listener
+// whose clients retry a connection closed before authentication (the rendezvous,
+// bootstrap/rendezvous.cc) also drops a connection that sends nothing within `helloDeadline` (a
+// real peer sends its hello at once) and caps each source at `maxPendingPerSource`; rail
+// listeners, whose clients do not retry, leave both off.
 #pragma once
 
 #include <chrono>
@@ -14,6 +22,7 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "bootstrap/auth.h"
 
 namespace nezha {
 
@@ -28,8 +37,11 @@ class HandshakeAcceptor {
   struct Options {
     std::string listener;                           // for logs: "rendezvous", "rail r1"
     std::chrono::milliseconds perConnection{5000};  // a handshake's own deadline
+    std::chrono::milliseconds helloDeadline{0};     // > 0: nothing received by then: dropped
     size_t firstFrameMax = 0;                       // > 0: read one frame after the proof
-    size_t maxPending = 1024;                       // more at once are closed on accept
+    size_t maxPending = 1024;                       // in all (idle ones evicted first)
+    size_t maxPendingPerSource = 0;                 // > 0: per source IP (idle ones evicted first)
+    ServerHandshake::PurposeCheck serves;           // purposes served; empty = any
   };
   // `listenFd` and `token` are not owned and must outlive the acceptor.
   HandshakeAcceptor(int listenFd, const std::string& token, Options options);
@@ -46,14 +58,17 @@ class HandshakeAcceptor {
   // an older session), so it is counted like the others.
   void reject(const std::string& reason);
 
-  // Rejected connections by reason ("closed", "idle", "garbage", "wrong token", "too many",
-  // "unexpected"), and in total.
+  // Rejected connections by reason ("closed", "idle", "garbage", "wrong token", "wrong purpose",
+  // "evicted", "too many", "unexpected"), and in total.
   const std::map<std::string, uint64_t>& rejected() const { return rejected_; }
   uint64_t rejectedTotal() const;
 
  private:
   struct Pending;
   void acceptReady();
+  // Makes room for a connection from `source`: evicts the oldest idle pending connection (of
+  // that source when it is at its cap); false when every candidate has already sent bytes.
+  bool makeRoom(const std::string& source);
   // Moves one handshake as far as its socket allows; returns true when it is finished (done or
   // rejected).
   bool progress(Pending& p);

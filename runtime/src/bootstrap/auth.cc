@@ -35,15 +35,13 @@ void authenticateAsClient(int fd, const std::string& token, const std::string& p
   r.bytes(serverMac.data(), serverMac.size());
   r.finish();
   if (ns.size() != kNonce) throw AuthError(strCat(peerName, " sent a short nonce"));
-  bool serverOk = constantTimeEqual(serverMac, mac(token, "server", purpose, nc, ns));
-
-  // Prove ourselves even if the server failed, so the server can log the refusal too.
-  sendFrame(fd, digestStr(mac(token, "client", purpose, ns, nc)), deadline, rail);
-  if (!serverOk) {
+  // Abort before our proof leaves: an unproven server learns nothing computed from the token.
+  if (!constantTimeEqual(serverMac, mac(token, "server", purpose, nc, ns))) {
     throw AuthError(strCat(peerName,
                            " failed to prove NEZHA_JOB_TOKEN (the tokens differ or it is not a "
-                           "peer of this job)"));
+                           "peer of this job); our proof was not sent"));
   }
+  sendFrame(fd, digestStr(mac(token, "client", purpose, ns, nc)), deadline, rail);
   std::string verdict = recvFrame(fd, deadline, rail);
   if (verdict != std::string(1, '\1')) {
     throw AuthError(strCat(peerName, " refused our NEZHA_JOB_TOKEN proof"));
@@ -56,20 +54,17 @@ std::string controlCredential(const std::string& token) {
   return toHex(d.data(), d.size());
 }
 
-bool controlCredentialMatches(const std::string& token, const std::string& presented) {
-  const std::string want = controlCredential(token);
-  // Compare digests of both (fixed length), so timing says nothing about the credential.
-  const Digest a = sha256(want.data(), want.size()), b = sha256(presented.data(), presented.size());
-  return constantTimeEqual(a, b);
-}
-
 std::string ServerHandshake::onHello(const std::string& hello) {
   WireReader r(hello, "auth hello");
-  if (r.str(16) != kMagic) throw AuthError("connection did not start with the nezha handshake");
+  if (r.str(16) != kMagic) throw Error("connection did not start with the nezha handshake");
   purpose_ = r.str(512);
   nc_ = r.str(kNonce);
   r.finish();
   if (nc_.size() != kNonce) throw AuthError("client sent a short nonce");
+  if (serves_ && !serves_(purpose_)) {
+    throw AuthError(strCat("client asked for purpose \"", purpose_.substr(0, 64),
+                           "\", which this listener does not serve"));
+  }
   ns_.assign(kNonce, '\0');
   randomBytes(ns_.data(), ns_.size());
   Digest m = mac(token_, "server", purpose_, nc_, ns_);

@@ -3,7 +3,10 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <thread>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -11,6 +14,7 @@
 #include "base/wire.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
+#include "bootstrap/primary_address.h"
 
 namespace nezha {
 
@@ -18,6 +22,10 @@ namespace {
 constexpr char kPurpose[] = "rendezvous";
 // A client's handshake and registration must arrive within this; others are served meanwhile.
 constexpr auto kPerClientBudget = std::chrono::seconds(5);
+// A rank sends its hello right after connecting; a connection silent this long is dropped.
+constexpr auto kHelloDeadline = std::chrono::milliseconds(1000);
+// Pending handshakes one source IP may hold (a pod's local ranks are far fewer).
+constexpr size_t kMaxPendingPerSource = 64;
 // A registration names at most 64 rails of short strings.
 constexpr size_t kMaxRegistration = 64 << 10;
 
@@ -146,9 +154,16 @@ std::string configFingerprint(const Options& o) {
 
 RendezvousServer::RendezvousServer(const Options& rank0) : options_(rank0) {
   host_ = rank0.rendezvousHost;
-  // Listen on every address: NEZHA_RENDEZVOUS usually names rank 0 through DNS or a Service
-  // address that is not an interface address here. Only token holders get past the handshake.
-  listen_ = listenOn("0.0.0.0", rank0.rendezvousPort, "");
+  // The pod's primary address, never the wildcard: that would listen on the rails too, which no
+  // NetworkPolicy covers (bootstrap/primary_address.h says how the address is chosen).
+  std::string routes;
+  if (std::ifstream in("/proc/net/route"); in) {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    routes = ss.str();
+  }
+  bindAddress_ = rendezvousBindAddress(rank0.rendezvousHost, routes);
+  listen_ = listenOn(bindAddress_, rank0.rendezvousPort, "");
   port_ = localPort(listen_.get());
   thread_ = std::thread([this] { serve(); });
 }
@@ -183,6 +198,11 @@ void RendezvousServer::serve() {
   ao.listener = "rendezvous";
   ao.perConnection = kPerClientBudget;
   ao.firstFrameMax = kMaxRegistration;
+  ao.serves = [](const std::string& purpose) { return purpose == kPurpose; };
+  // Its clients retry a connection closed before authentication, so idle or crowding
+  // connections can be shed early (bootstrap/acceptor.h).
+  ao.helloDeadline = kHelloDeadline;
+  ao.maxPendingPerSource = kMaxPendingPerSource;
   HandshakeAcceptor acceptor(listen_.get(), options_.jobToken, ao);
   Joining state;
   while (!stop_ && Clock::now() < deadline && state.answered < options_.worldSize) {
@@ -283,14 +303,39 @@ JobTable decodeJobTable(const std::string& answer, int worldSize, size_t railCou
   return table;
 }
 
+namespace {
+// Connects and authenticates, retrying while the server closes the connection before the
+// handshake finished: a listener under a flood of idle sockets may evict or refuse a newcomer
+// (bootstrap/acceptor.h), and rank 0 may not listen yet. A failed proof is not retried.
+Fd connectAuthenticated(const Options& o, Deadline deadline, Deadline replyDeadline,
+                        const std::string& where) {
+  auto pause = std::chrono::milliseconds(10);
+  for (;;) {
+    Fd fd = connectTo(o.rendezvousHost, o.rendezvousPort, "", "", deadline, -1, where);
+    try {
+      authenticateAsClient(fd.get(), o.jobToken, kPurpose, replyDeadline, -1, where);
+      return fd;
+    } catch (const RailError& e) {  // closed or reset before the handshake completed
+      if (Clock::now() + pause >= deadline) {
+        throw RailError(-1, strCat(where,
+                                   ": the server closed every connection before the "
+                                   "token handshake completed (last: ",
+                                   e.what(), ")"));
+      }
+    }
+    std::this_thread::sleep_for(pause);  // back off: the server is shedding connections
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+}
+}  // namespace
+
 JobTable rendezvous(const Options& o, const RankInfo& mine) {
   const Deadline deadline = Clock::now() + o.rendezvousTimeout;
   std::string where = strCat("rendezvous ", o.rendezvousHost, ":", o.rendezvousPort);
-  Fd fd = connectTo(o.rendezvousHost, o.rendezvousPort, "", "", deadline, -1, where);
   // The server answers once everyone joined; allow a little beyond our own deadline so the
   // server's "missing ranks" message (sent at its deadline) can arrive.
   Deadline replyDeadline = deadline + std::chrono::seconds(2);
-  authenticateAsClient(fd.get(), o.jobToken, kPurpose, replyDeadline, -1, where);
+  Fd fd = connectAuthenticated(o, deadline, replyDeadline, where);
   sendFrame(fd.get(), encodeRankInfo(mine), replyDeadline, -1);
   std::string answer;
   try {

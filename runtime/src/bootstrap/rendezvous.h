@@ -49,14 +49,16 @@ std::string configFingerprint(const Options& o);
 
 class RendezvousServer {
  public:
-  // Binds the rendezvous port on all addresses now (so the port is known) and serves on a
-  // thread until every rank was answered or the timeout passes.
+  // Binds the rendezvous port on the pod's primary address now (rendezvousBindAddress, so the
+  // port is known) and serves on a thread until every rank was answered or the timeout passes.
+  // Throws ConfigError naming NEZHA_RENDEZVOUS when there is no such address.
   explicit RendezvousServer(const Options& rank0);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
   int port() const { return port_; }
   const std::string& host() const { return host_; }
+  const std::string& bindAddress() const { return bindAddress_; }
 
   // Connections turned away so far (stray, idle, garbage, wrong token).
   uint64_t rejectedConnections() const;
@@ -73,7 +75,7 @@ class RendezvousServer {
   void answerStragglers(Joining& st);
   std::atomic<uint64_t> rejected_{0};
   Options options_;
-  std::string host_;
+  std::string host_, bindAddress_;
   int port_ = 0;
   Fd listen_;
   std::atomic<bool> stop_{false};

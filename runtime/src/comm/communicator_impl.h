@@ -20,6 +20,7 @@
 #include "collectives/collectives.h"
 #include "comm/config.h"
 #include "control/control_server.h"
+#include "control/request_auth.h"
 #include "failover/control_mesh.h"
 #include "failover/failover_engine.h"
 #include "failover/link_watch.h"
@@ -99,7 +100,8 @@ struct Communicator::Impl {
   std::string metricsExposition() const;
   const RailMetrics& metricsOf(const std::string& rail) const;
   HttpReply handleControl(const HttpRequest& request);
-  bool authorized(const HttpRequest& request, HttpReply& denied) const;
+  bool authorized(const HttpRequest& request, HttpReply& denied);
+  ControlRequestVerifier controlVerifier;  // remembers spent nonces (control/request_auth.h)
 
   // ---- operations (communicator.cc) --------------------------------------------------------
   // Running hash of the operations since the last tuning agreement (kind, size, dtype, root),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -121,6 +122,38 @@ void checkTokenStrength(const std::string& token) {
   }
 }
 
+// The token from NEZHA_JOB_TOKEN_FILE (what the operator mounts: a read-only Secret volume, which
+// unlike an environment variable is not inherited by every child process) or NEZHA_JOB_TOKEN
+// (bare use). Both set must agree, so a stale variable never silently wins or loses.
+static std::string jobTokenFromEnv() {
+  const std::string inEnv = paramString("NEZHA_JOB_TOKEN");
+  const std::string path = paramString("NEZHA_JOB_TOKEN_FILE");
+  if (path.empty()) return inEnv;
+  std::string token;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f != nullptr) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && token.size() < (64 << 10)) {
+      token.append(buf, n);
+    }
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) f = nullptr;  // e.g. a directory
+  }
+  if (f == nullptr) {
+    throw ConfigError(strCat("NEZHA_JOB_TOKEN_FILE=", path.substr(0, 256),
+                             ": cannot read file (is the token Secret mounted?)"));
+  }
+  if (!token.empty() && token.back() == '\n') token.pop_back();
+  if (!inEnv.empty() && inEnv != token) {
+    throw ConfigError(
+        "NEZHA_JOB_TOKEN_FILE and NEZHA_JOB_TOKEN are both set and hold different tokens; set "
+        "only one (NEZHA_JOB_TOKEN_FILE in pods)");
+  }
+  return token;
+}
+
 // Each rank reads its own copy (a ConfigMap in a pod); the rendezvous then checks all agree.
 static std::string readAlgoTableFile(const std::string& path) {
   std::ifstream in(path);
@@ -156,7 +189,8 @@ void validateOptions(const Options& o) {
   if (!o.algoTable.empty()) AlgoTable::parse(o.algoTable, "algorithm table");
   if (o.worldSize > 1 && o.jobToken.empty()) {
     throw ConfigError(
-        "NEZHA_JOB_TOKEN is empty; a job with more than one rank needs a shared secret");
+        "NEZHA_JOB_TOKEN is empty; a job with more than one rank needs a shared secret "
+        "(NEZHA_JOB_TOKEN_FILE or NEZHA_JOB_TOKEN)");
   }
   if (o.worldSize > 1) checkTokenStrength(o.jobToken);
   if (o.socketBuffer > (size_t(256) << 20)) {
@@ -192,7 +226,7 @@ Options Options::fromEnv() {
     o.rendezvousHost = hp.first;
     o.rendezvousPort = hp.second;
   }
-  o.jobToken = paramString("NEZHA_JOB_TOKEN");
+  o.jobToken = jobTokenFromEnv();
   o.policy = parsePolicy(paramString("NEZHA_POLICY"));
   std::string cold = paramString("NEZHA_COLD_THRESHOLD");
   if (cold != "auto") o.coldThreshold = parseBytes(cold, "NEZHA_COLD_THRESHOLD");

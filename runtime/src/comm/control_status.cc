@@ -3,6 +3,7 @@
 // snapshots the HTTP thread serves (refreshed after every operation under statusMu, so the HTTP
 // thread never touches live state).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -235,22 +236,27 @@ HttpReply Impl::handleControl(const HttpRequest& req) {
   return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n"), ""};
 }
 
-// Mutating requests carry "Authorization: Bearer <controlCredential(job token)>".
-bool Impl::authorized(const HttpRequest& req, HttpReply& denied) const {
-  const std::string challenge = "WWW-Authenticate: Bearer realm=\"nezha-control\"\r\n";
+// Mutating requests are signed per request (control/request_auth.h): a sniffed one cannot be
+// replayed, moved to another rail or action, or kept for later.
+bool Impl::authorized(const HttpRequest& req, HttpReply& denied) {
+  const std::string challenge =
+      strCat("WWW-Authenticate: ", kControlAuthScheme, " realm=\"nezha-control\"\r\n");
   auto it = req.headers.find("authorization");
   if (it == req.headers.end()) {
     denied = {401, "text/plain",
-              "missing credential: send \"Authorization: Bearer <hex HMAC-SHA256(job token, "
-              "\\\"nezha/control/v1\\\")>\" (see docs/security.md)\n",
+              strCat("missing signature: send \"Authorization: ", kControlAuthScheme,
+                     " ts=<unix seconds>, nonce=<hex>, sig=<hex HMAC-SHA256>\" (see "
+                     "docs/security.md)\n"),
               challenge};
     return false;
   }
-  const std::string bearer = "Bearer ";
-  const std::string& value = it->second;
-  if (value.compare(0, bearer.size(), bearer) != 0 ||
-      !controlCredentialMatches(o.jobToken, value.substr(bearer.size()))) {
-    denied = {401, "text/plain", "wrong credential for this job's control endpoint\n", challenge};
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string why =
+      controlVerifier.check(controlCredential(o.jobToken), req.method, req.path, it->second, now);
+  if (!why.empty()) {
+    denied = {401, "text/plain", why + "\n", challenge};
     return false;
   }
   return true;

@@ -9,20 +9,6 @@
 
 namespace nezha {
 
-std::string defaultRouteInterface(const std::string& routeTable) {
-  std::istringstream in(routeTable);
-  std::string line;
-  std::getline(in, line);  // header: Iface Destination Gateway Flags ...
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string iface, dest, gateway, flags;
-    if (!(f >> iface >> dest >> gateway >> flags)) continue;
-    // Destination 0 is the default route; flag 0x1 (RTF_UP) must be set.
-    if (dest == "00000000" && (std::strtoul(flags.c_str(), nullptr, 16) & 0x1) != 0) return iface;
-  }
-  return "";
-}
-
 ControlAddress resolveControlAddress(const std::string& addr, int localRank,
                                      const std::vector<std::string>& railAddresses,
                                      const std::string& routeTable) {

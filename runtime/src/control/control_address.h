@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/primary_address.h"  // defaultRouteInterface
+
 namespace nezha {
 
 struct ControlAddress {
@@ -20,8 +22,5 @@ struct ControlAddress {
 ControlAddress resolveControlAddress(const std::string& addr, int localRank,
                                      const std::vector<std::string>& railAddresses,
                                      const std::string& routeTable);
-
-// The interface holding the IPv4 default route in /proc/net/route's text ("" if none).
-std::string defaultRouteInterface(const std::string& routeTable);
 
 }  // namespace nezha

@@ -1,5 +1,7 @@
 #include "control/control_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -40,8 +42,22 @@ const char* statusText(int status) {
 }
 }  // namespace
 
+namespace {
+std::string sourceIp(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) {
+    return "?";
+  }
+  char ip[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+  return ip;
+}
+}  // namespace
+
 struct ControlServer::Conn {
   Fd fd;
+  std::string source;  // the peer's IP: the per-source cap
   Clock::time_point deadline;
   std::string in, out;
   size_t sent = 0;
@@ -83,7 +99,8 @@ void ControlServer::acceptAll() {
     auto c = std::make_unique<Conn>();
     c->fd = std::move(fd);
     c->deadline = Clock::now() + kRequestDeadline;
-    if (conns_.size() >= kMaxConnections) {
+    c->source = sourceIp(c->fd.get());
+    if (!makeRoom(c->source)) {
       // Still answered (the 503 fits any socket buffer), so a client learns why.
       answer(*c, {503, "text/plain", "too many open connections to the control endpoint\n", ""});
       (void)::send(c->fd.get(), c->out.data(), c->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -92,6 +109,22 @@ void ControlServer::acceptAll() {
     }
     conns_.push_back(std::move(c));
   }
+}
+
+bool ControlServer::makeRoom(const std::string& source) {
+  const size_t fromSource = static_cast<size_t>(std::count_if(
+      conns_.begin(), conns_.end(), [&](const auto& c) { return c->source == source; }));
+  const bool sourceFull = fromSource >= kMaxPerSource;
+  if (!sourceFull && conns_.size() < kMaxConnections) return true;
+  // conns_ is in arrival order: the first idle match is the oldest.
+  for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+    const Conn& c = **it;
+    if (c.answered || !c.in.empty() || (sourceFull && c.source != source)) continue;
+    rejected("evicted: sent nothing while the connection table was full");
+    conns_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void ControlServer::answer(Conn& c, const HttpReply& reply) {

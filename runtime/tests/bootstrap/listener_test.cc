@@ -3,18 +3,23 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "base/socket.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
+#include "bootstrap/primary_address.h"
 #include "bootstrap/rendezvous.h"
 #include "test_util.h"
 #include "transport/tcp/tcp_channel.h"
@@ -57,6 +62,16 @@ std::vector<Fd> strayClients(int port, int idle) {
   return keep;
 }
 
+// One rank's rendezvous with a one-rail registration (port 1000 + rank).
+JobTable join(const Options& o) {
+  RankInfo mine;
+  mine.rank = o.rank;
+  mine.worldSize = o.worldSize;
+  mine.fingerprint = configFingerprint(o);
+  mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + o.rank});
+  return rendezvous(o, mine);
+}
+
 TEST(HandshakeAcceptorTest, StrayClientsCostOnlyTheirOwnDeadline) {
   const std::string token = testing::kTestToken;
   Fd listen = listenOn("127.0.0.1", 0, "");
@@ -64,6 +79,7 @@ TEST(HandshakeAcceptorTest, StrayClientsCostOnlyTheirOwnDeadline) {
   HandshakeAcceptor::Options ao;
   ao.listener = "test";
   ao.perConnection = 60s;  // far longer than the test: idle clients must not be waited for
+  ao.helloDeadline = 60s;
   HandshakeAcceptor acceptor(listen.get(), token, ao);
   std::vector<Fd> strays = strayClients(port, 5);
 
@@ -102,10 +118,12 @@ TEST(HandshakeAcceptorTest, CountsEveryKindOfRejection) {
   EXPECT_THROW(acceptor.next(Clock::now() + 2s, -1, "test"), RailError);
   impostor.join();
   const auto& r = acceptor.rejected();
-  EXPECT_EQ(r.count("closed") ? r.at("closed") : 0, 1u);
+  // One closed at once; the impostor (wrong token) closes after the challenge without sending
+  // a proof, since the client checks the server's MAC first (bootstrap/auth.h).
+  EXPECT_EQ(r.count("closed") ? r.at("closed") : 0, 2u);
   EXPECT_EQ(r.count("garbage") ? r.at("garbage") : 0, 2u);  // HTTP + random bytes
   EXPECT_EQ(r.count("idle") ? r.at("idle") : 0, 2u);
-  EXPECT_EQ(r.count("wrong token") ? r.at("wrong token") : 0, 1u);
+  EXPECT_EQ(r.count("wrong token") ? r.at("wrong token") : 0, 0u);
   EXPECT_EQ(acceptor.rejectedTotal(), 6u);
 }
 
@@ -138,14 +156,7 @@ TEST(RendezvousListenerTest, HundredIdleConnectionsDoNotStopSixtyFourRanks) {
   const int port = opts[0].rendezvousPort;
   std::vector<Fd> strays = strayClients(port, 100);
   std::vector<JobTable> tables(kRanks);
-  testing::runRanks(kRanks, [&](int r) {
-    RankInfo mine;
-    mine.rank = r;
-    mine.worldSize = kRanks;
-    mine.fingerprint = configFingerprint(opts[r]);
-    mine.rails.push_back({"r0", "tcp", "127.0.0.1", 1000 + r});
-    tables[r] = rendezvous(opts[r], mine);
-  });
+  testing::runRanks(kRanks, [&](int r) { tables[r] = join(opts[r]); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(tables[r].ranks.size(), static_cast<size_t>(kRanks));
     EXPECT_EQ(tables[r].ranks[kRanks - 1].rails[0].port, 1000 + kRanks - 1);
@@ -157,6 +168,74 @@ TEST(RendezvousListenerTest, HundredIdleConnectionsDoNotStopSixtyFourRanks) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_GE(opts[0].server->rejectedConnections(), 2u);
+}
+
+// The attack that once failed start-up 3 times in 4: 1,100 idle sockets held open against the
+// rendezvous (more than its 1,024 pending handshakes) before the ranks dial. Every source is
+// 127.0.0.1 here, so the per-source cap evicts the oldest idle ones as newcomers arrive, and a
+// rank whose connection is still closed retries. The client side needs 1,100 descriptors on
+// top of the ranks' own; where RLIMIT_NOFILE cannot be raised that far the test uses what fits
+// and says so (the eviction it exercises starts at 64 per source either way).
+TEST(RendezvousListenerTest, ThousandIdleSocketsDoNotStopStartUp) {
+  int idleCount = 1100;
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  const rlim_t want = static_cast<rlim_t>(idleCount) + 512;
+  if (lim.rlim_cur < want) {
+    lim.rlim_cur = std::min(want, lim.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < want) {
+    idleCount = static_cast<int>(lim.rlim_cur) - 512;
+    std::printf("RLIMIT_NOFILE is %llu: using %d idle sockets instead of 1100\n",
+                static_cast<unsigned long long>(lim.rlim_cur), idleCount);
+  }
+  ASSERT_GT(idleCount, 128);
+  constexpr int kRanks = 8;
+  std::vector<Options> opts = testing::jobOptions(kRanks, 1);
+  EXPECT_EQ(opts[0].server->bindAddress(), "127.0.0.1");  // "localhost", never the wildcard
+  std::vector<Fd> idle;
+  for (int i = 0; i < idleCount; ++i) idle.push_back(rawConnect(opts[0].rendezvousPort));
+  std::vector<JobTable> tables(kRanks);
+  testing::runRanks(kRanks, [&](int r) { tables[r] = join(opts[r]); });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(tables[r].ranks.size(), static_cast<size_t>(kRanks));
+    EXPECT_EQ(tables[r].session, tables[0].session);
+  }
+  // The idle ones beyond the per-source cap were evicted, not served.
+  EXPECT_GE(opts[0].server->rejectedConnections(), static_cast<uint64_t>(idleCount - 64));
+}
+
+// A token holder asking the rendezvous for a rail's purpose is refused before the server proves
+// anything for that purpose; the rendezvous itself still forms.
+TEST(RendezvousListenerTest, WrongPurposeIsRefused) {
+  std::vector<Options> opts = testing::jobOptions(2, 1);
+  Fd fd = connectTo("127.0.0.1", opts[0].rendezvousPort, "", "", Clock::now() + 10s, -1, "t");
+  EXPECT_THROW(authenticateAsClient(fd.get(), testing::kTestToken, "data rail=0 from=1 to=0",
+                                    Clock::now() + 10s, -1, "t"),
+               RailError);  // closed before the challenge
+  testing::runRanks(2, [&](int r) { join(opts[r]); });
+  EXPECT_GE(opts[0].server->rejectedConnections(), 1u);
+}
+
+// Where the rendezvous listens: the host's own address when it is local, else the address of
+// the default-route interface; never the wildcard.
+TEST(RendezvousBindAddressTest, LocalHostOrDefaultRouteInterface) {
+  const std::string loDefault =
+      "Iface\tDestination\tGateway\tFlags\nlo\t00000000\t00000000\t0003\n";
+  EXPECT_EQ(rendezvousBindAddress("localhost", ""), "127.0.0.1");
+  EXPECT_EQ(rendezvousBindAddress("127.0.0.7", loDefault), "127.0.0.1")
+      << "not an interface address";
+  EXPECT_EQ(rendezvousBindAddress("nzr-no-such-host.invalid", loDefault), "127.0.0.1");
+  EXPECT_EQ(rendezvousBindAddress("0.0.0.0", loDefault), "127.0.0.1");
+  try {
+    rendezvousBindAddress("192.0.2.1", "Iface\tDestination\n");
+    ADD_FAILURE() << "no local address and no default route was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("NEZHA_RENDEZVOUS host \"192.0.2.1\""), std::string::npos)
+        << e.what();
+  }
 }
 
 // A rail's listener: strays arriving before the real peers neither abort nor stall connect().

@@ -3,11 +3,14 @@
 #include "comm/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <ostream>
 
+#include "base/error.h"
 #include "base/params.h"
 #include "test_util.h"
 
@@ -121,6 +124,52 @@ TEST_F(EnvTest, DefaultsAndFallbacks) {
   o = Options::fromEnv();
   EXPECT_FALSE(o.failover);
   EXPECT_EQ(o.progressFloor.count(), 250);
+}
+
+// The token as a mounted file (what the operator gives pods): read whole, one trailing newline
+// ignored, and the env form still works alone; a file that cannot be read or disagrees with the
+// variable is a ConfigError naming NEZHA_JOB_TOKEN_FILE.
+TEST_F(EnvTest, JobTokenFromAMountedFile) {
+  setValid();
+  unsetenv("NEZHA_JOB_TOKEN");
+  char path[] = "/tmp/nezha-token-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string content = std::string(nezha::testing::kTestToken) + "\n";
+  ASSERT_EQ(write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  close(fd);
+  set({{"NEZHA_JOB_TOKEN_FILE", path}});
+  EXPECT_EQ(Options::fromEnv().jobToken, nezha::testing::kTestToken);
+  // Both set and equal: fine. Different: refused, naming both, never picking one silently.
+  set({{"NEZHA_JOB_TOKEN", nezha::testing::kTestToken}});
+  EXPECT_EQ(Options::fromEnv().jobToken, nezha::testing::kTestToken);
+  set({{"NEZHA_JOB_TOKEN", std::string(64, 'e')}});
+  EXPECT_NE(error().find("NEZHA_JOB_TOKEN_FILE and NEZHA_JOB_TOKEN are both set and hold "
+                         "different tokens"),
+            std::string::npos)
+      << error();
+  unsetenv("NEZHA_JOB_TOKEN");
+  // Only one newline is dropped: a token file with two ends in a newline, which then differs.
+  FILE* f = fopen(path, "w");
+  ASSERT_NE(f, nullptr);
+  fputs((std::string(nezha::testing::kTestToken) + "\n\n").c_str(), f);
+  fclose(f);
+  EXPECT_EQ(Options::fromEnv().jobToken, std::string(nezha::testing::kTestToken) + "\n");
+  unlink(path);
+  EXPECT_NE(error().find(strCat("NEZHA_JOB_TOKEN_FILE=", path, ": cannot read file")),
+            std::string::npos)
+      << error();
+  set({{"NEZHA_JOB_TOKEN_FILE", "/tmp"}});  // a directory
+  EXPECT_NE(error().find("NEZHA_JOB_TOKEN_FILE=/tmp: cannot read file"), std::string::npos)
+      << error();
+  // Empty file: the job has no secret.
+  char empty[] = "/tmp/nezha-token-XXXXXX";
+  const int efd = mkstemp(empty);
+  ASSERT_GE(efd, 0);
+  close(efd);
+  set({{"NEZHA_JOB_TOKEN_FILE", empty}});
+  EXPECT_NE(error().find("NEZHA_JOB_TOKEN is empty"), std::string::npos) << error();
+  unlink(empty);
 }
 
 struct BadCase {

@@ -14,9 +14,12 @@
 #include <vector>
 
 #include "base/json.h"
+#include "base/sha256.h"
+#include "base/socket.h"
 #include "bootstrap/auth.h"
 #include "control/control_address.h"
 #include "control/control_server.h"
+#include "control/request_auth.h"
 #include "test_util.h"
 
 namespace nezha {
@@ -26,14 +29,24 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kControlHost = 0x7f0000c8;  // 127.0.0.200
 
-// Sends `raw` to 127.0.0.200:port and returns the whole reply.
-std::string httpRaw(int port, const std::string& raw) {
+// A TCP connection to 127.0.0.200:port (-1 if it failed).
+int connectControl(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(kControlHost);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `raw` to 127.0.0.200:port and returns the whole reply.
+std::string httpRaw(int port, const std::string& raw) {
+  const int fd = connectControl(port);
+  EXPECT_GE(fd, 0);
   EXPECT_EQ(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL), static_cast<ssize_t>(raw.size()));
   std::string out;
   char buf[4096];
@@ -42,10 +55,25 @@ std::string httpRaw(int port, const std::string& raw) {
   ::close(fd);
   return out;
 }
+// A request; with a credential, signed now with a fresh nonce (control/request_auth.h).
+std::string signedHead(const std::string& method, const std::string& path,
+                       const std::string& credential) {
+  uint8_t nonce[16];
+  randomBytes(nonce, sizeof(nonce));
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string auth =
+      credential.empty()
+          ? ""
+          : "Authorization: " +
+                signControlRequest(credential, method, path, now, toHex(nonce, sizeof(nonce))) +
+                "\r\n";
+  return method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n";
+}
 std::string http(int port, const std::string& method, const std::string& path,
                  const std::string& credential = "") {
-  const std::string auth = credential.empty() ? "" : "Authorization: Bearer " + credential + "\r\n";
-  return httpRaw(port, method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n");
+  return httpRaw(port, signedHead(method, path, credential));
 }
 const std::string kCredential = controlCredential(testing::kTestToken);
 std::string body(const std::string& reply) { return reply.substr(reply.find("\r\n\r\n") + 4); }
@@ -118,16 +146,22 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   // Without the job's credential nothing changes: 401, and the next ops still use r1.
   std::string denied = http(port1, "POST", "/rails/r1/drain");
   EXPECT_NE(denied.find(" 401 "), std::string::npos) << denied;
-  EXPECT_NE(denied.find("WWW-Authenticate: Bearer"), std::string::npos) << denied;
-  EXPECT_NE(body(denied).find("missing credential"), std::string::npos) << denied;
+  EXPECT_NE(denied.find("WWW-Authenticate: Nezha-HMAC-SHA256"), std::string::npos) << denied;
+  EXPECT_NE(body(denied).find("missing signature"), std::string::npos) << denied;
   EXPECT_NE(http(port1, "POST", "/rails/r1/drain", std::string(64, '0')).find(" 401 "),
             std::string::npos);
   EXPECT_NE(http(port1, "POST", "/rails/r1/drain", testing::kTestToken).find(" 401 "),
             std::string::npos);  // the token itself is not the credential
+  // The old static bearer form is refused outright.
+  EXPECT_NE(httpRaw(port1, "POST /rails/r1/drain HTTP/1.1\r\nAuthorization: Bearer " + kCredential +
+                               "\r\n\r\n")
+                .find(" 401 "),
+            std::string::npos);
   ops(2, &share);
   EXPECT_GT(share[0], 0.0);
   EXPECT_GT(share[1], 0.0);
-  std::string d = http(port1, "POST", "/rails/r1/drain", kCredential);
+  const std::string sniffed = signedHead("POST", "/rails/r1/drain", kCredential);
+  std::string d = httpRaw(port1, sniffed);
   EXPECT_NE(d.find("202"), std::string::npos) << d;
   ops(1, &share);  // the agreement at the end of this op applies the drain
   ops(1, &share);
@@ -139,6 +173,13 @@ TEST(ControlTest, StatusMetricsDrainRestoreAndBadRequests) {
   EXPECT_NE(http(port0, "POST", "/rails/r1/restore", kCredential).find("202"), std::string::npos);
   ops(2, &share);
   EXPECT_GT(share[0], 0.0);
+  EXPECT_GT(share[1], 0.0);
+  // The drain request replayed byte for byte (as someone who sniffed it would): refused, and
+  // r1 keeps its share.
+  const std::string replayed = httpRaw(port1, sniffed);
+  EXPECT_NE(replayed.find(" 401 "), std::string::npos) << replayed;
+  EXPECT_NE(body(replayed).find("replayed"), std::string::npos) << replayed;
+  ops(2, &share);
   EXPECT_GT(share[1], 0.0);
 
   // Malformed or unknown requests: 4xx, and the endpoint keeps serving.
@@ -204,12 +245,8 @@ TEST(ControlServerTest, IdleConnectionsDoNotDelayAGet) {
   });
   std::vector<int> idle;
   for (int i = 0; i < 6; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server.port()));
-    a.sin_addr.s_addr = htonl(kControlHost);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = connectControl(server.port());
+    ASSERT_GE(fd, 0);
     if (i == 5) {
       ASSERT_GT(::send(fd, "GET /sta", 8, MSG_NOSIGNAL), 0);
     }
@@ -233,6 +270,29 @@ TEST(ControlServerTest, IdleConnectionsDoNotDelayAGet) {
   }
   EXPECT_EQ(server.rejectedConnections(), 6u);
   EXPECT_EQ(served.load(), 3);
+}
+
+// A flood of idle sockets from one source neither fills the table nor keeps a request out:
+// the source holds at most kMaxPerSource, the oldest idle one is evicted for each newcomer.
+TEST(ControlServerTest, IdleFloodFromOneSourceIsEvictedNotServedA503) {
+  ControlServer server("127.0.0.200", 0, [](const HttpRequest& req) {
+    return HttpReply{200, "text/plain", req.path + "\n", ""};
+  });
+  constexpr int kIdle = 100;  // more than kMaxConnections (64): the old table answered 503
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    const int fd = connectControl(server.port());
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::string reply = http(server.port(), "GET", "/status");
+    EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
+  }
+  // Every idle socket beyond the per-source cap was closed to make room (counted as rejected).
+  EXPECT_GE(server.rejectedConnections(),
+            static_cast<uint64_t>(kIdle - ControlServer::kMaxPerSource));
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(ControlServerTest, GarbageAndStrayConnectionsAreAnsweredOrDropped) {

@@ -18,6 +18,13 @@ type Configuration struct {
 	// pods (networkPolicy.operatorPodLabels) in from it. Required while networkPolicy.enabled.
 	Namespace string `json:"namespace,omitempty"`
 
+	// WatchNamespaces, when set, limits the operator to these namespaces: it watches and writes
+	// MultiRailJobs, pods, Secrets, Services, NetworkPolicies and NADs there only, so the Helm
+	// chart can grant it Roles in them instead of a ClusterRole (namespaced install,
+	// docs/install.md). Empty: every namespace.
+	// +listType=set
+	WatchNamespaces []string `json:"watchNamespaces,omitempty"`
+
 	// Health is where the manager serves /healthz and /readyz.
 	Health ControllerHealth `json:"health,omitempty"`
 	// Metrics is where the manager serves Prometheus metrics.

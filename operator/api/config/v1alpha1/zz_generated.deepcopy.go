@@ -14,6 +14,11 @@ import (
 func (in *Configuration) DeepCopyInto(out *Configuration) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	if in.WatchNamespaces != nil {
+		in, out := &in.WatchNamespaces, &out.WatchNamespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	out.Health = in.Health
 	out.Metrics = in.Metrics
 	in.Webhook.DeepCopyInto(&out.Webhook)

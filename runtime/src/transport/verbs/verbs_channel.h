@@ -21,6 +21,9 @@
 // above a rail's. Chunks are at most one slot, so one peer's stream cannot monopolize a rail
 // and a rail's bytes are spread in small units the scheduler can balance against other rails.
 //
+// External memory (memory_region.h): a caller that owns its buffers' registrations registers
+// them on device() (host memory or a dma-buf) for a zero-copy path of its own.
+//
 // Progress (channel.h): exchange() posts, then polls the CQ; when nothing is ready it arms
 // the CQ and sleeps in poll() on the completion channel's fd and the peers' bootstrap
 // connections, with the same no-progress deadline, late-peer grace and progress watch as TCP.
@@ -69,6 +72,11 @@ class VerbsChannel : public Transport {
     guard_.setPeersStillComing(std::move(fn));
   }
   void setProgressWatch(ProgressWatch fn) override { guard_.setWatch(std::move(fn)); }
+
+  // The HCA port this rail opened. Callers that register their own memory for zero-copy (the
+  // NCCL plugin: memory_region.h, probeDmabufSupport) register it with this device's
+  // protection domain, and release it before the channel goes.
+  const VerbsDevice& device() const { return *device_; }
 
   // Staging: slots per peer and direction, and bytes per slot (= the largest chunk).
   static constexpr int kSlots = 16;

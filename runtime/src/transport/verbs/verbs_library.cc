@@ -56,6 +56,9 @@ VerbsLibrary::VerbsLibrary(const std::string& rail) {
   bind(handle_, getAsyncEvent, "ibv_get_async_event", v11, rail);
   bind(handle_, ackAsyncEvent, "ibv_ack_async_event", v11, rail);
   bind(handle_, wcStatusStr, "ibv_wc_status_str", v11, rail);
+  // Not bound with bind(): its absence is an answer (no dma-buf registration), not an error.
+  regDmabufMr = reinterpret_cast<decltype(regDmabufMr)>(
+      dlvsym(handle_, "ibv_reg_dmabuf_mr", kRegDmabufMrVersion));
 }
 
 int VerbsLibrary::queryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) const {

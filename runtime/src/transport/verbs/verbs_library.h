@@ -13,6 +13,9 @@
 
 namespace nezha {
 
+// The symbol version rdma-core v34 introduced ibv_reg_dmabuf_mr with.
+inline constexpr char kRegDmabufMrVersion[] = "IBVERBS_1.12";
+
 class VerbsLibrary {
  public:
   // Loads libibverbs.so.1 (the process's usual library search: LD_LIBRARY_PATH, ld.so.cache).
@@ -50,6 +53,9 @@ class VerbsLibrary {
   decltype(&::ibv_get_async_event) getAsyncEvent = nullptr;
   decltype(&::ibv_ack_async_event) ackAsyncEvent = nullptr;
   decltype(&::ibv_wc_status_str) wcStatusStr = nullptr;
+  // Optional: null when the library does not export ibv_reg_dmabuf_mr@IBVERBS_1.12 (rdma-core
+  // older than v34). Only dma-buf registration needs it (memory_region.h); the rail does not.
+  decltype(&::ibv_reg_dmabuf_mr) regDmabufMr = nullptr;
 
  private:
   void* handle_ = nullptr;

@@ -8,7 +8,9 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,14 +126,28 @@ void Context::pushEvent(const ibv_async_event& ev) {
   }
 }
 
-bool Context::checkMr(uint32_t key, uint64_t addr, uint64_t len, int access) {
+char* Context::hostAddress(uint32_t key, uint64_t addr, uint64_t len, int access) {
   std::lock_guard<std::mutex> lock(mrMu);
   auto it = mrs.find(key);
-  if (it == mrs.end()) return false;
-  const ibv_mr* mr = it->second;
-  const uint64_t base = reinterpret_cast<uintptr_t>(mr->addr);
-  return addr >= base && addr + len <= base + mr->length &&
-         (access == 0 || (mr->handle & static_cast<uint32_t>(access)) != 0);
+  if (it == mrs.end()) return nullptr;
+  const Mr* m = it->second;
+  if (addr < m->iova || addr + len > m->iova + m->mr.length) return nullptr;
+  if (access != 0 && (m->access & access) == 0) return nullptr;
+  return m->host + (addr - m->iova);
+}
+
+Mr* Context::addMr(ibv_pd* pd, uint64_t iova, size_t length, int access, char* host) {
+  auto* m = new Mr;
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.length = length;
+  m->access = access | IBV_ACCESS_LOCAL_WRITE;
+  m->iova = iova;
+  m->host = host;
+  std::lock_guard<std::mutex> lock(mrMu);
+  m->mr.lkey = m->mr.rkey = nextKey++;
+  mrs[m->mr.lkey] = m;
+  return m;
 }
 
 // Carrier changes of the device's interface (rtnetlink): losing it fails the port. `nl` is
@@ -346,26 +362,55 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   auto* c = reinterpret_cast<Context*>(pd->context);
-  auto* mr = new ibv_mr{};
-  mr->context = pd->context;
-  mr->pd = pd;
-  mr->addr = addr;
-  mr->length = length;
-  // The access flags ride in `handle` (the kernel's handle, unused by applications).
-  mr->handle = static_cast<uint32_t>(access) | IBV_ACCESS_LOCAL_WRITE;
-  std::lock_guard<std::mutex> lock(c->mrMu);
-  mr->lkey = mr->rkey = c->nextKey++;
-  c->mrs[mr->lkey] = mr;
-  return mr;
+  Mr* m = c->addMr(pd, reinterpret_cast<uintptr_t>(addr), length, access, static_cast<char*>(addr));
+  m->mr.addr = addr;
+  return &m->mr;
+}
+
+// rdma-core's signature (verbs.h, IBVERBS_1.12). Errors as the kernel gives them: EBADF for a
+// bad fd (NCCL's support probe passes -1 and reads EBADF as "supported"), EOPNOTSUPP where
+// dma-buf is not supported, EINVAL for a range outside the buffer.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                          int access) {
+  const char* mode = std::getenv("NEZHA_IBV_DOUBLE_DMABUF");
+  if (mode != nullptr && std::strcmp(mode, "unsupported") == 0) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    errno = EBADF;
+    return nullptr;
+  }
+  if (length == 0 || offset + length < offset ||
+      offset + length > static_cast<uint64_t>(st.st_size)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset - offset % page;
+  const size_t bytes = static_cast<size_t>(offset + length - start);
+  void* map =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (map == MAP_FAILED) return nullptr;  // errno from mmap
+  auto* c = reinterpret_cast<Context*>(pd->context);
+  Mr* m = c->addMr(pd, iova, length, access, static_cast<char*>(map) + (offset - start));
+  m->mapping = map;
+  m->mappingBytes = bytes;
+  // What rdma-core's ibv_reg_dmabuf_mr leaves in addr: the offset, not an address.
+  m->mr.addr = reinterpret_cast<void*>(static_cast<uintptr_t>(offset));
+  return &m->mr;
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
   auto* c = reinterpret_cast<Context*>(mr->context);
+  auto* m = reinterpret_cast<Mr*>(mr);
   {
     std::lock_guard<std::mutex> lock(c->mrMu);
     c->mrs.erase(mr->lkey);
   }
-  delete mr;
+  if (m->mapping != nullptr) munmap(m->mapping, m->mappingBytes);
+  delete m;
   return 0;
 }
 

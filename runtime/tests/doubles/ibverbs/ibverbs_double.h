@@ -15,6 +15,12 @@
 // then completes a posted receive with the immediate; each frame is acknowledged and the
 // requester's completion comes with the ACK, as on a real RC QP.
 //
+// Memory regions: ibv_reg_mr registers host memory as it is; ibv_reg_dmabuf_mr (rdma-core's
+// IBVERBS_1.12 call, for GPU memory exported as a dma-buf) maps the fd itself (any mmap-able fd:
+// tests use a memfd standing in for the GPU's dma-buf) and from then on reads and writes that
+// mapping, translating the MR's iova (the address work requests name) to it. A kernel or driver
+// without dma-buf support is played with NEZHA_IBV_DOUBLE_DMABUF=unsupported (EOPNOTSUPP).
+//
 // Failures, as the hardware shows them: the interface losing carrier → IBV_EVENT_PORT_ERR on
 // the async fd and every QP of the device to error (outstanding work completes with
 // IBV_WC_RETRY_EXC_ERR, then flush errors); the connection lost or the peer's QP in error →
@@ -44,6 +50,15 @@ struct Device {
 
 struct Qp;
 
+struct Mr {
+  ibv_mr mr{};  // first: ibv_mr* == Mr*
+  int access = 0;
+  uint64_t iova = 0;        // the address work requests use for byte 0 of the region
+  char* host = nullptr;     // where byte 0 is in this process
+  void* mapping = nullptr;  // dma-buf regions: the double's own mapping, unmapped at dereg
+  size_t mappingBytes = 0;
+};
+
 struct Context {
   ibv_context ctx;  // first
   Device* device = nullptr;
@@ -53,14 +68,16 @@ struct Context {
   std::deque<ibv_async_event> events;
   std::vector<Qp*> qps;
   std::mutex mrMu;
-  std::map<uint32_t, ibv_mr*> mrs;  // key -> MR (lkey == rkey)
+  std::map<uint32_t, Mr*> mrs;  // key -> MR (lkey == rkey)
   uint32_t nextKey = 0x100;
   bool portUp = true;
   int watchWake = -1;  // eventfd stopping the link watch
   std::thread watch;
   void pushEvent(const ibv_async_event& ev);
-  // Whether [addr, addr+len) lies in an MR with `key` that allows `access`.
-  bool checkMr(uint32_t key, uint64_t addr, uint64_t len, int access);
+  // Where [addr, addr+len) of the MR with `key` is in this process, if it lies inside that MR
+  // and the MR allows `access` (0: any); nullptr otherwise.
+  char* hostAddress(uint32_t key, uint64_t addr, uint64_t len, int access);
+  Mr* addMr(ibv_pd* pd, uint64_t iova, size_t length, int access, char* host);
 };
 
 struct Channel {
@@ -79,8 +96,8 @@ struct Cq {
 struct SendWr {
   uint64_t wrId;
   ibv_wr_opcode opcode;
-  uint32_t imm;  // network order, as posted
-  uint64_t localAddr;
+  uint32_t imm;        // network order, as posted
+  uint64_t localAddr;  // where the bytes are in this process (translated from the MR at post)
   uint32_t len;
   uint64_t remoteAddr;
   uint32_t rkey;

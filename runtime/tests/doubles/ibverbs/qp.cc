@@ -195,7 +195,8 @@ void receiveLoop(Qp* q, uint32_t localIp, std::string iface) {
       continue;
     }
     if (h.type != kWriteImm && h.type != kWrite) break;
-    if (h.len > 0 && !q->ctx->checkMr(h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE)) {
+    char* dest = q->ctx->hostAddress(h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE);
+    if (h.len > 0 && dest == nullptr) {
       std::lock_guard<std::mutex> lock(q->mu);
       q->toError(IBV_WC_REM_ACCESS_ERR);
       return;
@@ -210,7 +211,7 @@ void receiveLoop(Qp* q, uint32_t localIp, std::string iface) {
       recvId = q->recvs.front();
       q->recvs.pop_front();
     }
-    if (h.len > 0 && !readFull(fd, reinterpret_cast<void*>(h.raddr), h.len)) break;
+    if (h.len > 0 && !readFull(fd, dest, h.len)) break;
     if (h.type == kWriteImm) {
       ibv_wc wc{};
       wc.wr_id = recvId;
@@ -290,12 +291,14 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     s.rkey = wr->wr.rdma.rkey;
     s.signaled = q->sigAll || (wr->send_flags & IBV_SEND_SIGNALED) != 0;
     if (wr->num_sge == 1) {
-      s.localAddr = wr->sg_list[0].addr;
       s.len = wr->sg_list[0].length;
-      if (s.len > 0 && !q->ctx->checkMr(wr->sg_list[0].lkey, s.localAddr, s.len, 0)) {
+      // The bytes are read at send time from where the MR has them in this process.
+      char* src = q->ctx->hostAddress(wr->sg_list[0].lkey, wr->sg_list[0].addr, s.len, 0);
+      if (s.len > 0 && src == nullptr) {
         *bad = wr;
         return EINVAL;
       }
+      s.localAddr = reinterpret_cast<uintptr_t>(src);
     }
     if (q->state == IBV_QPS_ERR) {
       // Work posted to a QP in error completes at once, flushed.
