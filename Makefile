@@ -142,7 +142,7 @@ TORCH_PY        := $(TORCH_VENV)/bin/python
 
 .PHONY: test-python
 test-python: build-runtime build-bench ## Python tests: test bed acceptance, benchmark harness, the nezha package's ctypes binding.
-	$(PYTHON) -m pytest -q hack/tests bench/tests
+	$(PYTHON) -m pytest -q hack/tests bench/tests runtime/tools/nezha_control_sign_test.py
 	hack/setup-torch.sh
 	$(TORCH_PY) -m pytest -q runtime/python/tests
 

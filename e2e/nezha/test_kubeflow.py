@@ -252,7 +252,11 @@ def test_trainjob_on_the_nezha_runtime_survives_a_rail_cut(kube, kube_env_links,
         assert env["PET_MASTER_ADDR"] == f"{TRAINJOB}-node-0-0.{TRAINJOB}", env
         assert env["NEZHA_RENDEZVOUS"] == f"{TRAINJOB}-node-0-0.{TRAINJOB}:29400", env
         assert env["NEZHA_RAILS"].startswith(f"{RAIL_CLASSES[0]}=nz0:"), env
-        assert env["NEZHA_JOB_TOKEN"]["secretKeyRef"]["name"] == f"{TRAINJOB}-token", env
+        # The group's token is a read-only Secret volume named by NEZHA_JOB_TOKEN_FILE, never an
+        # environment variable (docs/security.md "Job token").
+        assert env["NEZHA_JOB_TOKEN_FILE"] == "/var/run/nezha/job-token/token" and "NEZHA_JOB_TOKEN" not in env, env
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["nezha-job-token"]["secret"]["secretName"] == f"{TRAINJOB}-token", volumes
         assert pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(rank)
 
 

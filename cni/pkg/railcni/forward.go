@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strings"
 	"syscall"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -22,14 +23,17 @@ import (
 // in the HOST namespace (the one the runtime runs the plugin in): a chain of its own, jumped to
 // from the top of FORWARD, holding per attachment
 //
-//	-s <rail-ip>/32 -m comment --comment nezha-rail:<network>:<containerID>:<ifname> -j ACCEPT
-//	-d <rail-ip>/32 -m comment --comment nezha-rail:<network>:<containerID>:<ifname> -j ACCEPT
+//	-s <rail-ip>/32 -i <bridge> -m comment --comment nezha-rail:<network>:<containerID>:<ifname> -j ACCEPT
+//	-d <rail-ip>/32 -o <bridge> -m comment --comment nezha-rail:<network>:<containerID>:<ifname> -j ACCEPT
 //
-// (ip6tables for IPv6 addresses). Unlike the firewall plugin, traffic TO the rail address is
-// accepted for new connections too: peers on other nodes connect to a rank's rail address.
-// DEL removes exactly the attachment's rules and GC those of attachments the runtime no longer
-// knows; the chain and its jump stay (empty), as the firewall plugin's CNI-FORWARD does, because
-// another ADD may be adding to them concurrently. Rails on macvlan, ipvlan, SR-IOV or
+// (ip6tables for IPv6 addresses). The address must lie in a CIDR of the node's allow-list and
+// <bridge> is that entry's interface (forward_allowlist.go): the NAD that asks for the rules is
+// a tenant's, the host's FORWARD chain is not. Unlike the firewall plugin, traffic TO the rail
+// address is accepted for new connections too: peers on other nodes connect to a rank's rail
+// address. DEL removes exactly the attachment's rules (found by their comment, so a changed
+// allow-list cannot strand them) and GC those of attachments the runtime no longer knows; the
+// chain and its jump stay (empty), as the firewall plugin's CNI-FORWARD does, because another
+// ADD may be adding to them concurrently. Rails on macvlan, ipvlan, SR-IOV or
 // host-device never pass the host's FORWARD chain and do not need this.
 
 // ForwardChain is the filter-table chain holding the rails' ACCEPT rules.
@@ -41,30 +45,24 @@ const filterTable = "filter"
 type forwardRules struct {
 	comment  string
 	prefixes []*net.IPNet // host prefixes (/32, /128) of the rail's addresses
+	ifaces   []string     // per prefix: the host interface the allow-list gives it
 }
 
 func forwardComment(network, containerID, ifname string) string {
 	return fmt.Sprintf("%s:%s:%s:%s", PluginName, network, containerID, ifname)
 }
 
-// forwardRulesFor builds the rules of an attachment from the rail's IP configs.
-func forwardRulesFor(network, containerID, ifname string, addrs []*current.IPConfig) *forwardRules {
+// forwardRulesFor builds the rules of an attachment from the rail's IP configs; an address the
+// node's allow-list does not hold is refused.
+func forwardRulesFor(network, containerID, ifname string, addrs []*current.IPConfig, allow *forwardAllowList) (*forwardRules, error) {
 	r := &forwardRules{comment: forwardComment(network, containerID, ifname)}
 	for _, a := range addrs {
-		r.prefixes = append(r.prefixes, hostPrefix(a.Address.IP))
-	}
-	return r
-}
-
-// forwardRulesFromSources rebuilds the rules from the rule sources recorded in the state file.
-func forwardRulesFromSources(network, containerID, ifname string, sources []string) (*forwardRules, error) {
-	r := &forwardRules{comment: forwardComment(network, containerID, ifname)}
-	for _, s := range sources {
-		_, p, err := net.ParseCIDR(s)
+		iface, err := allow.interfaceFor(a.Address.IP)
 		if err != nil {
-			return nil, fmt.Errorf("state file: rule source %q: %w", s, err)
+			return nil, err
 		}
-		r.prefixes = append(r.prefixes, p)
+		r.prefixes = append(r.prefixes, hostPrefix(a.Address.IP))
+		r.ifaces = append(r.ifaces, iface)
 	}
 	return r, nil
 }
@@ -76,10 +74,12 @@ func protoOf(p *net.IPNet) iptables.Protocol {
 	return iptables.ProtocolIPv6
 }
 
-func (r *forwardRules) specs(p *net.IPNet) [][]string {
+// specs are prefix i's two rules, in the order `iptables -S` prints their matches.
+func (r *forwardRules) specs(i int) [][]string {
+	p, iface := r.prefixes[i].String(), r.ifaces[i]
 	return [][]string{
-		{"-s", p.String(), "-m", "comment", "--comment", r.comment, "-j", "ACCEPT"},
-		{"-d", p.String(), "-m", "comment", "--comment", r.comment, "-j", "ACCEPT"},
+		{"-s", p, "-i", iface, "-m", "comment", "--comment", r.comment, "-j", "ACCEPT"},
+		{"-d", p, "-o", iface, "-m", "comment", "--comment", r.comment, "-j", "ACCEPT"},
 	}
 }
 
@@ -145,7 +145,7 @@ func ensureChain(ipt *iptables.IPTables) error {
 
 // add installs the rules (idempotent).
 func (r *forwardRules) add(h iptablesFor) error {
-	for _, p := range r.prefixes {
+	for i, p := range r.prefixes {
 		ipt, err := h.get(protoOf(p))
 		if err != nil {
 			return err
@@ -153,7 +153,7 @@ func (r *forwardRules) add(h iptablesFor) error {
 		if err := ensureChain(ipt); err != nil {
 			return err
 		}
-		for _, spec := range r.specs(p) {
+		for _, spec := range r.specs(i) {
 			if err := ipt.AppendUnique(filterTable, ForwardChain, spec...); err != nil {
 				return fmt.Errorf("add forward rule for %s: %w", p, err)
 			}
@@ -162,33 +162,16 @@ func (r *forwardRules) add(h iptablesFor) error {
 	return nil
 }
 
-// remove deletes the rules; absent rules and an absent chain are not errors.
-func (r *forwardRules) remove(h iptablesFor) error {
-	var errs []error
-	for _, p := range r.prefixes {
-		ipt, err := h.get(protoOf(p))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if ok, err := ipt.ChainExists(filterTable, ForwardChain); err != nil || !ok {
-			if err != nil {
-				errs = append(errs, fmt.Errorf("look up chain %s: %w", ForwardChain, err))
-			}
-			continue
-		}
-		for _, spec := range r.specs(p) {
-			if err := ipt.DeleteIfExists(filterTable, ForwardChain, spec...); err != nil {
-				errs = append(errs, fmt.Errorf("delete forward rule for %s: %w", p, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+// removeForward deletes every rule of the attachment whose comment is given, whatever its
+// addresses and interfaces (also those of an earlier release, without an interface match);
+// absent rules and an absent chain are not errors.
+func removeForward(h iptablesFor, comment string) error {
+	return deleteForwardRules(h, func(m forwardRuleLine) bool { return m.comment == comment })
 }
 
 // check names the first rule that is missing.
 func (r *forwardRules) check(h iptablesFor) error {
-	for _, p := range r.prefixes {
+	for i, p := range r.prefixes {
 		ipt, err := h.get(protoOf(p))
 		if err != nil {
 			return err
@@ -197,7 +180,7 @@ func (r *forwardRules) check(h iptablesFor) error {
 		if ok, err := ipt.Exists(filterTable, "FORWARD", jump...); err != nil || !ok {
 			return fmt.Errorf("host FORWARD chain has no jump to %s (config field \"forwardAccept\")", ForwardChain)
 		}
-		for _, spec := range r.specs(p) {
+		for _, spec := range r.specs(i) {
 			ok, err := ipt.Exists(filterTable, ForwardChain, spec...)
 			if err != nil {
 				return fmt.Errorf("look up forward rule for %s: %w", p, err)
@@ -210,13 +193,29 @@ func (r *forwardRules) check(h iptablesFor) error {
 	return nil
 }
 
-// ruleLine matches the rules this plugin writes, as `iptables -S` prints them.
-var ruleLine = regexp.MustCompile(`^-A ` + ForwardChain + ` -([sd]) (\S+) -m comment --comment "?` +
+// ruleLine matches the rules this plugin writes, as `iptables -S` prints them (the interface
+// match is absent from rules of releases before the node's allow-list).
+var ruleLine = regexp.MustCompile(`^-A ` + ForwardChain + ` (-[sd] \S+(?: -[io] \S+)?) -m comment --comment "?` +
 	regexp.QuoteMeta(PluginName) + `:([^:"]*):([^:"]*):([^:" ]*)"? -j ACCEPT$`)
+
+// forwardRuleLine is one parsed rule of ForwardChain.
+type forwardRuleLine struct {
+	matches                      []string // "-s", "<prefix>" [, "-i", "<iface>"]
+	network, containerID, ifname string
+	comment                      string
+}
 
 // gcForward deletes the rules of this network's attachments that keep does not hold (keyed by
 // stateFileName(containerID, ifname)).
 func gcForward(h iptablesFor, network string, keep map[string]bool) error {
+	return deleteForwardRules(h, func(m forwardRuleLine) bool {
+		return m.network == network && !keep[stateFileName(m.containerID, m.ifname)]
+	})
+}
+
+// deleteForwardRules deletes, in both protocols' ForwardChain, the plugin's rules that doomed
+// selects.
+func deleteForwardRules(h iptablesFor, doomed func(forwardRuleLine) bool) error {
 	var errs []error
 	for _, proto := range []iptables.Protocol{iptables.ProtocolIPv4, iptables.ProtocolIPv6} {
 		ipt, err := h.get(proto)
@@ -224,6 +223,9 @@ func gcForward(h iptablesFor, network string, keep map[string]bool) error {
 			continue // no ip6tables on this host: ADD never wrote IPv6 rules either
 		}
 		if ok, err := ipt.ChainExists(filterTable, ForwardChain); err != nil || !ok {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("look up chain %s: %w", ForwardChain, err))
+			}
 			continue
 		}
 		lines, err := ipt.List(filterTable, ForwardChain)
@@ -233,13 +235,17 @@ func gcForward(h iptablesFor, network string, keep map[string]bool) error {
 		}
 		for _, l := range lines {
 			m := ruleLine.FindStringSubmatch(l)
-			if m == nil || m[3] != network || keep[stateFileName(m[4], m[5])] {
+			if m == nil {
 				continue
 			}
-			comment := forwardComment(m[3], m[4], m[5])
-			spec := []string{"-" + m[1], m[2], "-m", "comment", "--comment", comment, "-j", "ACCEPT"}
+			rule := forwardRuleLine{matches: strings.Fields(m[1]), network: m[2], containerID: m[3], ifname: m[4],
+				comment: forwardComment(m[2], m[3], m[4])}
+			if !doomed(rule) {
+				continue
+			}
+			spec := append(rule.matches, "-m", "comment", "--comment", rule.comment, "-j", "ACCEPT")
 			if err := ipt.DeleteIfExists(filterTable, ForwardChain, spec...); err != nil {
-				errs = append(errs, fmt.Errorf("delete stale forward rule %v: %w", spec, err))
+				errs = append(errs, fmt.Errorf("delete forward rule %v: %w", spec, err))
 			}
 		}
 	}

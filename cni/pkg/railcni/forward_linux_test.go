@@ -2,6 +2,7 @@ package railcni_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -21,11 +22,13 @@ import (
 // namespace holds a Linux bridge fb0 the pods' rail veths plug into (Debian's bridge plugin),
 // br_netfilter sends bridged frames through iptables, and the FORWARD policy is DROP. Without
 // "forwardAccept" the pods cannot reach each other over the rail; with it they can, and DEL and
-// GC take the rules away again.
+// GC take the rules away again. The node's allow-list (forward_allowlist.go) holds fwdSubnet on
+// fb0 only.
 
 const (
-	fwdPodA = "10.101.0.2"
-	fwdPodB = "10.101.0.3"
+	fwdPodA   = "10.101.0.2"
+	fwdPodB   = "10.101.0.3"
+	fwdSubnet = "10.101.0.0/24"
 )
 
 func fwdConf(b *bed, version, address string, forwardAccept bool) *libcni.NetworkConfigList {
@@ -60,6 +63,11 @@ func newDropBed(t *testing.T) *bed {
 	b.node.MustIP(t, "link", "set", "fb0", "up")
 	inNodeNS(t, b, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1")
 	inNodeNS(t, b, "iptables", "-P", "FORWARD", "DROP")
+	allow := filepath.Join(t.TempDir(), "rail-forward-allowlist.json")
+	if err := os.WriteFile(allow, []byte(`{"rails": [{"interface": "fb0", "cidrs": ["`+fwdSubnet+`"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(railcni.EnvForwardAllowList, allow)
 	return b
 }
 
@@ -158,6 +166,11 @@ func TestForwardAcceptOpensBridgedRailAndCleansUp(t *testing.T) {
 	if got := len(forwardRules(t, b)); got != 4 {
 		t.Fatalf("after two ADDs: %d rules in %s, want 4 (-s and -d per pod): %q", got, railcni.ForwardChain, forwardRules(t, b))
 	}
+	for _, r := range forwardRules(t, b) {
+		if !strings.Contains(r, " -i fb0 ") && !strings.Contains(r, " -o fb0 ") {
+			t.Errorf("rule %q is not bound to the allow-list's interface fb0", r)
+		}
+	}
 	if !strings.Contains(inNodeNS(t, b, "iptables", "-S", "FORWARD"), "-j "+railcni.ForwardChain) {
 		t.Fatalf("FORWARD has no jump to %s", railcni.ForwardChain)
 	}
@@ -174,7 +187,7 @@ func TestForwardAcceptOpensBridgedRailAndCleansUp(t *testing.T) {
 		t.Errorf("CHECK after ADD: %v", err)
 	}
 	// CHECK notices a rule removed behind the plugin's back.
-	inNodeNS(t, b, "iptables", "-D", railcni.ForwardChain, "-s", fwdPodA+"/32", "-m", "comment",
+	inNodeNS(t, b, "iptables", "-D", railcni.ForwardChain, "-s", fwdPodA+"/32", "-i", "fb0", "-m", "comment",
 		"--comment", "nezha-rail:frail:"+a.Name+":eth1", "-j", "ACCEPT")
 	err := b.inNode(func(ctx context.Context) error { return b.cni.CheckNetworkList(ctx, ca, rt(a, "eth1")) })
 	if err == nil || !strings.Contains(err.Error(), "forwardAccept") {
@@ -201,5 +214,72 @@ func TestForwardAcceptOpensBridgedRailAndCleansUp(t *testing.T) {
 	}
 	if left := forwardRules(t, b); len(left) != 0 {
 		t.Fatalf("after GC: rules %q left", left)
+	}
+}
+
+// A NAD author cannot open the host's FORWARD chain for an address the node's allow-list does
+// not hold: the ADD fails naming it and the chain gets nothing; without the file at all it fails
+// naming the file.
+func TestForwardAcceptRefusesAnAddressOutsideTheNodeAllowList(t *testing.T) {
+	b := newDropBed(t)
+	a := nstest.New(t, "a")
+	err := b.inNode(func(ctx context.Context) error {
+		_, err := b.cni.AddNetworkList(ctx, fwdConf(b, "1.0.0", "10.102.0.2", true), rt(a, "eth1"))
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "10.102.0.2 is in no CIDR of the node's allow-list") {
+		t.Fatalf("ADD of an address outside the allow-list: %v", err)
+	}
+	if rules := forwardRules(t, b); len(rules) != 0 {
+		t.Fatalf("the refused ADD left rules %q", rules)
+	}
+	if strings.Contains(inNodeNS(t, b, "iptables", "-S", "FORWARD"), railcni.ForwardChain) {
+		t.Fatalf("the refused ADD touched FORWARD")
+	}
+	missing := filepath.Join(t.TempDir(), "none.json")
+	t.Setenv(railcni.EnvForwardAllowList, missing)
+	p := nstest.New(t, "b")
+	err = b.inNode(func(ctx context.Context) error {
+		_, err := b.cni.AddNetworkList(ctx, fwdConf(b, "1.0.0", fwdPodB, true), rt(p, "eth1"))
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("ADD without the node's allow-list: %v, want an error naming %s", err, missing)
+	}
+}
+
+// Several pods' first ADDs at once (a node starting a job's ranks) insert the FORWARD jump
+// exactly once: its look-up and insert run under one host-wide lock.
+func TestParallelFirstAddsInsertOneForwardJump(t *testing.T) {
+	b := newDropBed(t)
+	const pods = 8
+	errs := make(chan error, pods)
+	for i := 0; i < pods; i++ {
+		pod := nstest.New(t, fmt.Sprintf("p%d", i))
+		conf := fwdConf(b, "1.0.0", fmt.Sprintf("10.101.0.%d", 10+i), true)
+		go func() {
+			errs <- b.inNode(func(ctx context.Context) error {
+				_, err := b.cni.AddNetworkList(ctx, conf, rt(pod, "eth1"))
+				return err
+			})
+		}()
+	}
+	for i := 0; i < pods; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("parallel ADD: %v", err)
+		}
+	}
+	jumps := 0
+	for _, l := range strings.Split(inNodeNS(t, b, "iptables", "-S", "FORWARD"), "\n") {
+		if strings.HasSuffix(l, "-j "+railcni.ForwardChain) {
+			jumps++
+		}
+	}
+	if jumps != 1 {
+		t.Fatalf("%d parallel first ADDs left %d jumps to %s in FORWARD, want 1:\n%s", pods, jumps, railcni.ForwardChain,
+			inNodeNS(t, b, "iptables", "-S", "FORWARD"))
+	}
+	if got := len(forwardRules(t, b)); got != 2*pods {
+		t.Fatalf("%d rules in %s, want %d", got, railcni.ForwardChain, 2*pods)
 	}
 }

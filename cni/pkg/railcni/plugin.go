@@ -6,6 +6,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
@@ -29,6 +30,14 @@ func CmdAdd(args *skel.CmdArgs) error {
 	addrs, err := railIPConfigs(conf.prev, args.IfName)
 	if err != nil {
 		return fmt.Errorf("%s ADD: %w", PluginName, err)
+	}
+	// The node's allow-list is consulted before anything changes: an address it does not hold
+	// fails the ADD with nothing to undo.
+	var fw *forwardRules
+	if conf.ForwardAccept {
+		if fw, err = forwardRulesOf(conf, args, addrs); err != nil {
+			return fmt.Errorf("%s ADD %s: %w", PluginName, args.IfName, err)
+		}
 	}
 	store, err := newStateStore(conf.StateDir(), conf.Name)
 	if err != nil {
@@ -64,9 +73,8 @@ func CmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return fmt.Errorf("%s ADD %s: %w", PluginName, args.IfName, err)
 	}
-	if conf.ForwardAccept {
+	if fw != nil {
 		// In the host namespace, where the runtime runs the plugin.
-		fw := forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs)
 		if err := fw.add(iptablesFor{}); err != nil {
 			return fmt.Errorf("%s ADD %s: %w", PluginName, args.IfName, err)
 		}
@@ -134,7 +142,7 @@ func CmdDel(args *skel.CmdArgs) error {
 		}
 	}
 	if conf.ForwardAccept {
-		if err := delForward(conf, args, st); err != nil {
+		if err := removeForward(iptablesFor{}, forwardComment(conf.Name, args.ContainerID, args.IfName)); err != nil {
 			return fmt.Errorf("%s DEL %s: %w", PluginName, args.IfName, err)
 		}
 	}
@@ -144,26 +152,13 @@ func CmdDel(args *skel.CmdArgs) error {
 	return nil
 }
 
-// delForward removes the attachment's host forwarding rules, found from the state file, else
-// from prevResult; with neither, ADD changed nothing (it records state first).
-func delForward(conf *NetConf, args *skel.CmdArgs, st *attachmentState) error {
-	var fw *forwardRules
-	switch {
-	case st != nil:
-		var err error
-		if fw, err = forwardRulesFromSources(conf.Name, args.ContainerID, args.IfName, st.RuleSources); err != nil {
-			return err
-		}
-	case conf.prev != nil:
-		addrs, err := railIPConfigs(conf.prev, args.IfName)
-		if err != nil {
-			return err
-		}
-		fw = forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs)
-	default:
-		return nil
+// forwardRulesOf builds the attachment's host forwarding rules under the node's allow-list.
+func forwardRulesOf(conf *NetConf, args *skel.CmdArgs, addrs []*current.IPConfig) (*forwardRules, error) {
+	allow, err := loadForwardAllowList()
+	if err != nil {
+		return nil, err
 	}
-	return fw.remove(iptablesFor{})
+	return forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs, allow)
 }
 
 // cleanupFor works out what DEL removes, from the best record available: the state file written
@@ -272,7 +267,10 @@ func CmdCheck(args *skel.CmdArgs) error {
 		return plan.check()
 	})
 	if err == nil && conf.ForwardAccept {
-		err = forwardRulesFor(conf.Name, args.ContainerID, args.IfName, addrs).check(iptablesFor{})
+		var fw *forwardRules
+		if fw, err = forwardRulesOf(conf, args, addrs); err == nil {
+			err = fw.check(iptablesFor{})
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s CHECK %s: %w", PluginName, args.IfName, err)

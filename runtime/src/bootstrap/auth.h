@@ -21,7 +21,7 @@
 
 namespace nezha {
 
-// The bearer credential for the control endpoint's mutating requests (drain, restore):
+// The key of the control endpoint's mutating requests (drain, restore):
 // lowercase hex of HMAC-SHA256(key = job token, message = "nezha/control/v1"). Derived, so the
 // token itself never crosses the wire; whoever holds the token (the job's ranks, the operator
 // that created its Secret) can compute it. Rotating the token rotates it.

@@ -15,13 +15,15 @@ TESTBED=$(realpath "$2")
 source "$(dirname "$(realpath "$0")")/lib.sh"
 testbed_begin nzf1 29800
 # The control endpoint listens on the host's own loopback here (the test bed's hosts have no
-# pod network; a rail address is refused). Mutating requests carry the job's credential:
-# hex HMAC-SHA256(job token, "nezha/control/v1") (docs/security.md).
-CREDENTIAL=$(printf '%s' "nezha/control/v1" | openssl dgst -sha256 -hmac "$TOKEN" | awk '{print $NF}')
-# http HOST METHOD PATH [CREDENTIAL]: the HTTP status of a request to that host's endpoint.
+# pod network; a rail address is refused). Mutating requests are signed per request with the
+# job's token (runtime/tools/nezha_control_sign.py; docs/security.md "Control endpoint").
+SIGN=$(dirname "$(realpath "$0")")/../../tools/nezha_control_sign.py
+# signed METHOD PATH [TOKEN]: a fresh Authorization value for that request (the job's token by default).
+signed() { NEZHA_JOB_TOKEN=${3:-$TOKEN} python3 "$SIGN" "$1" "$2"; }
+# http HOST METHOD PATH [AUTHORIZATION]: the HTTP status of a request to that host's endpoint.
 http() {
   local auth=()
-  [ -n "${4:-}" ] && auth=(-H "Authorization: Bearer $4")
+  [ -n "${4:-}" ] && auth=(-H "Authorization: $4")
   "$TESTBED" exec --name "$BED" --host "$1" -- curl -s -o /dev/null -w '%{http_code}' \
     "${auth[@]}" -X "$2" "http://127.0.0.1:9402$3"
 }
@@ -155,12 +157,14 @@ fi
 loop_job drain 2 2 20 NEZHA_CONTROL_ADDR=127.0.0.1:9402 &
 job=$!
 until_state 0 r1 healthy && until_state 1 r1 healthy
-codes="nocred=$(http 0 POST /rails/r1/drain) badcred=$(http 0 POST /rails/r1/drain "${CREDENTIAL//?/0}")"
-codes+=" drain=$(http 0 POST /rails/r1/drain "$CREDENTIAL")"
+codes="nocred=$(http 0 POST /rails/r1/drain)"
+codes+=" badcred=$(http 0 POST /rails/r1/drain "$(signed POST /rails/r1/drain "${TOKEN//?/0}")")"
+drain_auth=$(signed POST /rails/r1/drain)
+codes+=" drain=$(http 0 POST /rails/r1/drain "$drain_auth") replay=$(http 0 POST /rails/r1/drain "$drain_auth")"
 until_state 0 r1 drained && until_state 1 r1 drained && states=drained/drained ||
   states="$(rail_state 0 r1)/$(rail_state 1 r1)"
-codes+=" nosuch=$(http 0 POST /rails/nosuch/drain "$CREDENTIAL") get=$(http 1 GET /rails/r1/drain)"
-codes+=" restore=$(http 1 POST /rails/r1/restore "$CREDENTIAL")"
+codes+=" nosuch=$(http 0 POST /rails/nosuch/drain "$(signed POST /rails/nosuch/drain)")"
+codes+=" get=$(http 1 GET /rails/r1/drain) restore=$(http 1 POST /rails/r1/restore "$(signed POST /rails/r1/restore)")"
 # The runtime's /metrics passes the checks of `promtool check metrics` (hack/tools/metricslint).
 "$TESTBED" exec --name "$BED" --host 0 -- curl -s "http://127.0.0.1:9402/metrics" >"$WORK/metrics.txt"
 if lint=$("$METRICSLINT" "$WORK/metrics.txt" 2>&1) && grep -q '^nezha_runtime_drains_total{' "$WORK/metrics.txt"; then
@@ -172,7 +176,7 @@ until_state 0 r1 healthy && until_state 1 r1 healthy
 wait $job || true
 T=$WORK/drain.trace.json
 if all_rc drain 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
-  [ "$codes" = "nocred=401 badcred=401 drain=202 nosuch=404 get=405 restore=202" ] &&
+  [ "$codes" = "nocred=401 badcred=401 drain=202 replay=401 nosuch=404 get=405 restore=202" ] &&
   [ "$states" = "drained/drained" ] &&
   [ "$(trace_get "$T" "t['failovers']")" = "[]" ] &&
   [ "$(trace_get "$T" "any(s[1] == 0 for s in t['op_split'])")" = True ] &&
