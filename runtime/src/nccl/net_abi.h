@@ -1,11 +1,12 @@
 // The NCCL network-plugin ABI, declared here from its public description (NVIDIA/nccl
-// plugins/net, aws-ofi-nccl) so the plugin builds without NCCL or CUDA headers. Only the two
-// versions libnccl-net-nezha.so exports are declared: v8 (NCCL 2.19-2.23, and what every plugin
-// of that era exports) and v11 (NCCL 2.28/2.29; 2.30 also probes v11 after v12).
+// src/include/plugin/net/net_v*.h, the ext-net example) so the plugin builds without NCCL or
+// CUDA headers. Only the versions libnccl-net-nezha.so exports are declared: v8 (NCCL
+// 2.19-2.23, and what every plugin of that era exports), v11 (NCCL 2.28/2.29) and v12 (NCCL
+// 2.30, which looks for v12 first, then v11).
 //
 // Layout matters more than names: NCCL reads these structs through its own headers, so member
-// order and types must match the public headers exactly. tests/nccl/abi_test.cc pins the sizes
-// and offsets that differ between versions.
+// order and types must match the public headers exactly. tests/nccl/abi_test.cc pins every
+// member's offset and every struct's size against the published member order.
 #pragma once
 
 #include <cstddef>
@@ -176,5 +177,77 @@ typedef struct {
   ncclResult_t (*finalize)(void* ctx);
   ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
 } ncclNet_v11_t;
+
+// ---- v12 -----------------------------------------------------------------------------------
+// As v11, with room for 8 merged devices per virtual NIC and the NIC's rail and plane ids.
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+
+typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_v12_t;
+
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+typedef struct {
+  int trafficClass;  // -1 = undefined
+} ncclNetCommConfig_v12_t;
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+} ncclNetProperties_v12_t;
+
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
+                       ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v12_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v12_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v12_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v12_t* netAttr);
+} ncclNet_v12_t;
 
 }  // extern "C"
