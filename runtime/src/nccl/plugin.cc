@@ -105,8 +105,11 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   std::string rails;
   for (const auto& r : gContext->config().rails)
     rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
-  gContext->info(
-      strCat("using rails ", rails, " as one device, chunk ", gContext->config().chunkBytes, " B"));
+  // Every rail is tcp today, so NCCL hands the plugin host memory it staged (docs/nccl.md "GPU
+  // memory"); the line says so, as an operator reading NCCL's log needs to know.
+  gContext->info(strCat("using rails ", rails, " as one device, chunk ",
+                        gContext->config().chunkBytes,
+                        " B, host-staged (ptrSupport NCCL_PTR_HOST: the rails are tcp)"));
   return ncclSuccess;
 }
 
@@ -402,34 +405,31 @@ NEZHA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     closeSend, closeRecv,   closeListen, getDeviceMr,     irecvConsumed,
 };
 
-NEZHA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "nezha",       initWithContext<ncclNetCommConfig_v11_t>,
-    devices,       getPropertiesV11,
-    listenV11,     connectV11,
-    acceptV8,      regMr,
-    regMrDmaBuf,   deregMr,
-    isendV11,      irecvV11,
-    iflush,        test,
-    closeSend,     closeRecv,
-    closeListen,   getDeviceMr,
-    irecvConsumed, makeVDevice<ncclNetVDeviceProps_v11_t>,
-    finalize,      setNetAttr,
-};
+// v11 and v12 (NCCL 2.30, looked up first) share every call; only the property and
+// virtual-device structs differ.
+namespace {
+template <typename Table, typename Config, typename VProps, typename Props>
+constexpr Table virtualTable(ncclResult_t (*getProperties)(int, Props*)) {
+  return Table{"nezha",       initWithContext<Config>,
+               devices,       getProperties,
+               listenV11,     connectV11,
+               acceptV8,      regMr,
+               regMrDmaBuf,   deregMr,
+               isendV11,      irecvV11,
+               iflush,        test,
+               closeSend,     closeRecv,
+               closeListen,   getDeviceMr,
+               irecvConsumed, makeVDevice<VProps>,
+               finalize,      setNetAttr};
+}
+}  // namespace
 
-// v12 (NCCL 2.30, looked up first): v11's calls with v12's property and virtual-device structs.
-NEZHA_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-    "nezha",       initWithContext<ncclNetCommConfig_v12_t>,
-    devices,       getPropertiesV12,
-    listenV11,     connectV11,
-    acceptV8,      regMr,
-    regMrDmaBuf,   deregMr,
-    isendV11,      irecvV11,
-    iflush,        test,
-    closeSend,     closeRecv,
-    closeListen,   getDeviceMr,
-    irecvConsumed, makeVDevice<ncclNetVDeviceProps_v12_t>,
-    finalize,      setNetAttr,
-};
+NEZHA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 =
+    virtualTable<ncclNet_v11_t, ncclNetCommConfig_v11_t, ncclNetVDeviceProps_v11_t>(
+        getPropertiesV11);
+NEZHA_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 =
+    virtualTable<ncclNet_v12_t, ncclNetCommConfig_v12_t, ncclNetVDeviceProps_v12_t>(
+        getPropertiesV12);
 
 // For the harness and tests: this process's per-rail counters as JSON. Returns the length the
 // JSON needs; writes it (NUL-terminated, truncated to len) when buf is non-null.

@@ -56,34 +56,53 @@ TEST(NcclAbi, FunctionTablesFollowThePublishedMemberOrder) {
   EXPECT_EQ(sizeof(ncclNet_v12_t), 22 * sizeof(void*));
 }
 
+// The members every version shares, and those v11 and v12 share (v11 inserted forceFlush).
+template <typename P>
+void expectHead() {
+  EXPECT_EQ(offsetof(P, pciPath), 8u);
+  EXPECT_EQ(offsetof(P, guid), 16u);
+  EXPECT_EQ(offsetof(P, ptrSupport), 24u);
+  EXPECT_EQ(offsetof(P, regIsGlobal), 28u);
+}
+template <typename P>
+void expectVirtualHead() {
+  expectHead<P>();
+  const size_t at[] = {offsetof(P, forceFlush),    offsetof(P, speed),
+                       offsetof(P, port),          offsetof(P, latency),
+                       offsetof(P, maxComms),      offsetof(P, maxRecvs),
+                       offsetof(P, netDeviceType), offsetof(P, netDeviceVersion),
+                       offsetof(P, vProps)};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; ++i) EXPECT_EQ(at[i], 32 + 4 * i) << i;
+}
+
+// v11 and v12 after the head: the virtual device (v12's holds 8 devices, not 4), then the
+// transfer limits.
+template <typename P>
+void expectVirtual(size_t vPropsBytes, size_t maxP2pAt) {
+  expectVirtualHead<P>();
+  EXPECT_EQ(sizeof(P::vProps), vPropsBytes);
+  EXPECT_EQ(offsetof(P, maxP2pBytes), maxP2pAt);
+  EXPECT_EQ(offsetof(P, maxCollBytes), maxP2pAt + 8);
+  EXPECT_EQ(offsetof(P, maxMultiRequestSize), maxP2pAt + 16);
+}
+
 TEST(NcclAbi, PropertyStructsFollowThePublishedMemberOrder) {
   static_assert(sizeof(void*) == 8, "the pinned offsets are LP64's");
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, guid), 16u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, ptrSupport), 24u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, speed), 32u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, latency), 40u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, maxRecvs), 48u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, netDeviceVersion), 56u);
+  expectHead<ncclNetProperties_v8_t>();
+  const size_t v8[] = {offsetof(ncclNetProperties_v8_t, speed),
+                       offsetof(ncclNetProperties_v8_t, port),
+                       offsetof(ncclNetProperties_v8_t, latency),
+                       offsetof(ncclNetProperties_v8_t, maxComms),
+                       offsetof(ncclNetProperties_v8_t, maxRecvs),
+                       offsetof(ncclNetProperties_v8_t, netDeviceType),
+                       offsetof(ncclNetProperties_v8_t, netDeviceVersion)};
+  for (size_t i = 0; i < sizeof v8 / sizeof v8[0]; ++i) EXPECT_EQ(v8[i], 32 + 4 * i) << i;
   EXPECT_EQ(sizeof(ncclNetProperties_v8_t), 64u);
 
-  // v11 and v12 share the head; v12's virtual device holds 8 devices, not 4, and two ids end it.
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, forceFlush), 32u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, speed), 36u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, netDeviceVersion), 60u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, vProps), 64u);
-  EXPECT_EQ(sizeof(ncclNetVDeviceProps_v11_t), 20u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, maxP2pBytes), 88u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, maxCollBytes), 96u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize), 104u);
+  expectVirtual<ncclNetProperties_v11_t>(20, 88);
   EXPECT_EQ(sizeof(ncclNetProperties_v11_t), 112u);
-
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, forceFlush), 32u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, netDeviceVersion), 60u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, vProps), 64u);
-  EXPECT_EQ(sizeof(ncclNetVDeviceProps_v12_t), 36u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, maxP2pBytes), 104u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, maxCollBytes), 112u);
-  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize), 120u);
+  expectVirtual<ncclNetProperties_v12_t>(36, 104);
+  // Two ids end v12's properties.
   EXPECT_EQ(offsetof(ncclNetProperties_v12_t, railId), 124u);
   EXPECT_EQ(offsetof(ncclNetProperties_v12_t, planeId), 126u);
   EXPECT_EQ(sizeof(ncclNetProperties_v12_t), 128u);

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,14 +40,31 @@ inline PluginConfig loopbackConfig(size_t rails) {
   return c;
 }
 
-// A client socket connected to a rail listener of the handle.
-inline int dial(const RailAddress& a) {
+// A client socket connected to `a` from `srcIpv4` (network order; 0 = any); -1 with errno set
+// when the connection is refused.
+inline int connectFrom(const RailAddress& a, uint32_t srcIpv4) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = srcIpv4;
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = a.ipv4;
   sa.sin_port = htons(a.port);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// A client socket connected to a rail listener of the handle.
+inline int dial(const RailAddress& a) {
+  const int fd = connectFrom(a, 0);
+  EXPECT_GE(fd, 0) << "connect: " << std::strerror(errno);
   return fd;
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -82,14 +83,8 @@ TEST(NcclRailAuth, TheHijackWithTheNonceAndEpochMaxIsRefusedAndChangesNothing) {
 
   // Now the rails are live, their listeners are closed: the attacker's dial is refused outright.
   for (const RailAddress& a : rails) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = a.ipv4;
-    sa.sin_port = htons(a.port);
-    EXPECT_NE(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(connectFrom(a, 0), -1);
     EXPECT_EQ(errno, ECONNREFUSED);
-    ::close(fd);
   }
   // The receiver's data and both rails are as they were: more messages, exact, on both rails.
   const uint64_t before0 = ctx.counters(0).bytesReceived, before1 = ctx.counters(1).bytesReceived;
@@ -128,16 +123,8 @@ TEST(NcclRailAuth, AFloodOfPendingConnectionsFromElsewhereDoesNotKeepTheSenderOu
   // 40 connections from 127.0.0.2 that each sent a byte (so none is evictable as idle).
   std::vector<int> flood;
   for (int i = 0; i < 40; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in src{};
-    src.sin_family = AF_INET;
-    src.sin_addr.s_addr = htonl(0x7f000002);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src), 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = at.ipv4;
-    sa.sin_port = htons(at.port);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    const int fd = connectFrom(at, htonl(0x7f000002));
+    ASSERT_GE(fd, 0) << std::strerror(errno);
     ASSERT_EQ(::send(fd, "N", 1, 0), 1);
     flood.push_back(fd);
     // The plugin takes connections off the listen queue only when NCCL's proxy calls it.
