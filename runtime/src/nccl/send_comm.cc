@@ -205,7 +205,7 @@ void SendComm::fail(Rail& r, const std::string& why, Clock::time_point now) {
              ") ", stateName(int(r.state)), " -> failed: ", why);
   stopAuth(r);
   abortSocket(r.fd);
-  if (receiverHasIt) announceDown(r);
+  if (receiverHasIt) announceDown(r, now);
   // Unacknowledged chunks go back to the head of the queue, in their order.
   uint64_t replayed = 0;
   for (auto it = r.inflight.rbegin(); it != r.inflight.rend(); ++it) {
@@ -234,10 +234,11 @@ void SendComm::fail(Rail& r, const std::string& why, Clock::time_point now) {
   }
 }
 
-void SendComm::announceDown(const Rail& down) {
+void SendComm::announceDown(const Rail& down, Clock::time_point now) {
   const std::string frame = encodeRailDown(RailDown{static_cast<uint16_t>(down.index), down.epoch});
   for (auto& r : rails_) {
     if (&r == &down || (r.state != RailState::kLive && r.state != RailState::kProbing)) continue;
+    if (r.unacked() == 0) r.lastProgress = now;  // idle until now: the stall clock starts
     r.out.push_back(Segment{frame, nullptr, 0});
     r.queued += frame.size();
     r.inflight.push_back(Record{r.queued, nullptr, 0});

@@ -108,7 +108,8 @@ class SendComm {
   void finishAuth(Rail& r, Clock::time_point now);
   // Stops a handshake thread (shutting its socket down wakes it) and waits for it.
   void stopAuth(Rail& r);
-  void announceDown(const Rail& down);
+  // RAIL_DOWN for `down`'s connection on every other rail the receiver has.
+  void announceDown(const Rail& down, Clock::time_point now);
   void fail(Rail& r, const std::string& why, Clock::time_point now);
   void readControl(Rail& r, Clock::time_point now);
   void handleCts(const Cts& c);
