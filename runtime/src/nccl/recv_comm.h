@@ -53,7 +53,7 @@ class ListenComm {
  public:
   explicit ListenComm(PluginContext& ctx);
   const ConnectHandle& handle() const { return handle_; }
-  // The connection, once one rail's HELLO arrived; nullptr until then.
+  // The connection, once one rail's connection passed its token handshake; nullptr until then.
   std::unique_ptr<RecvComm> accept();
 
  private:
