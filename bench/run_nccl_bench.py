@@ -18,6 +18,7 @@ bench/results/nccl-<stamp>.{json,txt} and latest-nccl.{json,txt}. Needs root; ~3
 import argparse
 import json
 import os
+import secrets
 import statistics
 import sys
 import tempfile
@@ -73,9 +74,11 @@ def run_series(bed: Testbed, world: int, series: str, nbytes: int, iters: int, w
             return base + ["--transport", "plain", "--iface", "r0"]
         return base + ["--plugin", PLUGIN, "--idle-sleep-us", str(IDLE_SLEEP_US)]
 
+    token = secrets.token_hex(32)  # every rail connection of the plugin proves it
+
     def env(rank: int) -> dict:
         rails = "r0=r0:tcp,r1=r1:tcp" if series == "plugin-2rails" else "r0=r0:tcp"
-        return {"NEZHA_RAILS": rails}
+        return {"NEZHA_RAILS": rails, "NEZHA_JOB_TOKEN": token}
 
     res = run_ranks(bed, world, argv, env, timeout_s=240, log_dir=work, tag=f"{series}-{mode}-{world}")
     if not res.ok():

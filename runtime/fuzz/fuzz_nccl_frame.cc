@@ -14,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   try {
     switch (frameType(body)) {
-      case FrameType::kHello: {
-        const Hello h = decodeHello(body);
-        if (encodeHello(h).substr(kLengthPrefix) != body) __builtin_trap();
+      case FrameType::kRailDown: {
+        const RailDown d = decodeRailDown(body);
+        if (encodeRailDown(d).substr(kLengthPrefix) != body) __builtin_trap();
         break;
       }
       case FrameType::kData: {

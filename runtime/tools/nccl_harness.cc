@@ -51,7 +51,7 @@ struct Args {
   std::string iface;  // plain transport: the rail to use
   int rank = -1;
   int world = 0;
-  int version = 11;
+  int version = 12;
   uint64_t bytes = 4 << 20;
   uint64_t slot = 512 * 1024;  // ring mode: bytes per isend (NCCL: buffer size / NCCL_STEPS)
   int iters = 10;
@@ -70,7 +70,8 @@ void usage() {
   std::fprintf(
       stderr,
       "usage: nezha-nccl-harness --plugin LIB --rank R --world N --dir DIR\n"
-      "         [--mode p2p|ring|stream] [--transport plugin|plain --iface IF] [--version 8|11]\n"
+      "         [--mode p2p|ring|stream] [--transport plugin|plain --iface IF] [--version "
+      "8|11|12]\n"
       "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS] [--slot B]\n"
       "         [--idle-sleep-us US]\n");
   std::exit(2);
@@ -164,7 +165,7 @@ Args parseArgs(int argc, char** argv) {
   if (a.transport == "plain" && (a.iface.empty() || a.mode == "p2p"))
     die("--transport plain needs --iface and --mode ring or stream");
   if (a.transport != "plugin" && a.transport != "plain") die("--transport must be plugin or plain");
-  if (a.version != 8 && a.version != 11) die("--version must be 8 or 11");
+  if (a.version != 8 && a.version != 11 && a.version != 12) die("--version must be 8, 11 or 12");
   if (a.slot < 1024 || a.slot > (1u << 30)) die("--slot must be 1K..1G bytes");
   if (a.slot % sizeof(float) != 0) die("--slot must be a multiple of 4 bytes (float32 elements)");
   return a;
@@ -197,33 +198,54 @@ std::string readBlob(const std::string& dir, const std::string& name, size_t n,
   }
 }
 
-// ---- the plugin, behind one interface for v8 and v11 ----------------------------------------
+// ---- the plugin, behind one interface for v8, v11 and v12
+// ----------------------------------------
 class Net {
  public:
   explicit Net(const Args& a) {
     lib_ = dlopen(a.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib_ == nullptr) die(std::string("dlopen: ") + dlerror());
-    if (a.version == 11) {
-      v11_ = static_cast<const ncclNet_v11_t*>(dlsym(lib_, "ncclNetPlugin_v11"));
-      if (v11_ == nullptr) die("the plugin has no ncclNetPlugin_v11");
-      check(v11_->init(&ctx_, 1, nullptr, nullptr, nullptr), "init");
-      ncclNetProperties_v11_t p{};
-      check(v11_->getProperties(0, &p), "getProperties");
-      name_ = std::string(p.name) + " v11 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " +
-              std::to_string(p.maxRecvs);
+    if (a.version == 12) {
+      v12_ = loadVirtual<ncclNet_v12_t, ncclNetProperties_v12_t>("ncclNetPlugin_v12", "v12");
+    } else if (a.version == 11) {
+      v11_ = loadVirtual<ncclNet_v11_t, ncclNetProperties_v11_t>("ncclNetPlugin_v11", "v11");
     } else {
       v8_ = static_cast<const ncclNet_v8_t*>(dlsym(lib_, "ncclNetPlugin_v8"));
       if (v8_ == nullptr) die("the plugin has no ncclNetPlugin_v8");
       check(v8_->init(nullptr), "init");
       ncclNetProperties_v8_t p{};
       check(v8_->getProperties(0, &p), "getProperties");
-      name_ = std::string(p.name) + " v8 speed " + std::to_string(p.speed) + " Mbit/s maxRecvs " +
-              std::to_string(p.maxRecvs);
+      name_ = describeProps(p, "v8");
     }
     int ndev = 0;
-    check(v11_ ? v11_->devices(&ndev) : v8_->devices(&ndev), "devices");
+    check(call([&](const auto& n) { return n.devices(&ndev); },
+               [&](const ncclNet_v8_t& n) { return n.devices(&ndev); }),
+          "devices");
     if (ndev != 1) die("expected one device, the plugin reports " + std::to_string(ndev));
     stats_ = reinterpret_cast<int (*)(char*, int)>(dlsym(lib_, "nezhaNcclStats"));
+  }
+  // v11 and v12: the table, initialised, its one device described.
+  template <typename Table, typename Props>
+  const Table* loadVirtual(const char* symbol, const char* version) {
+    const auto* table = static_cast<const Table*>(dlsym(lib_, symbol));
+    if (table == nullptr) die(std::string("the plugin has no ") + symbol);
+    check(table->init(&ctx_, 1, nullptr, nullptr, nullptr), "init");
+    Props p{};
+    check(table->getProperties(0, &p), "getProperties");
+    name_ = describeProps(p, version);
+    return table;
+  }
+  template <typename Props>
+  static std::string describeProps(const Props& p, const char* version) {
+    return std::string(p.name) + " " + version + " speed " + std::to_string(p.speed) +
+           " Mbit/s maxRecvs " + std::to_string(p.maxRecvs);
+  }
+  // One call through whichever table was loaded: v11 and v12 share their calls' signatures.
+  template <typename Virtual, typename V8>
+  ncclResult_t call(Virtual&& virt, V8&& v8) const {
+    if (v12_ != nullptr) return virt(*v12_);
+    if (v11_ != nullptr) return virt(*v11_);
+    return v8(*v8_);
   }
   static void check(ncclResult_t rc, const char* what) {
     if (rc != ncclSuccess) die(std::string(what) + " failed with ncclResult " + std::to_string(rc));
@@ -231,43 +253,54 @@ class Net {
   const std::string& describe() const { return name_; }
   void* listen(void* handle) {
     void* l = nullptr;
-    check(v11_ ? v11_->listen(ctx_, 0, handle, &l) : v8_->listen(0, handle, &l), "listen");
+    check(call([&](const auto& n) { return n.listen(ctx_, 0, handle, &l); },
+               [&](const ncclNet_v8_t& n) { return n.listen(0, handle, &l); }),
+          "listen");
     return l;
   }
   ncclResult_t connect(void* handle, void** send) {
-    return v11_ ? v11_->connect(ctx_, 0, handle, send, nullptr)
-                : v8_->connect(0, handle, send, nullptr);
+    return call([&](const auto& n) { return n.connect(ctx_, 0, handle, send, nullptr); },
+                [&](const ncclNet_v8_t& n) { return n.connect(0, handle, send, nullptr); });
   }
   ncclResult_t accept(void* listen, void** recv) {
-    return v11_ ? v11_->accept(listen, recv, nullptr) : v8_->accept(listen, recv, nullptr);
+    return call([&](const auto& n) { return n.accept(listen, recv, nullptr); },
+                [&](const ncclNet_v8_t& n) { return n.accept(listen, recv, nullptr); });
   }
   void* regMr(void* comm, void* data, size_t n) {
     void* mh = nullptr;
-    check(v11_ ? v11_->regMr(comm, data, n, NCCL_PTR_HOST, &mh)
-               : v8_->regMr(comm, data, n, NCCL_PTR_HOST, &mh),
-          "regMr");
+    auto reg = [&](const auto& net) { return net.regMr(comm, data, n, NCCL_PTR_HOST, &mh); };
+    check(call(reg, reg), "regMr");
     return mh;
   }
   ncclResult_t isend(void* comm, void* data, size_t n, int tag, void* mh, void** req) {
-    return v11_ ? v11_->isend(comm, data, n, tag, mh, nullptr, req)
-                : v8_->isend(comm, data, static_cast<int>(n), tag, mh, req);
+    return call([&](const auto& net) { return net.isend(comm, data, n, tag, mh, nullptr, req); },
+                [&](const ncclNet_v8_t& net) {
+                  return net.isend(comm, data, static_cast<int>(n), tag, mh, req);
+                });
   }
   ncclResult_t irecv(void* comm, int n, void** data, const size_t* sizes, int* tags, void** mh,
                      void** req) {
-    if (v11_) {
-      std::vector<size_t> s(sizes, sizes + n);
-      return v11_->irecv(comm, n, data, s.data(), tags, mh, nullptr, req);
-    }
-    std::vector<int> s(sizes, sizes + n);
-    return v8_->irecv(comm, n, data, s.data(), tags, mh, req);
+    std::vector<size_t> wide(sizes, sizes + n);
+    std::vector<int> narrow(sizes, sizes + n);
+    return call(
+        [&](const auto& net) {
+          return net.irecv(comm, n, data, wide.data(), tags, mh, nullptr, req);
+        },
+        [&](const ncclNet_v8_t& net) {
+          return net.irecv(comm, n, data, narrow.data(), tags, mh, req);
+        });
   }
   ncclResult_t test(void* req, int* done, int* sizes) {
-    return v11_ ? v11_->test(req, done, sizes) : v8_->test(req, done, sizes);
+    auto t = [&](const auto& net) { return net.test(req, done, sizes); };
+    return call(t, t);
   }
   void closeAll(void* send, void* recv, void* listen) {
-    check(v11_ ? v11_->closeSend(send) : v8_->closeSend(send), "closeSend");
-    check(v11_ ? v11_->closeRecv(recv) : v8_->closeRecv(recv), "closeRecv");
-    check(v11_ ? v11_->closeListen(listen) : v8_->closeListen(listen), "closeListen");
+    auto closeS = [&](const auto& net) { return net.closeSend(send); };
+    auto closeR = [&](const auto& net) { return net.closeRecv(recv); };
+    auto closeL = [&](const auto& net) { return net.closeListen(listen); };
+    check(call(closeS, closeS), "closeSend");
+    check(call(closeR, closeR), "closeRecv");
+    check(call(closeL, closeL), "closeListen");
   }
   std::string stats() const {
     if (stats_ == nullptr) return "null";
@@ -283,6 +316,7 @@ class Net {
   void* ctx_ = nullptr;
   const ncclNet_v8_t* v8_ = nullptr;
   const ncclNet_v11_t* v11_ = nullptr;
+  const ncclNet_v12_t* v12_ = nullptr;
   int (*stats_)(char*, int) = nullptr;
   std::string name_;
 };

@@ -91,7 +91,8 @@ const std::vector<Param>& allParams() {
       {"NEZHA_NCCL_CONNECT_TIMEOUT_MS", "10000",
        "NCCL plugin: how long a connection may wait for its first rail"},
       {"NEZHA_NCCL_CONTROL_ADDR", "",
-       "NCCL plugin: read-only /status and /metrics at host:port or :port (+ local rank)"},
+       "NCCL plugin: the control endpoint (/status, /metrics, signed drain/restore) at "
+       "host:port or :port (+ local rank)"},
   };
   return params;
 }

@@ -234,16 +234,10 @@ AcceptedPeer HandshakeAcceptor::next(Deadline deadline, int rail, const std::str
     if (n < 0 && errno != EINTR) throw RailError(rail, sysError("poll", errno));
     // Handshakes first (their indices match pfds), then new connections.
     for (size_t i = 0; i < pending_.size(); ++i) {
-      if (pfds[i + 1].revents == 0) continue;
-      Pending& p = *pending_[i];
-      if (!progress(p)) continue;
-      if (p.fd.valid()) {
-        setNonBlocking(p.fd.get(), false);
-        ready_.push_back(AcceptedPeer{std::move(p.fd), p.hs.purpose(), std::move(p.firstFrame)});
-      }
-      pending_[i].reset();
+      if (pfds[i + 1].revents != 0) step(i);
     }
     pending_.erase(std::remove(pending_.begin(), pending_.end(), nullptr), pending_.end());
+    for (auto& peer : ready_) setNonBlocking(peer.fd.get(), false);
     // A listening socket only hangs up when its owner shut it down to stop this wait (another
     // part of its setup failed); accept() would fail at once, forever.
     if ((pfds[0].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0)
@@ -251,6 +245,33 @@ AcceptedPeer HandshakeAcceptor::next(Deadline deadline, int rail, const std::str
     if (pfds[0].revents != 0) acceptReady();
     dropExpired();
   }
+}
+
+void HandshakeAcceptor::step(size_t i) {
+  Pending& p = *pending_[i];
+  if (!progress(p)) return;
+  if (p.fd.valid())
+    ready_.push_back(AcceptedPeer{std::move(p.fd), p.hs.purpose(), std::move(p.firstFrame)});
+  pending_[i].reset();
+}
+
+std::vector<AcceptedPeer> HandshakeAcceptor::poll() {
+  acceptReady();
+  for (size_t i = 0; i < pending_.size(); ++i) step(i);
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), nullptr), pending_.end());
+  dropExpired();
+  return std::exchange(ready_, {});
+}
+
+void HandshakeAcceptor::appendPollFds(std::vector<int>& fds) const {
+  fds.push_back(listen_);
+  for (const auto& p : pending_) fds.push_back(p->fd.get());
+}
+
+Deadline HandshakeAcceptor::nextExpiry() const {
+  Deadline first = Deadline::max();
+  for (const auto& p : pending_) first = std::min(first, p->expiry());
+  return first;
 }
 
 }  // namespace nezha

@@ -54,6 +54,16 @@ class HandshakeAcceptor {
   // thread stops the wait). Handshakes still pending stay pending for the next call.
   AcceptedPeer next(Deadline deadline, int rail, const std::string& what);
 
+  // The same service without blocking, for a caller that folds the acceptor into its own poll
+  // loop (the NCCL plugin's rail listeners run on NCCL's proxy thread, which must never wait):
+  // accepts what is queued, moves every pending handshake as far as its socket allows, drops
+  // expired ones and returns the handshakes that completed. Their sockets stay non-blocking.
+  std::vector<AcceptedPeer> poll();
+  // The sockets worth watching for poll() above: the listener and each pending handshake.
+  void appendPollFds(std::vector<int>& fds) const;
+  // The earliest moment a pending handshake expires (poll() must run by then); max() if none.
+  Deadline nextExpiry() const;
+
   // Tells the acceptor an authenticated peer was turned away by the caller (e.g. a connection of
   // an older session), so it is counted like the others.
   void reject(const std::string& reason);
@@ -72,6 +82,9 @@ class HandshakeAcceptor {
   // Moves one handshake as far as its socket allows; returns true when it is finished (done or
   // rejected).
   bool progress(Pending& p);
+  // Moves pending_[i] on; a finished handshake leaves pending_ (a null slot) and, when it
+  // succeeded, joins ready_.
+  void step(size_t i);
   void dropExpired();
   void count(const std::string& reason, const std::string& detail);
 

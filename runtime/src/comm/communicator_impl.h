@@ -100,7 +100,6 @@ struct Communicator::Impl {
   std::string metricsExposition() const;
   const RailMetrics& metricsOf(const std::string& rail) const;
   HttpReply handleControl(const HttpRequest& request);
-  bool authorized(const HttpRequest& request, HttpReply& denied);
   ControlRequestVerifier controlVerifier;  // remembers spent nonces (control/request_auth.h)
 
   // ---- operations (communicator.cc) --------------------------------------------------------

@@ -125,7 +125,7 @@ void checkTokenStrength(const std::string& token) {
 // The token from NEZHA_JOB_TOKEN_FILE (what the operator mounts: a read-only Secret volume, which
 // unlike an environment variable is not inherited by every child process) or NEZHA_JOB_TOKEN
 // (bare use). Both set must agree, so a stale variable never silently wins or loses.
-static std::string jobTokenFromEnv() {
+std::string jobTokenFromEnv() {
   const std::string inEnv = paramString("NEZHA_JOB_TOKEN");
   const std::string path = paramString("NEZHA_JOB_TOKEN_FILE");
   if (path.empty()) return inEnv;

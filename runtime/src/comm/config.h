@@ -18,5 +18,8 @@ std::pair<std::string, int> parseHostPort(const std::string& text, const std::st
 void validateOptions(const Options& o);
 // Throws ConfigError unless the token carries >= 32 random bytes (see config.cc).
 void checkTokenStrength(const std::string& token);
+// The job token from NEZHA_JOB_TOKEN_FILE or NEZHA_JOB_TOKEN (both set must agree); "" when
+// neither is set. Throws ConfigError naming the variable (unreadable file, disagreement).
+std::string jobTokenFromEnv();
 
 }  // namespace nezha

@@ -9,9 +9,9 @@
 
 #include "base/error.h"
 #include "base/json.h"
-#include "bootstrap/auth.h"
 #include "comm/communicator_impl.h"
 #include "control/prometheus.h"
+#include "control/rail_routes.h"
 #include "transport/offload.h"
 
 namespace nezha {
@@ -198,68 +198,33 @@ const RailMetrics& Impl::metricsOf(const std::string& rail) const {
   return it == metrics.rails.end() ? none : it->second;
 }
 
+// The routes and their verdicts are control/rail_routes.cc's (shared with the NCCL plugin);
+// what a drain or restore does here is the engine's: applied at an agreed operation.
 HttpReply Impl::handleControl(const HttpRequest& req) {
-  const std::string& path = req.path;
-  if (path == "/status" || path == "/metrics") {
-    // Read-only and open, so Prometheus can scrape it (docs/security.md).
-    if (req.method != "GET") return {405, "text/plain", "use GET\n", ""};
+  RailRoutes routes;
+  routes.statusJson = [this] {
     std::lock_guard<std::mutex> lock(statusMu);
-    if (path == "/status") return {200, "application/json", statusJson + "\n", ""};
-    return {200, "text/plain; version=0.0.4", metricsText, ""};
-  }
-  const std::string prefix = "/rails/";
-  if (path.compare(0, prefix.size(), prefix) != 0) {
-    return {404, "text/plain", "want GET /status, GET /metrics, POST /rails/{name}/drain|restore\n",
-            ""};
-  }
-  const std::string rest = path.substr(prefix.size());
-  const size_t slash = rest.find('/');
-  const std::string name = rest.substr(0, slash);
-  const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  if (action != "drain" && action != "restore") {
-    return {404, "text/plain", "want /rails/{name}/drain or /rails/{name}/restore\n", ""};
-  }
-  if (req.method != "POST") return {405, "text/plain", "use POST\n", ""};
-  // Everything that changes the job is authenticated; checked before anything else is looked
-  // at, so an unauthenticated client learns nothing about the job's rails.
-  if (HttpReply denied; !authorized(req, denied)) return denied;
-  for (size_t r = 0; r < rails.size(); ++r) {
-    if (rails[r].name != name) continue;
+    return statusJson;
+  };
+  routes.metricsText = [this] {
+    std::lock_guard<std::mutex> lock(statusMu);
+    return metricsText;
+  };
+  routes.railIndex = [this](const std::string& name) {
+    for (size_t r = 0; r < rails.size(); ++r) {
+      if (rails[r].name == name) return static_cast<int>(r);
+    }
+    return -1;
+  };
+  routes.apply = [this](int rail, const std::string& name, bool drain) -> HttpReply {
     if (o.worldSize == 1) return {409, "text/plain", "single-rank job has no rails in use\n", ""};
-    engine->request(static_cast<int>(r), action == "drain" ? FailoverEngine::Request::kDrain
-                                                           : FailoverEngine::Request::kRestore);
-    return {202, "application/json",
-            strCat("{\"rail\":\"", name, "\",\"action\":\"", action,
-                   "\",\"applied\":\"at the next operation, on every rank\"}\n"),
-            ""};
-  }
-  return {404, "text/plain", strCat("no rail named \"", name.substr(0, 64), "\"\n"), ""};
-}
-
-// Mutating requests are signed per request (control/request_auth.h): a sniffed one cannot be
-// replayed, moved to another rail or action, or kept for later.
-bool Impl::authorized(const HttpRequest& req, HttpReply& denied) {
-  const std::string challenge =
-      strCat("WWW-Authenticate: ", kControlAuthScheme, " realm=\"nezha-control\"\r\n");
-  auto it = req.headers.find("authorization");
-  if (it == req.headers.end()) {
-    denied = {401, "text/plain",
-              strCat("missing signature: send \"Authorization: ", kControlAuthScheme,
-                     " ts=<unix seconds>, nonce=<hex>, sig=<hex HMAC-SHA256>\" (see "
-                     "docs/security.md)\n"),
-              challenge};
-    return false;
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const std::string why =
-      controlVerifier.check(controlCredential(o.jobToken), req.method, req.path, it->second, now);
-  if (!why.empty()) {
-    denied = {401, "text/plain", why + "\n", challenge};
-    return false;
-  }
-  return true;
+    engine->request(rail,
+                    drain ? FailoverEngine::Request::kDrain : FailoverEngine::Request::kRestore);
+    return railActionAccepted(name, drain, "at the next operation, on every rank");
+  };
+  routes.jobToken = o.jobToken;
+  routes.verifier = &controlVerifier;
+  return routeControlRequest(req, routes);
 }
 
 }  // namespace nezha

@@ -9,9 +9,6 @@ namespace nezha::ncclnet {
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x434e5a4e;  // "NZNC"
-constexpr uint16_t kVersion = 1;
-
 std::string withLength(const std::string& body, uint32_t extra = 0) {
   std::string out(4, '\0');
   const uint32_t len = static_cast<uint32_t>(body.size()) + extra;
@@ -44,12 +41,12 @@ uint32_t DataHeader::payload() const {
   return static_cast<uint32_t>(left < chunkBytes ? left : chunkBytes);
 }
 
-std::string encodeHello(const Hello& h) {
+std::string encodeRailDown(const RailDown& d) {
   WireWriter w;
-  w.u8(static_cast<uint8_t>(FrameType::kHello)).u32(kHelloMagic);
-  w.u8(kVersion & 0xff).u8(kVersion >> 8).u8(h.rail & 0xff).u8(h.rail >> 8).u32(h.epoch);
-  w.bytes(h.nonce.data(), h.nonce.size());
-  return withLength(w.data());
+  w.u8(static_cast<uint8_t>(FrameType::kRailDown)).u8(d.rail & 0xff).u8(d.rail >> 8).u32(d.epoch);
+  std::string body = w.data();
+  body.resize(kRailDownBody, '\0');
+  return withLength(body);
 }
 
 std::string encodeDataHeader(const DataHeader& h) {
@@ -98,26 +95,26 @@ FrameType frameType(const std::string& body) {
   return static_cast<FrameType>(t);
 }
 
-Hello decodeHello(const std::string& body) {
-  return decodeAs("hello", [&] {
-    WireReader r(body, "hello");
-    if (r.u8() != static_cast<uint8_t>(FrameType::kHello)) throw FrameError("not a hello frame");
-    if (r.u32() != kHelloMagic) throw FrameError("hello: bad magic (not a Nezha NCCL peer)");
-    uint16_t version = r.u8();
-    version |= uint16_t(r.u8()) << 8;
-    if (version != kVersion) {
-      throw FrameError(
-          strCat("hello: protocol version ", version, ", this plugin speaks ", kVersion));
+RailDown decodeRailDown(const std::string& body) {
+  return decodeAs("rail-down", [&] {
+    if (body.size() != kRailDownBody) {
+      throw FrameError(strCat("rail-down: ", body.size(), " bytes, want ", kRailDownBody));
     }
-    Hello h;
-    h.rail = r.u8();
-    h.rail |= uint16_t(r.u8()) << 8;
-    h.epoch = r.u32();
-    r.bytes(h.nonce.data(), h.nonce.size());
+    WireReader r(body, "rail-down");
+    if (r.u8() != static_cast<uint8_t>(FrameType::kRailDown))
+      throw FrameError("not a rail-down frame");
+    RailDown d;
+    d.rail = r.u8();
+    d.rail |= uint16_t(r.u8()) << 8;
+    d.epoch = r.u32();
+    for (size_t i = 7; i < kRailDownBody; ++i) {
+      if (r.u8() != 0) throw FrameError("rail-down: padding is not zero");
+    }
     r.finish();
-    if (h.rail >= kMaxRails) throw FrameError(strCat("hello: rail ", h.rail, " >= ", kMaxRails));
-    if (h.epoch == 0) throw FrameError("hello: epoch 0");
-    return h;
+    if (d.rail >= kMaxRails)
+      throw FrameError(strCat("rail-down: rail ", d.rail, " >= ", kMaxRails));
+    if (d.epoch == 0) throw FrameError("rail-down: epoch 0");
+    return d;
   });
 }
 

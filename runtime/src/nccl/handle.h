@@ -1,7 +1,10 @@
 // The connect handle NCCL carries from a listener to its peer through its own bootstrap (at
-// most NCCL_NET_HANDLE_MAXSIZE = 128 bytes): a random nonce that the connector must echo in
-// every rail's HELLO, and each rail's listening address. The last 16 bytes are the connector's
-// own scratch (NCCL hands the same handle to every connect() retry of one connection).
+// most NCCL_NET_HANDLE_MAXSIZE = 128 bytes): a random nonce that names the connection in every
+// rail's token handshake (nccl/rail_purpose.h; the bootstrap carries it in clear, so it is no
+// credential by itself), and each rail's listening address. The last 16 bytes are the
+// connector's own scratch (NCCL hands the same handle to every connect() retry of one
+// connection); the plugin trusts it only after the magic, and only if it names one of its own
+// connections in progress.
 #pragma once
 
 #include <cstdint>

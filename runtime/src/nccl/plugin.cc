@@ -1,4 +1,4 @@
-// libnccl-net-nezha.so: the entry points NCCL's proxy calls, for ABI v8 and v11.
+// libnccl-net-nezha.so: the entry points NCCL's proxy calls, for ABI v8, v11 and v12.
 //
 // Nezha presents ONE virtual NCCL device with every rail behind it. That choice decides who
 // owns the split: with one device per rail NCCL would spread channels over rails by its static
@@ -8,7 +8,8 @@
 //
 // Process-wide state: NCCL's v8 init() takes no context, so the plugin keeps one PluginContext
 // per process (created by the first init, never reconfigured). Everything else hangs off the
-// comm objects NCCL passes back.
+// comm objects NCCL passes back, each looked up among the live ones before it is used
+// (nccl/live_set.h), so misuse is an error code and never a crash.
 #include <sys/stat.h>
 
 #include <climits>
@@ -19,6 +20,7 @@
 #include <new>
 
 #include "base/error.h"
+#include "nccl/live_set.h"
 #include "nccl/net_abi.h"
 #include "nccl/plugin_context.h"
 #include "nccl/recv_comm.h"
@@ -40,6 +42,22 @@ struct Request {
   int count = 1;  // receives in the group (sizes[] has this many entries)
 };
 
+LiveSet<ListenComm> gListens;
+LiveSet<SendComm> gConnecting;  // named by a connect handle's scratch until connected
+LiveSet<SendComm> gSends;
+LiveSet<RecvComm> gRecvs;
+LiveSet<Request> gRequests;
+
+template <typename T>
+T* live(const LiveSet<T>& set, void* p, const char* what) {
+  T* found = set.find(p);
+  if (found == nullptr) {
+    throw CommError(ncclInvalidArgument,
+                    strCat(what, " ", p, " is not one this plugin has open (closed already?)"));
+  }
+  return found;
+}
+
 // Every entry point runs inside this: errors become NCCL result codes with a WARN naming them.
 template <typename F>
 ncclResult_t guarded(const char* call, F&& f) {
@@ -48,6 +66,9 @@ ncclResult_t guarded(const char* call, F&& f) {
   } catch (const CommError& e) {
     if (gContext) gContext->warn(strCat(call, ": ", e.what()));
     return e.code;
+  } catch (const FrameError& e) {
+    if (gContext) gContext->warn(strCat(call, ": ", e.what()));
+    return ncclInvalidArgument;
   } catch (const ConfigError& e) {
     if (gContext)
       gContext->warn(strCat(call, ": ", e.what()));
@@ -84,8 +105,11 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   std::string rails;
   for (const auto& r : gContext->config().rails)
     rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
-  gContext->info(
-      strCat("using rails ", rails, " as one device, chunk ", gContext->config().chunkBytes, " B"));
+  // Every rail is tcp today, so NCCL hands the plugin host memory it staged (docs/nccl.md "GPU
+  // memory"); the line says so, as an operator reading NCCL's log needs to know.
+  gContext->info(strCat("using rails ", rails, " as one device, chunk ",
+                        gContext->config().chunkBytes,
+                        " B, host-staged (ptrSupport NCCL_PTR_HOST: the rails are tcp)"));
   return ncclSuccess;
 }
 
@@ -121,7 +145,9 @@ ncclResult_t getPropertiesV8(int dev, ncclNetProperties_v8_t* props) {
   return ncclSuccess;
 }
 
-ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* props) {
+// Shared by the v11 and v12 property structs (v12 adds the rail and plane ids).
+template <typename P>
+ncclResult_t getPropertiesVirtual(int dev, P* props) {
   if (dev != 0 || !gContext) return ncclInvalidArgument;
   std::memset(props, 0, sizeof *props);
   fillCommon(props);
@@ -134,12 +160,27 @@ ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
+ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* props) {
+  return getPropertiesVirtual(dev, props);
+}
+
+ncclResult_t getPropertiesV12(int dev, ncclNetProperties_v12_t* props) {
+  const ncclResult_t rc = getPropertiesVirtual(dev, props);
+  if (rc == ncclSuccess) {
+    // One device with every rail behind it: it belongs to no single rail or plane.
+    props->railId = -1;
+    props->planeId = -1;
+  }
+  return rc;
+}
+
 ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guarded("listen", [&] {
     if (dev != 0)
       throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
     auto comm = std::make_unique<ListenComm>(*gContext);
     encodeHandle(comm->handle(), handle);
+    gListens.add(comm.get());
     *listenComm = comm.release();
     return ncclSuccess;
   });
@@ -149,21 +190,31 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
   *sendComm = nullptr;
   auto* scratch = static_cast<uint8_t*>(handle) + kHandleScratchOffset;
   SendComm* comm = nullptr;
-  std::memcpy(&comm, scratch, sizeof comm);
   const ncclResult_t rc = guarded("connect", [&] {
     if (dev != 0)
       throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
-    if (comm == nullptr) {
-      comm = new SendComm(*gContext, decodeHandle(handle));
+    // The magic first: nothing stored in a handle is trusted before it is known to be ours.
+    const ConnectHandle peer = decodeHandle(handle);
+    void* stored = nullptr;
+    std::memcpy(&stored, scratch, sizeof stored);
+    if (stored != nullptr) {
+      comm = gConnecting.find(stored);
+      if (comm == nullptr)
+        throw FrameError("connect handle: its scratch names no connection of this process");
+    } else {
+      comm = new SendComm(*gContext, peer);
+      gConnecting.add(comm);
       std::memcpy(scratch, &comm, sizeof comm);
     }
     if (comm->connected()) {
+      gConnecting.remove(comm);
+      gSends.add(comm);
       *sendComm = comm;
       std::memset(scratch, 0, sizeof comm);
     }
     return ncclSuccess;
   });
-  if (rc != ncclSuccess && comm != nullptr) {
+  if (rc != ncclSuccess && comm != nullptr && gConnecting.remove(comm)) {
     delete comm;
     std::memset(scratch, 0, sizeof comm);
   }
@@ -173,7 +224,8 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
 ncclResult_t accept(void* listenComm, void** recvComm) {
   *recvComm = nullptr;
   return guarded("accept", [&] {
-    auto comm = static_cast<ListenComm*>(listenComm)->accept();
+    auto comm = live(gListens, listenComm, "listen comm")->accept();
+    if (comm != nullptr) gRecvs.add(comm.get());
     *recvComm = comm.release();
     return ncclSuccess;
   });
@@ -202,9 +254,13 @@ ncclResult_t deregMr(void*, void*) { return ncclSuccess; }
 ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** request) {
   *request = nullptr;
   return guarded("isend", [&] {
-    auto* comm = static_cast<SendComm*>(sendComm);
+    auto* comm = live(gSends, sendComm, "send comm");
     SendRequest* r = comm->isend(data, size, tag);
-    if (r != nullptr) *request = new Request{comm, r, nullptr, nullptr, 1};
+    if (r != nullptr) {
+      auto* req = new Request{comm, r, nullptr, nullptr, 1};
+      gRequests.add(req);
+      *request = req;
+    }
     return ncclSuccess;
   });
 }
@@ -213,9 +269,11 @@ ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, in
                    void** request) {
   *request = nullptr;
   return guarded("irecv", [&] {
-    auto* comm = static_cast<RecvComm*>(recvComm);
+    auto* comm = live(gRecvs, recvComm, "recv comm");
     RecvRequest* r = comm->irecv(n, data, sizes, tags);
-    *request = new Request{nullptr, nullptr, comm, r, n};
+    auto* req = new Request{nullptr, nullptr, comm, r, n};
+    gRequests.add(req);
+    *request = req;
     return ncclSuccess;
   });
 }
@@ -227,35 +285,47 @@ ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
 
 ncclResult_t test(void* request, int* done, int* sizes) {
   *done = 0;
-  if (request == nullptr) return ncclInvalidArgument;
-  auto* req = static_cast<Request*>(request);
   return guarded("test", [&] {
+    Request* req = live(gRequests, request, "request");
+    bool finished = false;
     if (req->send != nullptr) {
       uint64_t size = 0;
-      if (req->send->test(req->sreq, &size)) {
-        *done = 1;
-        if (sizes != nullptr) sizes[0] = static_cast<int>(size);
-        delete req;
-      }
-    } else if (req->recv->test(req->rreq, sizes)) {
+      finished = live(gSends, req->send, "send comm")->test(req->sreq, &size);
+      if (finished && sizes != nullptr) sizes[0] = static_cast<int>(size);
+    } else {
+      finished = live(gRecvs, req->recv, "recv comm")->test(req->rreq, sizes);
+    }
+    if (finished) {
       *done = 1;
+      gRequests.remove(req);
       delete req;
     }
     return ncclSuccess;
   });
 }
 
-ncclResult_t closeSend(void* comm) {
-  delete static_cast<SendComm*>(comm);
-  return ncclSuccess;
+// A comm's requests go with it: NCCL may not test them afterwards (test() then finds none).
+template <typename Comm>
+ncclResult_t closeComm(LiveSet<Comm>& set, void* comm, Comm* Request::*owner, const char* call) {
+  return guarded(call, [&] {
+    Comm* c = live(set, comm, call);
+    set.remove(c);
+    gRequests.eraseIf([&](const Request& r) { return r.*owner == c; },
+                      [](Request* r) { delete r; });
+    delete c;
+    return ncclSuccess;
+  });
 }
-ncclResult_t closeRecv(void* comm) {
-  delete static_cast<RecvComm*>(comm);
-  return ncclSuccess;
-}
+
+ncclResult_t closeSend(void* comm) { return closeComm(gSends, comm, &Request::send, "closeSend"); }
+ncclResult_t closeRecv(void* comm) { return closeComm(gRecvs, comm, &Request::recv, "closeRecv"); }
 ncclResult_t closeListen(void* comm) {
-  delete static_cast<ListenComm*>(comm);
-  return ncclSuccess;
+  return guarded("closeListen", [&] {
+    ListenComm* c = live(gListens, comm, "listen comm");
+    gListens.remove(c);
+    delete c;
+    return ncclSuccess;
+  });
 }
 ncclResult_t getDeviceMr(void*, void*, void** dptr) {
   *dptr = nullptr;
@@ -289,8 +359,9 @@ ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void
 }
 
 // ---- v11 adapters ----------------------------------------------------------------------------
-ncclResult_t initV11(void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLogger_t logger,
-                     ncclProfilerCallback_t) {
+template <typename Config>
+ncclResult_t initWithContext(void** ctx, uint64_t, Config*, ncclDebugLogger_t logger,
+                             ncclProfilerCallback_t) {
   const ncclResult_t rc = initCommon(logger);
   if (ctx != nullptr) *ctx = gContext.get();
   return rc;
@@ -313,8 +384,9 @@ ncclResult_t irecvV11(void* comm, int n, void** data, size_t* sizes, int* tags, 
   for (int i = 0; i < n; ++i) s[i] = sizes[i];
   return irecv(comm, n, data, s, tags, request);
 }
-ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
-  // The rails are already one device; NCCL may only ask to merge that one device with itself.
+// The rails are already one device; NCCL may only ask to merge that one device with itself.
+template <typename VProps>
+ncclResult_t makeVDevice(int* d, VProps* props) {
   if (props == nullptr || props->ndevs != 1 || props->devs[0] != 0) return ncclInvalidUsage;
   *d = 0;
   return ncclSuccess;
@@ -333,12 +405,31 @@ NEZHA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     closeSend, closeRecv,   closeListen, getDeviceMr,     irecvConsumed,
 };
 
-NEZHA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "nezha",       initV11,     devices,     getPropertiesV11, listenV11,   connectV11,
-    acceptV8,      regMr,       regMrDmaBuf, deregMr,          isendV11,    irecvV11,
-    iflush,        test,        closeSend,   closeRecv,        closeListen, getDeviceMr,
-    irecvConsumed, makeVDevice, finalize,    setNetAttr,
-};
+// v11 and v12 (NCCL 2.30, looked up first) share every call; only the property and
+// virtual-device structs differ.
+namespace {
+template <typename Table, typename Config, typename VProps, typename Props>
+constexpr Table virtualTable(ncclResult_t (*getProperties)(int, Props*)) {
+  return Table{"nezha",       initWithContext<Config>,
+               devices,       getProperties,
+               listenV11,     connectV11,
+               acceptV8,      regMr,
+               regMrDmaBuf,   deregMr,
+               isendV11,      irecvV11,
+               iflush,        test,
+               closeSend,     closeRecv,
+               closeListen,   getDeviceMr,
+               irecvConsumed, makeVDevice<VProps>,
+               finalize,      setNetAttr};
+}
+}  // namespace
+
+NEZHA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 =
+    virtualTable<ncclNet_v11_t, ncclNetCommConfig_v11_t, ncclNetVDeviceProps_v11_t>(
+        getPropertiesV11);
+NEZHA_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 =
+    virtualTable<ncclNet_v12_t, ncclNetCommConfig_v12_t, ncclNetVDeviceProps_v12_t>(
+        getPropertiesV12);
 
 // For the harness and tests: this process's per-rail counters as JSON. Returns the length the
 // JSON needs; writes it (NUL-terminated, truncated to len) when buf is non-null.

@@ -13,6 +13,7 @@
 #include "control/control_address.h"
 #include "control/control_server.h"
 #include "control/prometheus.h"
+#include "control/rail_routes.h"
 
 namespace nezha::ncclnet {
 
@@ -52,6 +53,16 @@ PluginConfig PluginConfig::fromEnv() {
   if (!c.tcpCongestion.empty()) checkCongestionControl(c.tcpCongestion, "NEZHA_TCP_CONGESTION");
   c.connectTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_NCCL_CONNECT_TIMEOUT_MS", 100, 3600000));
+  // Refused at init rather than connecting unauthenticated: the handle's nonce crosses NCCL's
+  // bootstrap in clear, so without the token anyone who saw it could take a rail.
+  c.jobToken = jobTokenFromEnv();
+  if (c.jobToken.empty()) {
+    throw ConfigError(
+        "NEZHA_JOB_TOKEN_FILE and NEZHA_JOB_TOKEN are both unset; the NCCL plugin's rail "
+        "connections prove the job token (the operator mounts it; docs/security.md \"NCCL "
+        "plugin\")");
+  }
+  checkTokenStrength(c.jobToken);
   return c;
 }
 
@@ -77,23 +88,26 @@ void PluginContext::startControl() {
     // The resolver names NEZHA_CONTROL_ADDR; the plugin's variable is its own.
     throw ConfigError(strCat("NEZHA_NCCL_CONTROL_ADDR: ", e.what()));
   }
-  // Read-only: nothing here changes the job, so nothing needs the job's credential.
-  control_ = std::make_unique<ControlServer>(at.host, at.port, [this](const HttpRequest& req) {
-    HttpReply reply;
-    if (req.method != "GET") {
-      reply.status = 405;
-      reply.body =
-          "{\"error\":\"the NCCL plugin's endpoint is read-only (GET /status, /metrics)\"}";
-    } else if (req.path == "/status") {
-      reply.body = statsJson();
-    } else if (req.path == "/metrics") {
-      reply.contentType = "text/plain; version=0.0.4";
-      reply.body = metricsText();
-    } else {
-      reply.status = 404;
-      reply.body = "{\"error\":\"not found: GET /status or /metrics\"}";
+  RailRoutes steering;
+  steering.statusJson = [this] { return statsJson(); };
+  steering.metricsText = [this] { return metricsText(); };
+  steering.railIndex = [this](const std::string& name) {
+    for (size_t r = 0; r < config_.rails.size(); ++r) {
+      if (config_.rails[r].name == name) return static_cast<int>(r);
     }
-    return reply;
+    return -1;
+  };
+  steering.apply = [this](int rail, const std::string& name, bool drain) -> HttpReply {
+    if (!setDrained(static_cast<size_t>(rail), drain)) {
+      return {409, "text/plain", strCat("draining ", name, " would leave no rail\n"), ""};
+    }
+    info(strCat("rail ", name, drain ? " drained" : " restored", " through the control endpoint"));
+    return railActionAccepted(name, drain, "at once, in both directions of this process's comms");
+  };
+  steering.jobToken = config_.jobToken;
+  steering.verifier = &verifier_;
+  control_ = std::make_unique<ControlServer>(at.host, at.port, [steering](const HttpRequest& req) {
+    return routeControlRequest(req, steering);
   });
   info(strCat("control endpoint on ", at.host, ":", control_->port()));
 }
@@ -127,6 +141,10 @@ std::string PluginContext::metricsText() const {
       p.sample({{"rail", config_.rails[i].name}}, double((counters_[i].*f.field).load()));
     }
   }
+  p.family("nezha_nccl_rail_drained", "gauge",
+           "1 while the operator has the rail drained through the control endpoint, else 0.");
+  for (size_t i = 0; i < config_.rails.size(); ++i)
+    p.sample({{"rail", config_.rails[i].name}}, drained(i) ? 1 : 0);
   return p.text();
 }
 
@@ -147,6 +165,19 @@ void PluginContext::info(const std::string& msg) const {
   }
 }
 
+int PluginContext::controlPort() const { return control_ ? control_->port() : 0; }
+
+bool PluginContext::setDrained(size_t rail, bool drain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (drain) {
+    size_t others = 0;
+    for (size_t r = 0; r < config_.rails.size(); ++r) others += r != rail && !drained(r);
+    if (others == 0) return false;
+  }
+  drained_[rail] = drain;
+  return true;
+}
+
 void PluginContext::noteFailure(const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   lastFailure_ = what;
@@ -160,7 +191,8 @@ std::string PluginContext::statsJson() const {
                   "\",\"bytes_sent\":", c.bytesSent.load(),
                   ",\"bytes_received\":", c.bytesReceived.load(),
                   ",\"failures\":", c.failures.load(), ",\"readmissions\":", c.readmissions.load(),
-                  ",\"chunks_replayed\":", c.chunksReplayed.load(), "}");
+                  ",\"chunks_replayed\":", c.chunksReplayed.load(),
+                  ",\"drained\":", drained(i) ? "true" : "false", "}");
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::string escaped;

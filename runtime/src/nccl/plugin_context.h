@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "control/request_auth.h"
 #include "nccl/frame.h"
 #include "nccl/net_abi.h"
 
@@ -36,14 +37,17 @@ struct PluginConfig {
   std::chrono::milliseconds readmitInterval{200};
   std::chrono::milliseconds connectTimeout{10000};
   bool verbose = false;     // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
-  std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: read-only /status and /metrics
+  std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: /status, /metrics, signed drain/restore
   int localRank = 0;
   std::string jobName;
   // NEZHA_TCP_CONGESTION: the rail sockets' congestion control; empty = the host's default.
   std::string tcpCongestion;
+  // NEZHA_JOB_TOKEN_FILE or NEZHA_JOB_TOKEN: what every rail connection proves, and what signs
+  // the control endpoint's drain/restore requests. Required.
+  std::string jobToken;
 
-  // Reads NEZHA_RAILS, NEZHA_NCCL_* and NEZHA_TCP_CONGESTION; throws ConfigError naming the
-  // variable.
+  // Reads NEZHA_RAILS, NEZHA_NCCL_*, NEZHA_TCP_CONGESTION and the job token; throws ConfigError
+  // naming the variable.
   static PluginConfig fromEnv();
 };
 
@@ -63,8 +67,15 @@ class PluginContext {
   ~PluginContext();
   PluginContext(const PluginContext&) = delete;
   PluginContext& operator=(const PluginContext&) = delete;
-  // Starts the read-only endpoint when NEZHA_NCCL_CONTROL_ADDR is set (throws ConfigError).
+  // Starts the control endpoint when NEZHA_NCCL_CONTROL_ADDR is set (throws ConfigError):
+  // control/rail_routes.h's routes, a drain/restore taking effect in this process at once.
   void startControl();
+  int controlPort() const;  // 0 when the endpoint is off
+  // Drained by the operator: the comms of this process take the rail out of both directions
+  // (senders stop using it, receivers drop it and stop listening on it) until it is restored.
+  bool drained(size_t rail) const { return drained_[rail].load(std::memory_order_relaxed); }
+  // False (and nothing changes) when draining it would leave no rail.
+  bool setDrained(size_t rail, bool drained);
   // Prometheus text of the counters below (nezha_nccl_* families).
   std::string metricsText() const;
   const PluginConfig& config() const { return config_; }
@@ -80,6 +91,8 @@ class PluginContext {
   PluginConfig config_;
   ncclDebugLogger_t logger_;
   std::array<RailCounters, kMaxRails> counters_{};
+  std::array<std::atomic<bool>, kMaxRails> drained_{};
+  ControlRequestVerifier verifier_;
   mutable std::mutex mu_;
   std::string lastFailure_;
   std::unique_ptr<ControlServer> control_;

@@ -15,90 +15,11 @@ namespace nezha::ncclnet {
 
 namespace {
 
-constexpr std::chrono::seconds kHelloTimeout{2};
-constexpr size_t kMaxPendingAccepts = 32;
 constexpr uint64_t kAckEveryBytes = 256 * 1024;
 constexpr std::chrono::milliseconds kAckEveryTime{2};
 constexpr size_t kMaxDataBody = kDataHeaderBody + kMaxChunk;
 
-bool sameNonce(const Nonce& a, const Nonce& b) {
-  uint8_t diff = 0;  // constant time: the nonce is the connection's only credential
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
-
 }  // namespace
-
-// ---- RailAcceptor ----------------------------------------------------------------------------
-
-RailAcceptor::RailAcceptor(PluginContext& ctx, const Nonce& nonce) : ctx_(ctx), nonce_(nonce) {
-  for (const auto& rail : ctx_.config().rails) {
-    SocketTuning tuning;  // accepted sockets inherit the congestion control
-    tuning.congestion = ctx_.config().tcpCongestion;
-    Fd fd = listenOn(rail.ip, 0, rail.iface, 16, tuning);
-    setNonBlocking(fd.get(), true);
-    addresses_.push_back(RailAddress{rail.ipv4, static_cast<uint16_t>(localPort(fd.get()))});
-    listeners_.push_back(std::move(fd));
-  }
-}
-
-std::vector<RailAcceptor::Accepted> RailAcceptor::poll() {
-  const auto now = Clock::now();
-  for (size_t rail = 0; rail < listeners_.size(); ++rail) {
-    for (;;) {
-      Fd fd(::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!fd.valid()) break;  // EAGAIN, or a connection that died before we took it
-      if (pending_.size() >= kMaxPendingAccepts) pending_.erase(pending_.begin());
-      pending_.push_back(Pending{std::move(fd), rail, {}, now + kHelloTimeout});
-    }
-  }
-  std::vector<Accepted> out;
-  const size_t want = kLengthPrefix + kHelloBody;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    bool keep = true;
-    char buf[kLengthPrefix + kHelloBody];
-    // Read exactly the HELLO: what follows it on the stream is data for the RecvComm.
-    const ssize_t n = ::recv(it->fd.get(), buf, want - it->in.size(), 0);
-    if (n > 0) {
-      it->in.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      keep = false;
-    }
-    try {
-      if (keep && it->in.size() >= kLengthPrefix &&
-          decodeLength(reinterpret_cast<const uint8_t*>(it->in.data()), kHelloBody) != kHelloBody) {
-        throw FrameError("first frame is not a HELLO");
-      }
-      if (keep && it->in.size() == want) {
-        const Hello h = decodeHello(it->in.substr(kLengthPrefix));
-        if (!sameNonce(h.nonce, nonce_)) throw FrameError("HELLO for another connection");
-        if (h.rail != it->rail) {
-          throw FrameError(
-              strCat("HELLO for rail ", h.rail, " reached rail ", it->rail, "'s listener"));
-        }
-        out.push_back(Accepted{it->rail, std::move(it->fd), h.epoch});
-        keep = false;
-      }
-    } catch (const FrameError& e) {
-      ctx_.info(strCat("closed a connection on rail ", ctx_.config().rails[it->rail].name, ": ",
-                       e.what()));
-      keep = false;
-    }
-    if (keep && now > it->deadline) keep = false;  // idle: said nothing in time
-    it = keep ? std::next(it) : pending_.erase(it);
-  }
-  return out;
-}
-
-void RailAcceptor::appendPollFds(std::vector<int>& fds) const {
-  for (const auto& l : listeners_) fds.push_back(l.get());
-  for (const auto& p : pending_) fds.push_back(p.fd.get());
-}
-
-bool RailAcceptor::helloOverdue(Clock::time_point now) const {
-  return std::any_of(pending_.begin(), pending_.end(),
-                     [now](const Pending& p) { return now > p.deadline; });
-}
 
 // ---- ListenComm ------------------------------------------------------------------------------
 
@@ -157,15 +78,9 @@ bool RecvComm::anyLive() const {
 }
 
 void RecvComm::install(size_t index, Fd fd, uint32_t epoch) {
-  Rail& old = rails_[index];
-  if (old.live() && epoch <= old.epoch) {
-    ctx_.info(strCat("rail ", ctx_.config().rails[index].name, ": ignored a connection of epoch ",
-                     epoch, " (current ", old.epoch, ")"));
-    return;
-  }
-  if (old.state == ReadState::kPayload && old.entry != nullptr) {
-    // The old connection stopped mid-chunk: the chunk stays uncovered and will be resent.
-  }
+  // The acceptor admitted only the rail's next epoch. A connection it replaces may have stopped
+  // mid-chunk: that chunk stays uncovered and the sender resends it.
+  acceptor_->installed(index, epoch);
   rails_[index] = Rail{};
   Rail& r = rails_[index];
   r.fd = std::move(fd);
@@ -185,8 +100,16 @@ void RecvComm::drop(Rail& r, size_t index, const std::string& why) {
   const uint32_t epoch = r.epoch;
   const uint64_t consumed = r.consumed;
   r = Rail{};
-  r.epoch = epoch;  // a reconnect must still be newer than this one
+  r.epoch = epoch;  // the acceptor takes the next epoch (or this one again, see rail_acceptor.h)
   r.consumed = consumed;
+  acceptor_->lost(index);
+}
+
+void RecvComm::railDown(const RailDown& d) {
+  if (d.rail >= rails_.size()) throw FrameError(strCat("rail-down for rail ", d.rail));
+  Rail& r = rails_[d.rail];
+  // An older epoch's notice (the rail is already back) changes nothing.
+  if (r.live() && r.epoch == d.epoch) drop(r, d.rail, "the sender gave it up (RAIL_DOWN)");
 }
 
 void RecvComm::beginData(Rail& r) {
@@ -292,7 +215,21 @@ void RecvComm::readData(Rail& r, size_t index, Clock::time_point) {
           r.frameLen = decodeLength(r.hdr, kMaxDataBody);
         if (r.have > kLengthPrefix) {
           const auto type = static_cast<FrameType>(r.hdr[kLengthPrefix]);
-          if (type == FrameType::kProbe) {
+          if (type == FrameType::kRailDown && r.have == kHeaderBytes) {
+            if (r.frameLen != kRailDownBody) throw FrameError("rail-down frame of the wrong size");
+            const RailDown d = decodeRailDown(
+                std::string(reinterpret_cast<const char*>(r.hdr + kLengthPrefix), kRailDownBody));
+            r.consumed += kHeaderBytes;
+            r.have = 0;
+            r.frameLen = 0;
+            ackDue_ = true;
+            railDown(d);  // may drop this very rail when the notice names it (a stale copy)
+            if (!r.live()) return;
+            continue;
+          }
+          if (type == FrameType::kRailDown) {
+            // the rest of its fixed-size body is still to come
+          } else if (type == FrameType::kProbe) {
             const uint64_t bodyHave = r.have - kLengthPrefix;  // type byte + payload bytes
             if (r.frameLen < 1 || bodyHave > r.frameLen)
               throw FrameError("probe frame shorter than what followed it");
@@ -376,22 +313,27 @@ void RecvComm::writeOut(Rail& r, size_t index, Clock::time_point now) {
 
 void RecvComm::pump() {
   // One poll() for the rails and the acceptor's sockets: this runs on every test() NCCL makes.
-  std::vector<int> acceptorFds;
-  acceptor_->appendPollFds(acceptorFds);
-  pollfd pfds[kMaxRails + 2 * kMaxRails + 32];
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    if (rails_[i].live() && ctx_.drained(i))
+      drop(rails_[i], i, "drained through the control endpoint");
+  }
+  acceptor_->follow();
+  acceptorFds_.clear();
+  acceptor_->appendPollFds(acceptorFds_);
+  pfds_.clear();
   size_t idx[kMaxRails];
-  nfds_t n = 0;
   for (size_t i = 0; i < rails_.size(); ++i) {
     if (!rails_[i].live()) continue;
-    pfds[n] = {rails_[i].fd.get(), short(POLLIN | (rails_[i].out.empty() ? 0 : POLLOUT)), 0};
-    idx[n++] = i;
+    idx[pfds_.size()] = i;
+    pfds_.push_back({rails_[i].fd.get(), short(POLLIN | (rails_[i].out.empty() ? 0 : POLLOUT)), 0});
   }
-  const nfds_t railFds = n;
-  for (int fd : acceptorFds) {
-    if (n < sizeof pfds / sizeof pfds[0]) pfds[n++] = {fd, POLLIN, 0};
-  }
+  const nfds_t railFds = pfds_.size();
+  // A handshake waiting to send its next frame is moved on by poll() below on any wake-up.
+  for (int fd : acceptorFds_) pfds_.push_back({fd, POLLIN, 0});
+  pollfd* pfds = pfds_.data();
+  const nfds_t n = pfds_.size();
   auto now = Clock::now();
-  bool acceptorReady = acceptor_->helloOverdue(now);
+  bool acceptorReady = acceptor_->due(now);
   if (n > 0 && ::poll(pfds, n, 0) > 0) {
     now = Clock::now();
     for (nfds_t i = 0; i < railFds; ++i) {

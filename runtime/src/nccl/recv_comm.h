@@ -1,14 +1,15 @@
 // The receiving end of one NCCL connection, and the listener that precedes it.
 //
-// Every rail has its own listening socket for the life of the connection: the sender dials it
-// at the start and again whenever it re-admits a rail. A connection counts only after its HELLO
-// carries the handle's nonce, names the rail whose listener it reached and a newer epoch than
-// the rail's current connection; stray, idle (2 s) or garbled connections are closed and
-// nothing else changes. An irecv becomes a CTS (tags and sizes) sent on every live rail; DATA
-// chunks land directly in the posted buffers (a chunk already received is read and dropped, so a
-// replay after a failover is harmless) and ACKs report how much of each rail's stream is
-// handled.
+// Rail connections arrive authenticated through the RailAcceptor (nccl/rail_acceptor.h: the
+// job token, the handle's nonce, the rail's next epoch); a rail's listener is open only while
+// its connection is expected. An irecv becomes a CTS (tags and sizes) sent on every live rail;
+// DATA chunks land directly in the posted buffers (a chunk already received is read and
+// dropped, so a replay after a failover is harmless) and ACKs report how much of each rail's
+// stream is handled. A RAIL_DOWN from the sender, or a broken connection, drops the rail and
+// opens its listener for the re-admission.
 #pragma once
+
+#include <poll.h>
 
 #include <chrono>
 #include <cstdint>
@@ -19,10 +20,11 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "nccl/comm_error.h"
 #include "nccl/frame.h"
 #include "nccl/handle.h"
 #include "nccl/plugin_context.h"
-#include "nccl/send_comm.h"
+#include "nccl/rail_acceptor.h"
 
 namespace nezha::ncclnet {
 
@@ -45,45 +47,13 @@ struct RecvRequest {
   bool done() const { return doneCount == entries.size(); }
 };
 
-// Every rail's listening socket plus the connections on them still owing a HELLO. Lives in the
-// ListenComm until NCCL's accept() succeeds, then in the RecvComm (re-admitted rails dial it).
-class RailAcceptor {
- public:
-  struct Accepted {
-    size_t rail;
-    Fd fd;
-    uint32_t epoch;
-  };
-  RailAcceptor(PluginContext& ctx, const Nonce& nonce);
-  const std::vector<RailAddress>& addresses() const { return addresses_; }
-  // Accepts what is waiting, reads HELLOs; returns the connections that proved themselves.
-  std::vector<Accepted> poll();
-  // The sockets worth a poll() (listeners and connections owing a HELLO), so a comm can fold
-  // them into its own poll and call poll() above only when one is ready or a HELLO is overdue.
-  void appendPollFds(std::vector<int>& fds) const;
-  bool helloOverdue(Clock::time_point now) const;
-
- private:
-  struct Pending {
-    Fd fd;
-    size_t rail = 0;
-    std::string in;
-    Clock::time_point deadline{};
-  };
-  PluginContext& ctx_;
-  Nonce nonce_;
-  std::vector<Fd> listeners_;
-  std::vector<RailAddress> addresses_;
-  std::vector<Pending> pending_;
-};
-
 class RecvComm;
 
 class ListenComm {
  public:
   explicit ListenComm(PluginContext& ctx);
   const ConnectHandle& handle() const { return handle_; }
-  // The connection, once one rail's HELLO arrived; nullptr until then.
+  // The connection, once one rail's connection passed its token handshake; nullptr until then.
   std::unique_ptr<RecvComm> accept();
 
  private:
@@ -105,6 +75,8 @@ class RecvComm {
   // True when every receive of the request is complete; sizes[i] = bytes received. Frees it.
   bool test(RecvRequest* req, int* sizes);
   bool anyLive() const;
+  // Connections the rail listeners refused (for the harness and /metrics).
+  uint64_t rejectedConnections() const { return acceptor_->rejected(); }
 
  private:
   enum class ReadState { kHeader, kPayload };
@@ -136,6 +108,7 @@ class RecvComm {
   void readData(Rail& r, size_t index, Clock::time_point now);
   void beginData(Rail& r);
   void finishFrame(Rail& r, size_t index);
+  void railDown(const RailDown& d);
   void queueAck(Clock::time_point now, bool force);
   void writeOut(Rail& r, size_t index, Clock::time_point now);
 
@@ -145,6 +118,8 @@ class RecvComm {
   std::map<uint64_t, std::unique_ptr<RecvRequest>> requests_;
   uint64_t nextGroup_ = 0;
   std::vector<uint8_t> scratch_;  // where dropped payloads go
+  std::vector<int> acceptorFds_;  // pump()'s, kept to spare an allocation per call
+  std::vector<pollfd> pfds_;
   Clock::time_point lastAck_{};
   Clock::time_point noLiveSince_{};
   bool ackDue_ = false;

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "bootstrap/auth.h"
+#include "nccl/rail_purpose.h"
 
 namespace nezha::ncclnet {
 
@@ -44,7 +46,7 @@ void abortSocket(Fd& fd) {
 }
 
 const char* stateName(int s) {
-  static const char* names[] = {"connecting", "probing", "live", "failed"};
+  static const char* names[] = {"connecting", "probing", "live", "failed", "authenticating"};
   return names[s];
 }
 
@@ -68,7 +70,17 @@ SendComm::SendComm(PluginContext& ctx, const ConnectHandle& peer)
 }
 
 SendComm::~SendComm() {
-  for (auto& r : rails_) r.fd.reset();
+  for (auto& r : rails_) {
+    stopAuth(r);
+    r.fd.reset();
+  }
+}
+
+void SendComm::stopAuth(Rail& r) {
+  if (!r.auth.valid()) return;
+  ::shutdown(r.fd.get(), SHUT_RDWR);
+  r.auth.wait();
+  r.auth = {};
 }
 
 double SendComm::assumedRate(const Rail& r) const {
@@ -123,7 +135,7 @@ void SendComm::startConnect(Rail& r, Clock::time_point now) {
     return;
   }
   r.fd = std::move(fd);
-  r.epoch += 1;
+  r.epoch = r.accepted + 1;
   r.state = RailState::kConnecting;
   r.out.clear();
   r.outPos = 0;
@@ -140,11 +152,33 @@ void SendComm::finishConnect(Rail& r, Clock::time_point now) {
     fail(r, sysError("connect", err), now);
     return;
   }
-  Hello h;
-  h.rail = static_cast<uint16_t>(r.index);
-  h.epoch = r.epoch;
-  h.nonce = peer_.nonce;
-  r.out.push_back(Segment{encodeHello(h), nullptr, 0});
+  // The token handshake on its own thread; the proxy thread goes on with the other rails.
+  const auto& cfg = ctx_.config();
+  const auto budget = everLive_ ? std::max<Clock::duration>(cfg.stall, kRedialPatience)
+                                : Clock::duration(cfg.connectTimeout);
+  const std::string purpose =
+      encodeRailPurpose(RailPurpose{static_cast<uint16_t>(r.index), r.epoch, peer_.nonce});
+  const std::string peerName =
+      strCat("the receiver on rail ", cfg.rails[r.index].name, " (",
+             ipv4Text(peer_.rails[r.index].ipv4), ":", peer_.rails[r.index].port, ")");
+  r.auth = std::async(std::launch::async,
+                      [fd = r.fd.get(), token = cfg.jobToken, purpose, deadline = r.since + budget,
+                       rail = static_cast<int>(r.index), peerName] {
+                        authenticateAsClient(fd, token, purpose, deadline, rail, peerName);
+                      });
+  r.state = RailState::kAuthenticating;
+}
+
+void SendComm::finishAuth(Rail& r, Clock::time_point now) {
+  try {
+    r.auth.get();
+  } catch (const std::exception& e) {
+    r.auth = {};
+    fail(r, strCat("token handshake: ", e.what()), now);
+    return;
+  }
+  r.auth = {};
+  r.accepted = r.epoch;
   r.since = now;
   r.lastProgress = now;
   if (!everLive_ || r.reason.empty()) {
@@ -165,10 +199,13 @@ void SendComm::finishConnect(Rail& r, Clock::time_point now) {
 
 void SendComm::fail(Rail& r, const std::string& why, Clock::time_point now) {
   const bool wasLive = r.state == RailState::kLive;
+  const bool receiverHasIt = wasLive || r.state == RailState::kProbing;
   const std::string what =
       strCat("rail ", ctx_.config().rails[r.index].name, " (", ctx_.config().rails[r.index].iface,
              ") ", stateName(int(r.state)), " -> failed: ", why);
+  stopAuth(r);
   abortSocket(r.fd);
+  if (receiverHasIt) announceDown(r, now);
   // Unacknowledged chunks go back to the head of the queue, in their order.
   uint64_t replayed = 0;
   for (auto it = r.inflight.rbegin(); it != r.inflight.rend(); ++it) {
@@ -194,6 +231,17 @@ void SendComm::fail(Rail& r, const std::string& why, Clock::time_point now) {
     ctx_.counters(r.index).chunksReplayed += replayed;
     ctx_.warn(strCat(what, "; ", replayed, " chunks go to the other rails"));
     ctx_.noteFailure(what);
+  }
+}
+
+void SendComm::announceDown(const Rail& down, Clock::time_point now) {
+  const std::string frame = encodeRailDown(RailDown{static_cast<uint16_t>(down.index), down.epoch});
+  for (auto& r : rails_) {
+    if (&r == &down || (r.state != RailState::kLive && r.state != RailState::kProbing)) continue;
+    if (r.unacked() == 0) r.lastProgress = now;  // idle until now: the stall clock starts
+    r.out.push_back(Segment{frame, nullptr, 0});
+    r.queued += frame.size();
+    r.inflight.push_back(Record{r.queued, nullptr, 0});
   }
 }
 
@@ -417,6 +465,11 @@ void SendComm::checkTimers(Clock::time_point now) {
   const auto& cfg = ctx_.config();
   for (auto& r : rails_) {
     const auto& rail = cfg.rails[r.index];
+    if (ctx_.drained(r.index)) {
+      // The operator took it out (control endpoint): no data, no redial until restored.
+      if (r.state != RailState::kFailed) fail(r, "drained through the control endpoint", now);
+      continue;
+    }
     if (r.state != RailState::kFailed && now >= r.nextCarrierCheck) {
       r.nextCarrierCheck = now + kCarrierPoll;
       if (!linkHasCarrier(rail.iface)) {
@@ -425,6 +478,10 @@ void SendComm::checkTimers(Clock::time_point now) {
       }
     }
     switch (r.state) {
+      case RailState::kAuthenticating:
+        if (r.auth.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+          finishAuth(r, now);
+        break;
       case RailState::kConnecting:
         if (now - r.since > (everLive_ ? std::max<Clock::duration>(cfg.stall, kRedialPatience)
                                        : cfg.connectTimeout)) {
@@ -480,7 +537,8 @@ void SendComm::pump() {
   size_t idx[kMaxRails];
   nfds_t n = 0;
   for (auto& r : rails_) {
-    if (r.state == RailState::kFailed) continue;
+    // A rail mid-handshake belongs to its thread; checkTimers() collects it.
+    if (r.state == RailState::kFailed || r.state == RailState::kAuthenticating) continue;
     short ev = POLLIN;
     if (r.state == RailState::kConnecting || !r.out.empty()) ev |= POLLOUT;
     pfds[n] = {r.fd.get(), ev, 0};

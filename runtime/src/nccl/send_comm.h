@@ -8,9 +8,15 @@
 // never reported done while a failing rail may still hold its bytes. A rail fails on a socket
 // error, a lost carrier, or when acknowledged bytes stop moving for NEZHA_NCCL_STALL_MS while it
 // has bytes in flight (a black hole: link up, traffic dropped). Its unacknowledged chunks go
-// back to the head of the queue for the surviving rails (the receiver drops duplicates). Every
-// NEZHA_NCCL_READMIT_MS a failed rail redials; it carries data again only after a probe went to
-// the receiver and its acknowledgement came back on that same rail.
+// back to the head of the queue for the surviving rails (the receiver drops duplicates), and a
+// RAIL_DOWN on the surviving rails tells the receiver to drop its end and listen for the rail
+// again. Every NEZHA_NCCL_READMIT_MS a failed rail redials; it carries data again only after a
+// probe went to the receiver and its acknowledgement came back on that same rail.
+//
+// Every rail connection first proves the job token (bootstrap/auth.h) with a purpose naming
+// the handle's nonce, the rail and the epoch (nccl/rail_purpose.h): the epoch after the last
+// one the receiver accepted. The handshake runs on a short-lived thread so NCCL's proxy thread
+// never waits on a slow or silent peer; the comm takes the socket back once it is done.
 //
 // Single-threaded by contract: NCCL drives one comm from one proxy thread at a time. All
 // progress happens in pump(), called from isend() and test().
@@ -19,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
@@ -60,7 +67,7 @@ class SendComm {
   bool test(SendRequest* req, uint64_t* size);
 
  private:
-  enum class RailState { kConnecting, kProbing, kLive, kFailed };
+  enum class RailState { kConnecting, kProbing, kLive, kFailed, kAuthenticating };
   struct Record {
     uint64_t end = 0;            // stream offset just past this record
     SendRequest* msg = nullptr;  // nullptr = a probe
@@ -76,7 +83,9 @@ class SendComm {
     size_t index = 0;
     RailState state = RailState::kFailed;
     Fd fd;
-    uint32_t epoch = 0;
+    uint32_t epoch = 0;      // of the current connection (or attempt)
+    uint32_t accepted = 0;   // the last epoch the receiver accepted
+    std::future<void> auth;  // the handshake under way (kAuthenticating); owns fd meanwhile
     std::deque<Segment> out;
     size_t outPos = 0;    // bytes of out.front() already written
     uint64_t queued = 0;  // stream offset past the last queued record
@@ -96,6 +105,11 @@ class SendComm {
   void pump();
   void startConnect(Rail& r, Clock::time_point now);
   void finishConnect(Rail& r, Clock::time_point now);
+  void finishAuth(Rail& r, Clock::time_point now);
+  // Stops a handshake thread (shutting its socket down wakes it) and waits for it.
+  void stopAuth(Rail& r);
+  // RAIL_DOWN for `down`'s connection on every other rail the receiver has.
+  void announceDown(const Rail& down, Clock::time_point now);
   void fail(Rail& r, const std::string& why, Clock::time_point now);
   void readControl(Rail& r, Clock::time_point now);
   void handleCts(const Cts& c);

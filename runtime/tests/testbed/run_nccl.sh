@@ -15,6 +15,9 @@ LOG_PREFIX=nccl-testbed
 source "$(dirname "$(realpath "$0")")/lib.sh"
 testbed_begin nzn1
 
+# Every rail connection proves the job's token (docs/security.md "NCCL plugin"); one per run.
+TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
+
 # run NAME HOSTS RAILS [VAR=VALUE ...] -- HARNESS_ARGS...: one harness per host; 0 iff all exit 0.
 run() {
   local name=$1 hosts=$2 rails=$3
@@ -26,7 +29,8 @@ run() {
   for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
   mkdir -p "$WORK/$name"
   for ((i = 0; i < hosts; i++)); do
-    "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" "${envs[@]}" \
+    "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" NEZHA_JOB_TOKEN="$TOKEN" \
+      "${envs[@]}" \
       "$HARNESS" --plugin "$PLUGIN" --rank "$i" --world "$hosts" --dir "$WORK/$name" "$@" \
       >"$WORK/$name.out.$i" 2>"$WORK/$name.err.$i" &
     pids+=($!)
@@ -61,7 +65,7 @@ bed_up 4 3
 
 # 1. The contract NCCL relies on, per ABI version: tags, grouped receives (n up to 8), receives
 # larger than the send, 0-byte and multi-chunk messages, many requests in flight, every byte.
-for v in 11 8; do
+for v in 12 11 8; do
   if run p2p$v 3 3 NEZHA_NCCL_CHUNK=64K -- --mode p2p --version "$v" --iters 120 --bytes 1500000 &&
     all_ok p2p$v 3; then
     pass "p2p over ABI v$v, 3 ranks x 3 rails: $(get p2p$v 0 "j['groups']") groups, $(get p2p$v 0 "j['bytes_checked']") bytes checked on rank 0"
@@ -170,8 +174,9 @@ else
   show alldown 2
 fi
 
-# 5. The plugin's read-only endpoint (NEZHA_NCCL_CONTROL_ADDR) while traffic flows: /metrics
-# passes promtool's checks and counts bytes per rail, a mutating method is refused.
+# 5. The plugin's control endpoint (NEZHA_NCCL_CONTROL_ADDR) while traffic flows: /metrics
+# passes promtool's checks and counts bytes per rail, a wrong method is refused and an unsigned
+# drain is refused (signed drain/restore: tests/nccl/plugin_control_test.cc).
 run endpoint 2 2 NEZHA_NCCL_CONTROL_ADDR=127.0.0.1:9434 NEZHA_JOB_NAME=bed -- \
   --mode ring --bytes 4000000 --iters 1 --seconds 4 &
 job=$!
@@ -182,12 +187,13 @@ for ((t = 0; t < 100; t++)); do # until the endpoint answers with traffic counte
   sleep 0.1
 done
 post=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/status || true)
+drain=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/rails/r1/drain || true)
 wait $job || true
 if grep -q 'rail="r1"} [1-9]' <<<"$metrics" && "$METRICSLINT" <<<"$metrics" && [ "$post" = 405 ] &&
-  all_ok endpoint 2; then
-  pass "endpoint: /metrics lints clean and counts both rails; POST refused (405)"
+  [ "$drain" = 401 ] && all_ok endpoint 2; then
+  pass "endpoint: /metrics lints clean and counts both rails; POST /status 405, unsigned drain 401"
 else
-  fail "endpoint: metrics '$(head -c 300 <<<"$metrics")', POST $post"
+  fail "endpoint: metrics '$(head -c 300 <<<"$metrics")', POST $post, unsigned drain $drain"
   show endpoint 2
 fi
 
