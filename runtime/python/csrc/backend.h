@@ -10,6 +10,7 @@
 
 #include "nezha/nezha.hpp"
 #include "op_order.h"
+#include "op_signature.h"
 #include "p2p.h"
 #include "work_queue.h"
 
@@ -24,7 +25,11 @@ class NezhaBackend : public c10d::Backend {
   // (its first rail's address) and publishes it in `store`, instead of NEZHA_RENDEZVOUS. Every
   // group after the first needs it: NEZHA_RENDEZVOUS names one fixed endpoint, which a second
   // group (or two subgroups at once, e.g. FSDP's hybrid sharding) cannot share.
-  NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore);
+  // timeout: the group's (init_process_group(timeout=)): how long an operation waits for the
+  // other ranks to start it. checkSignatures: compare every operation's signature across ranks
+  // before it runs (op_signature.h; off only to measure what the check costs).
+  NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
+               std::chrono::milliseconds timeout, bool checkSignatures);
   ~NezhaBackend() override;
 
   const std::string getBackendName() const override { return "nezha"; }
@@ -96,7 +101,7 @@ class NezhaBackend : public c10d::Backend {
   nezha::Communicator& communicator() { return *comm_; }
 
  private:
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+  c10::intrusive_ptr<c10d::Work> enqueue(OpSignature sig, const char* title,
                                          std::vector<at::Tensor> outputs, std::function<void()> run,
                                          std::optional<int32_t> priority = std::nullopt);
 
@@ -105,7 +110,11 @@ class NezhaBackend : public c10d::Backend {
 
   std::unique_ptr<nezha::Communicator> comm_;
   std::unique_ptr<PeerLinks> p2p_;
-  std::unique_ptr<OrderChannel> order_;  // over p2p_; used by queue_
+  std::unique_ptr<OrderChannel> order_;         // over p2p_; used by queue_
+  std::unique_ptr<SignatureCheck> signatures_;  // over p2p_; on queue_'s worker
+  // Where every Work's Future completes (completions.h); shared with the Works, which may
+  // outlive the backend.
+  std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
   // Declared last: destroyed first, so queued operations finish while the communicator and
   // the p2p links live. Sends have their own thread: a send waiting behind a collective
   // (or the reverse) must not block pipeline stages that order them differently.

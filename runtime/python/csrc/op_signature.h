@@ -1,0 +1,80 @@
+// Every collective's signature, compared across ranks before it moves any data: the ranks must
+// issue the same collectives with the same arguments in the same order, and when they do not,
+// libnezha cannot tell. Different sizes break its data path after a deadline and look like a
+// failed rail; equal byte counts with a different dtype, reduce op or collective (float32 vs
+// int32, SUM vs MAX, all_reduce vs broadcast) complete with silently wrong values.
+//
+// Each rank sends its signature (collective, dtype, element count, reduce op, root, the group's
+// sequence number of the operation) to every other rank on the backend's PeerLinks (reserved
+// tag) and waits for theirs before the operation runs. Why here and not in libnezha's
+// per-operation agreement: that round comes after the data moved (a size mismatch has failed
+// as a rail by then) and small operations skip it (round-free, runtime/src/failover); a
+// check that must come first costs one small message latency, paid only by torch's backend.
+// Cost: runtime/python/README.md, "Mismatched collectives".
+//
+// A disagreement fails the operation on every rank with the same message (each rank sees all
+// signatures): "MismatchError", the collective, each field that differs and which ranks hold
+// which value. The group is then out of step (a skipped operation shifts every later one), so
+// every later operation fails saying the group must be recreated. A peer that does not send
+// its signature within the group's timeout (init_process_group(timeout=)) fails it the same
+// way, naming the rank and the operation.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "p2p.h"
+
+namespace nezha_torch {
+
+struct OpSignature {
+  static constexpr uint64_t kAnyCount = ~uint64_t(0);  // counts that legitimately differ
+  static constexpr uint8_t kNoReduce = 0xff;
+  static constexpr int32_t kNoRoot = -1;
+  static constexpr int8_t kNoDtype = -1;
+
+  c10d::OpType collective = c10d::OpType::UNKNOWN;
+  int8_t dtype = kNoDtype;       // at::ScalarType of the caller's tensors
+  uint8_t reduceOp = kNoReduce;  // c10d::ReduceOp::RedOpType
+  int32_t root = kNoRoot;
+  uint64_t count = kAnyCount;  // elements this rank passes (the collective's per-rank count)
+  uint64_t seq = 0;            // set by SignatureCheck: the group's operation number
+
+  static OpSignature of(c10d::OpType collective, const at::Tensor& like, uint64_t count,
+                        std::optional<c10d::ReduceOp> reduce = std::nullopt,
+                        int32_t root = kNoRoot);
+  std::string describe() const;  // "allreduce Float[100] SUM"
+};
+
+class SignatureCheck {
+ public:
+  // `links` must outlive this object; `timeout`: how long to wait for a peer's signature.
+  SignatureCheck(PeerLinks& links, int rank, int size, std::chrono::milliseconds timeout,
+                 bool enabled);
+
+  // The worker thread, before an operation runs: numbers it, exchanges signatures and throws
+  // (c10::DistBackendError, "MismatchError ...") on a disagreement or a silent peer, and on
+  // every call after one.
+  void agree(OpSignature sig);
+
+  bool enabled() const { return enabled_; }
+  static constexpr int64_t kTag = int64_t(1) << 41;  // above torch's int tags, apart from op_order
+
+ private:
+  [[noreturn]] void fail(const std::string& why);
+
+  PeerLinks& links_;
+  const int rank_, size_;
+  const std::chrono::milliseconds timeout_;
+  const bool enabled_;
+  uint64_t next_ = 0;
+  std::mutex mu_;
+  std::string broken_;  // why the group is out of step; "" while it is not
+};
+
+}  // namespace nezha_torch
