@@ -225,15 +225,10 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(OpSignature sig, const char
                                                      std::optional<int32_t> priority) {
   auto work = c10::make_intrusive<NezhaWork>(rank_, sig.collective, title, std::move(outputs),
                                              completions_);
-  // The check runs on the worker, just before the operation: in the order operations run
-  // (rank 0's order for prioritised ones), which is what every rank must agree on.
+  // The check wraps the operation on the worker: in the order operations run (rank 0's order
+  // for prioritised ones), which is what every rank must agree on.
   queue_->push(
-      work,
-      [this, sig, run = std::move(run)] {
-        signatures_->agree(sig);
-        run();
-      },
-      priority);
+      work, [this, sig, run = std::move(run)] { signatures_->run(sig, run); }, priority);
   return work;
 }
 

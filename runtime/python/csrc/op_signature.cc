@@ -140,7 +140,7 @@ void SignatureCheck::fail(const std::string& why) {
   C10_THROW_ERROR(DistBackendError, why);
 }
 
-void SignatureCheck::agree(OpSignature sig) {
+void SignatureCheck::run(OpSignature sig, const std::function<void()>& collective) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.empty()) {
@@ -151,8 +151,9 @@ void SignatureCheck::agree(OpSignature sig) {
     }
   }
   sig.seq = next_++;
-  if (!enabled_ || size_ == 1) return;
-  const std::vector<char> wire = encode(sig);
+  if (!enabled_ || size_ == 1) return collective();
+  const std::string op = "collective #" + std::to_string(sig.seq) + " (this rank " +
+                         std::to_string(rank_) + ": " + sig.describe() + ")";
   struct Slot {
     std::mutex mu;
     std::condition_variable cv;
@@ -172,73 +173,91 @@ void SignatureCheck::agree(OpSignature sig) {
       slot->cv.notify_all();
     });
   }
+  const std::vector<char> wire = encode(sig);
   try {
     for (int p = 0; p < size_; ++p) {
       if (p != rank_) links_.send(p, kTag, wire.data(), wire.size());
     }
   } catch (const std::exception& e) {
-    fail("nezha backend: collective #" + std::to_string(sig.seq) + " (" + sig.describe() +
-         ") could not send its signature to the other ranks: " + e.what());
+    fail("nezha backend: " + op + " could not send its signature to the other ranks: " + e.what());
+  }
+  // The collective runs while the signatures travel: waiting for them first cost one more
+  // small-message latency per operation, +70 % at 1 KiB on the test bed (bench/README.md,
+  // "Signature cost"). Every peer sends its signature before its own data, so once the
+  // collective is done here, theirs are here or about to be.
+  std::exception_ptr failed;
+  try {
+    collective();
+  } catch (...) {
+    failed = std::current_exception();
   }
   std::vector<OpSignature> all(size_);
   all[rank_] = sig;
+  std::vector<int> silent;
   {
     std::unique_lock<std::mutex> lock(slot->mu);
-    const bool arrived =
-        slot->cv.wait_for(lock, timeout_, [&] { return slot->pending == 0 || slot->error; });
-    if (slot->error) {
-      std::string what = "(unknown)";
-      try {
-        std::rethrow_exception(slot->error);
-      } catch (const std::exception& e) {
-        what = e.what();
-      }
-      lock.unlock();
-      fail("nezha backend: collective #" + std::to_string(sig.seq) + " (" + sig.describe() +
-           ") lost a peer before it started: " + what);
-    }
-    if (!arrived) {
-      std::ostringstream silent;
-      for (int p = 0; p < size_; ++p) {
-        if (p != rank_ && !slot->got.count(p)) silent << (silent.tellp() ? "," : "") << p;
-      }
-      lock.unlock();
-      fail("nezha backend: timeout: rank(s) " + silent.str() + " did not start collective #" +
-           std::to_string(sig.seq) + " (this rank: " + sig.describe() + ") within " +
-           std::to_string(timeout_.count()) +
-           " ms (init_process_group(timeout=)): a rank skipped this collective, is stuck or died");
-    }
-    for (const auto& [p, msg] : slot->got) {
-      if (msg.size() != kWireBytes) {
+    // A failed collective (a size mismatch breaks the data path like a rail) took at least an
+    // I/O deadline, long after any peer that started it sent its signature: a short grace
+    // suffices to tell "mismatched" and "never started" from a real rail failure.
+    const auto wait = failed ? std::min(timeout_, kGraceAfterFailure) : timeout_;
+    slot->cv.wait_for(lock, wait, [&] { return slot->pending == 0 || slot->error; });
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      auto it = slot->got.find(p);
+      if (it == slot->got.end()) {
+        silent.push_back(p);
+      } else if (it->second.size() != kWireBytes) {
         lock.unlock();
         fail("nezha backend: malformed collective signature from rank " + std::to_string(p) + " (" +
-             std::to_string(msg.size()) + " bytes)");
+             std::to_string(it->second.size()) + " bytes)");
+      } else {
+        all[p] = decode(it->second);
       }
-      all[p] = decode(msg);
     }
   }
   std::vector<std::string> fields;
-  for (std::string d :
-       {disagreement("collective", all,
-                     [](const OpSignature& s) { return c10d::opTypeToString(s.collective); }),
-        disagreement("dtype", all, [](const OpSignature& s) { return dtypeName(s.dtype); }),
-        disagreement(
-            "count", all, [](const OpSignature& s) { return countName(s.count); }, true),
-        disagreement("reduce op", all, [](const OpSignature& s) { return reduceName(s.reduceOp); }),
-        disagreement("root", all, [](const OpSignature& s) { return std::to_string(s.root); }),
-        disagreement("sequence number", all,
-                     [](const OpSignature& s) { return std::to_string(s.seq); })}) {
-    if (!d.empty()) fields.push_back(d);
+  if (silent.empty()) {
+    for (std::string d :
+         {disagreement("collective", all,
+                       [](const OpSignature& s) { return c10d::opTypeToString(s.collective); }),
+          disagreement("dtype", all, [](const OpSignature& s) { return dtypeName(s.dtype); }),
+          disagreement(
+              "count", all, [](const OpSignature& s) { return countName(s.count); }, true),
+          disagreement("reduce op", all,
+                       [](const OpSignature& s) { return reduceName(s.reduceOp); }),
+          disagreement("root", all, [](const OpSignature& s) { return std::to_string(s.root); }),
+          disagreement("sequence number", all,
+                       [](const OpSignature& s) { return std::to_string(s.seq); })}) {
+      if (!d.empty()) fields.push_back(d);
+    }
   }
-  if (fields.empty()) return;
-  std::ostringstream why;
-  why << "nezha backend: MismatchError: ranks called different collectives as operation #"
-      << sig.seq << " of this process group (this rank " << rank_ << ": " << sig.describe()
-      << "); ";
-  for (size_t i = 0; i < fields.size(); ++i) why << (i ? "; " : "") << fields[i];
-  why << ". Every rank must issue the same collectives with the same arguments in the same "
-         "order; nothing was sent. This process group must now be recreated.";
-  fail(why.str());
+  if (!fields.empty()) {
+    std::ostringstream why;
+    why << "nezha backend: MismatchError: ranks called different collectives as " << op << "; ";
+    for (size_t i = 0; i < fields.size(); ++i) why << (i ? "; " : "") << fields[i];
+    why << ". Every rank must issue the same collectives with the same arguments in the same "
+           "order; the output tensors hold undefined values and this process group must be "
+           "recreated.";
+    fail(why.str());
+  }
+  if (!silent.empty()) {
+    std::ostringstream ranks;
+    for (size_t i = 0; i < silent.size(); ++i) ranks << (i ? "," : "") << silent[i];
+    std::string cause = "timeout";
+    if (failed) {
+      try {
+        std::rethrow_exception(failed);
+      } catch (const std::exception& e) {
+        cause = std::string("it failed: ") + e.what();
+      }
+    }
+    fail("nezha backend: " + op + ": rank(s) " + ranks.str() + " did not start it (" + cause +
+         ", waited " +
+         std::to_string((failed ? std::min(timeout_, kGraceAfterFailure) : timeout_).count()) +
+         " ms for their signatures; init_process_group(timeout=)): a rank skipped this "
+         "collective, is stuck or died");
+  }
+  if (failed) std::rethrow_exception(failed);  // every rank ran the same operation: a real failure
 }
 
 }  // namespace nezha_torch

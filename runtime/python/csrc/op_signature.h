@@ -6,11 +6,11 @@
 //
 // Each rank sends its signature (collective, dtype, element count, reduce op, root, the group's
 // sequence number of the operation) to every other rank on the backend's PeerLinks (reserved
-// tag) and waits for theirs before the operation runs. Why here and not in libnezha's
-// per-operation agreement: that round comes after the data moved (a size mismatch has failed
-// as a rail by then) and small operations skip it (round-free, runtime/src/failover); a
-// check that must come first costs one small message latency, paid only by torch's backend.
-// Cost: runtime/python/README.md, "Mismatched collectives".
+// tag) as the operation starts, and compares theirs once it is done (or failed). Overlapped,
+// not before: a check that must finish before any data moves costs one more small-message
+// latency per operation (+70 % at 1 KiB). Why not libnezha's per-operation agreement: its
+// round is a max-reduce after the data moved, and small operations skip it (round-free,
+// runtime/src/failover). Cost: bench/README.md, "Signature cost".
 //
 // A disagreement fails the operation on every rank with the same message (each rank sees all
 // signatures): "MismatchError", the collective, each field that differs and which ranks hold
@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -57,13 +58,16 @@ class SignatureCheck {
   SignatureCheck(PeerLinks& links, int rank, int size, std::chrono::milliseconds timeout,
                  bool enabled);
 
-  // The worker thread, before an operation runs: numbers it, exchanges signatures and throws
-  // (c10::DistBackendError, "MismatchError ...") on a disagreement or a silent peer, and on
-  // every call after one.
-  void agree(OpSignature sig);
+  // The worker thread: numbers the operation, sends its signature, runs `collective` and then
+  // compares every rank's signature. Throws c10::DistBackendError ("MismatchError ...") on a
+  // disagreement (even when the collective itself failed: a mismatch explains the failure), or
+  // naming the ranks whose signature never came; rethrows the collective's own error when
+  // every rank ran the same operation; throws on every call after a mismatch.
+  void run(OpSignature sig, const std::function<void()>& collective);
 
   bool enabled() const { return enabled_; }
   static constexpr int64_t kTag = int64_t(1) << 41;  // above torch's int tags, apart from op_order
+  static constexpr std::chrono::milliseconds kGraceAfterFailure{2000};
 
  private:
   [[noreturn]] void fail(const std::string& why);

@@ -64,5 +64,5 @@ def test_mismatched_collectives_raise_on_every_rank():
 def test_hung_peer_times_out_naming_the_operation():
     reps = launch.reports(launch.run("hung_peer", 2, launch.base_env(2, 1)))
     err = reps[0]["error"]
-    assert err and "timeout" in err and "rank(s) 1 did not start collective #0" in err, err
-    assert "ALLREDUCE Float[8] SUM" in err and "within 2000 ms" in err, err
+    assert err and "collective #0 (this rank 0: ALLREDUCE Float[8] SUM): rank(s) 1 did not start it" \
+        in err, err
