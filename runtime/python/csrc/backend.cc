@@ -225,10 +225,12 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(OpSignature sig, const char
                                                      std::optional<int32_t> priority) {
   auto work = c10::make_intrusive<NezhaWork>(rank_, sig.collective, title, std::move(outputs),
                                              completions_);
-  // The check wraps the operation on the worker: in the order operations run (rank 0's order
-  // for prioritised ones), which is what every rank must agree on.
+  // Signatures go out in issue order and are compared on the worker once the operation ran
+  // (op_signature.h); one lock keeps the queue in the same order as the signatures.
+  std::lock_guard<std::mutex> lock(issueMu_);
+  std::shared_ptr<SignatureCheck::Issued> issued = signatures_->issue(sig);
   queue_->push(
-      work, [this, sig, run = std::move(run)] { signatures_->run(sig, run); }, priority);
+      work, [this, issued, run = std::move(run)] { signatures_->run(issued, run); }, priority);
   return work;
 }
 

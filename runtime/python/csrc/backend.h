@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -112,6 +113,7 @@ class NezhaBackend : public c10d::Backend {
   std::unique_ptr<PeerLinks> p2p_;
   std::unique_ptr<OrderChannel> order_;         // over p2p_; used by queue_
   std::unique_ptr<SignatureCheck> signatures_;  // over p2p_; on queue_'s worker
+  std::mutex issueMu_;                          // signatures_->issue + queue_->push, atomically
   // Where every Work's Future completes (completions.h); shared with the Works, which may
   // outlive the backend.
   std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();

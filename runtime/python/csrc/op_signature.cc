@@ -140,37 +140,46 @@ void SignatureCheck::fail(const std::string& why) {
   C10_THROW_ERROR(DistBackendError, why);
 }
 
-void SignatureCheck::run(OpSignature sig, const std::function<void()>& collective) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.empty()) {
-      C10_THROW_ERROR(DistBackendError,
-                      "nezha backend: this process group must be recreated (destroy it and create "
-                      "a new one): an earlier collective failed its cross-rank check: " +
-                          broken_);
-    }
+struct SignatureCheck::Issued {
+  OpSignature sig;
+  std::string op;  // "collective #3 (this rank 0: ALLREDUCE Float[8] SUM)", for messages
+  std::string sendError;
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending = 0;
+  std::map<int, std::vector<char>> got;  // peer -> its signature, as it arrived
+  std::exception_ptr error;
+};
+
+void SignatureCheck::throwIfBroken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.empty()) {
+    C10_THROW_ERROR(DistBackendError,
+                    "nezha backend: this process group must be recreated (destroy it and create "
+                    "a new one): an earlier collective failed its cross-rank check: " +
+                        broken_);
   }
+}
+
+std::shared_ptr<SignatureCheck::Issued> SignatureCheck::issue(OpSignature sig) {
+  throwIfBroken();
+  auto issued = std::make_shared<Issued>();  // shared: a late delivery may outlive run()
   sig.seq = next_++;
-  if (!enabled_ || size_ == 1) return collective();
-  const std::string op = "collective #" + std::to_string(sig.seq) + " (this rank " +
-                         std::to_string(rank_) + ": " + sig.describe() + ")";
-  struct Slot {
-    std::mutex mu;
-    std::condition_variable cv;
-    int pending = 0;
-    std::map<int, std::vector<char>> got;
-    std::exception_ptr error;
-  };
-  auto slot = std::make_shared<Slot>();  // a late delivery may outlive this call
-  slot->pending = size_ - 1;
+  issued->sig = sig;
+  issued->op = "collective #" + std::to_string(sig.seq) + " (this rank " + std::to_string(rank_) +
+               ": " + sig.describe() + ")";
+  if (!enabled_ || size_ == 1) return issued;
+  issued->pending = size_ - 1;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    links_.post(p, kTag, [slot](int src, const std::vector<char>* msg, std::exception_ptr err) {
-      std::lock_guard<std::mutex> lock(slot->mu);
-      if (err && !slot->error) slot->error = err;
-      if (!err) slot->got[src] = *msg;
-      --slot->pending;
-      slot->cv.notify_all();
+    // Receives match in post order, peers send in issue order: this is their signature of the
+    // same operation number, whatever order the operations then run in.
+    links_.post(p, kTag, [issued](int src, const std::vector<char>* msg, std::exception_ptr err) {
+      std::lock_guard<std::mutex> lock(issued->mu);
+      if (err && !issued->error) issued->error = err;
+      if (!err) issued->got[src] = *msg;
+      --issued->pending;
+      issued->cv.notify_all();
     });
   }
   const std::vector<char> wire = encode(sig);
@@ -179,12 +188,25 @@ void SignatureCheck::run(OpSignature sig, const std::function<void()>& collectiv
       if (p != rank_) links_.send(p, kTag, wire.data(), wire.size());
     }
   } catch (const std::exception& e) {
-    fail("nezha backend: " + op + " could not send its signature to the other ranks: " + e.what());
+    issued->sendError = e.what();  // run() fails the operation with it
+  }
+  return issued;
+}
+
+void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
+                         const std::function<void()>& collective) {
+  throwIfBroken();
+  if (!enabled_ || size_ == 1) return collective();
+  const OpSignature& sig = issued->sig;
+  const std::string& op = issued->op;
+  if (!issued->sendError.empty()) {
+    fail("nezha backend: " + op +
+         " could not send its signature to the other ranks: " + issued->sendError);
   }
   // The collective runs while the signatures travel: waiting for them first cost one more
   // small-message latency per operation, +70 % at 1 KiB on the test bed (bench/README.md,
-  // "Signature cost"). Every peer sends its signature before its own data, so once the
-  // collective is done here, theirs are here or about to be.
+  // "Signature cost"). Every peer sent its signature when it issued the operation, before its
+  // data, so once the collective is done here, theirs are here or about to be.
   std::exception_ptr failed;
   try {
     collective();
@@ -195,16 +217,16 @@ void SignatureCheck::run(OpSignature sig, const std::function<void()>& collectiv
   all[rank_] = sig;
   std::vector<int> silent;
   {
-    std::unique_lock<std::mutex> lock(slot->mu);
+    std::unique_lock<std::mutex> lock(issued->mu);
     // A failed collective (a size mismatch breaks the data path like a rail) took at least an
     // I/O deadline, long after any peer that started it sent its signature: a short grace
     // suffices to tell "mismatched" and "never started" from a real rail failure.
     const auto wait = failed ? std::min(timeout_, kGraceAfterFailure) : timeout_;
-    slot->cv.wait_for(lock, wait, [&] { return slot->pending == 0 || slot->error; });
+    issued->cv.wait_for(lock, wait, [&] { return issued->pending == 0 || issued->error; });
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      auto it = slot->got.find(p);
-      if (it == slot->got.end()) {
+      auto it = issued->got.find(p);
+      if (it == issued->got.end()) {
         silent.push_back(p);
       } else if (it->second.size() != kWireBytes) {
         lock.unlock();

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -58,12 +59,21 @@ class SignatureCheck {
   SignatureCheck(PeerLinks& links, int rank, int size, std::chrono::milliseconds timeout,
                  bool enabled);
 
-  // The worker thread: numbers the operation, sends its signature, runs `collective` and then
-  // compares every rank's signature. Throws c10::DistBackendError ("MismatchError ...") on a
-  // disagreement (even when the collective itself failed: a mismatch explains the failure), or
-  // naming the ranks whose signature never came; rethrows the collective's own error when
-  // every rank ran the same operation; throws on every call after a mismatch.
-  void run(OpSignature sig, const std::function<void()>& collective);
+  // One operation between issue() and run().
+  struct Issued;
+
+  // The caller's thread, in issue order (the backend holds its issue lock, so the queue gets
+  // operations in the same order): numbers the operation, sends its signature to every other
+  // rank and posts the receives for theirs, so they travel while earlier operations and this
+  // one run. Throws at the call once the group must be recreated.
+  std::shared_ptr<Issued> issue(OpSignature sig);
+
+  // The worker thread: runs `collective`, then compares every rank's signature. Throws
+  // c10::DistBackendError ("MismatchError ...") on a disagreement (also when the collective
+  // itself failed: a mismatch explains the failure), or naming the ranks whose signature never
+  // came; rethrows the collective's own error when every rank ran the same operation; throws
+  // without running anything once the group must be recreated.
+  void run(const std::shared_ptr<Issued>& issued, const std::function<void()>& collective);
 
   bool enabled() const { return enabled_; }
   static constexpr int64_t kTag = int64_t(1) << 41;  // above torch's int tags, apart from op_order
@@ -71,6 +81,7 @@ class SignatureCheck {
 
  private:
   [[noreturn]] void fail(const std::string& why);
+  void throwIfBroken();
 
   PeerLinks& links_;
   const int rank_, size_;
