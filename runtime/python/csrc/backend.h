@@ -35,6 +35,12 @@ class NezhaBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "nezha"; }
 
+  // The group's operation numbering (torch's object collectives and TORCH_DISTRIBUTED_DEBUG ask
+  // for it): the collectives issued so far, counted from 0 at construction on every rank, as
+  // their signatures number them (op_signature.h). Nothing to set up.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return signatures_->issuedCount(); }
+
   // destroy_process_group (and interpreter exit, nezha/torch/__init__.py): runs the queued
   // operations, joins the worker and p2p threads and fails what can no longer complete; later
   // operations raise. Threads must be gone before Python finalizes: a thread that releases a

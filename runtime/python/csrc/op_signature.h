@@ -20,6 +20,7 @@
 // way, naming the rank and the operation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -76,6 +77,8 @@ class SignatureCheck {
   void run(const std::shared_ptr<Issued>& issued, const std::function<void()>& collective);
 
   bool enabled() const { return enabled_; }
+  // Operations issued so far: the group's sequence number (the same on every rank in step).
+  uint64_t issuedCount() const { return next_.load(); }
   static constexpr int64_t kTag = int64_t(1) << 41;  // above torch's int tags, apart from op_order
   static constexpr std::chrono::milliseconds kGraceAfterFailure{2000};
 
@@ -87,7 +90,7 @@ class SignatureCheck {
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   const bool enabled_;
-  uint64_t next_ = 0;
+  std::atomic<uint64_t> next_{0};  // written under the backend's issue lock
   std::mutex mu_;
   std::string broken_;  // why the group is out of step; "" while it is not
 };

@@ -199,3 +199,34 @@ def scenario_hung_peer():
     dist.barrier(group=gloo)
     report(error=error)
     dist.destroy_process_group()
+
+
+def scenario_extras():
+    """What torch users also reach for: backend="cpu:nezha", the object collectives,
+    monitored_barrier (refused by the backend, with torch's error), and every rank's view of
+    the group under whatever TORCH_DISTRIBUTED_DEBUG the launch set."""
+    import os
+    from datetime import timedelta
+    torch.set_num_threads(1)
+    dist.init_process_group("cpu:nezha", init_method="env://", rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {"backend": str(dist.get_backend())}
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "name": f"r{rank}"})
+    out["all_gather_object"] = objs
+    lst = [{"from": "root", "n": 3}, "x"] if rank == 0 else [None, None]
+    dist.broadcast_object_list(lst, src=0)
+    out["broadcast_object_list"] = lst
+    got = [None]
+    dist.scatter_object_list(got, [f"to{r}" for r in range(world)] if rank == 0 else None, src=0)
+    out["scatter_object_list"] = got[0]
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(("g", rank), gathered, dst=0)
+    out["gather_object"] = gathered
+    out["monitored_barrier"] = _error(lambda: dist.monitored_barrier(timeout=timedelta(seconds=10)))
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    out["all_reduce"] = t.tolist()
+    report(**out)
+    dist.destroy_process_group()

@@ -66,3 +66,18 @@ def test_hung_peer_times_out_naming_the_operation():
     err = reps[0]["error"]
     assert err and "collective #0 (this rank 0: ALLREDUCE Float[8] SUM): rank(s) 1 did not start it" \
         in err, err
+
+
+@pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
+def test_cpu_mapping_object_collectives_and_debug_detail(debug):
+    env = dict(launch.base_env(2, 1), TORCH_DISTRIBUTED_DEBUG=debug)
+    reps = launch.reports(launch.run("extras", 2, env))
+    for rank, r in enumerate(reps):
+        assert "nezha" in r["backend"], r
+        assert r["all_gather_object"] == [{"rank": 0, "name": "r0"}, {"rank": 1, "name": "r1"}], r
+        assert r["broadcast_object_list"] == [{"from": "root", "n": 3}, "x"], r
+        assert r["scatter_object_list"] == f"to{rank}", r
+        assert r["all_reduce"] == [3.0] * 5, r
+        # monitored_barrier is gloo's: torch refuses it on other backends, at the call.
+        assert "only GLOO supports monitored barrier" in (r["monitored_barrier"] or ""), r
+    assert reps[0]["gather_object"] == [["g", 0], ["g", 1]], reps[0]
