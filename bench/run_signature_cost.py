@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from .harness import ddp, hostinfo, signature_cost
-from .harness.launch import run_ranks
+from .harness.launch import add_torch_bench_args, run_ranks, torch_bench_missing, torch_rank_env
 from .harness.results import write_result
 from .harness.testbed import Testbed
 
@@ -33,6 +33,7 @@ TESTBED = os.path.join(REPO, "hack", "testbed.sh")
 RESULTS = os.path.join(REPO, "bench", "results")
 BED = "nzb6"  # the bench suite's prefix (nzb); nzb1 run_bench, nzb2 nccl, nzb4 ddp, nzb5 talb
 WORLD = 2
+PORT = 29750  # torch's store; nezha's rendezvous takes the next one
 SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 1 << 20, 4 << 20]
 
 
@@ -42,34 +43,27 @@ def log(msg: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", required=True, help="the torch venv's python (hack/versions.sh NEZHA_TORCH_VENV)")
-    ap.add_argument("--rate", type=int, default=500, help="each rail's TBF rate, Mbit/s (default 500)")
+    add_torch_bench_args(ap, 500)
     ap.add_argument("--small-iters", type=int, default=300, help="ops per side below 1 MiB (default 300)")
     ap.add_argument("--large-iters", type=int, default=20, help="ops per side from 1 MiB (default 20)")
     ap.add_argument("--timeout", type=float, default=400, help="seconds before the launch is killed")
     ap.add_argument("--note", default="", help="free text stored with the result")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        log("needs root (network namespaces)")
+    bed = Testbed(TESTBED, BED, hosts=WORLD, rails=2, rates_mbit=[a.rate, a.rate], mptcp=False)
+    token = secrets.token_hex(32)
+    missing = torch_bench_missing(a.python, PKG)
+    if missing:
+        log(missing)
         return 1
-    for p in (a.python, os.path.join(PKG, "nezha")):
-        if not os.path.exists(p):
-            log(f"missing {p} (run: make build-torch)")
-            return 1
     host = hostinfo.collect()
     work = tempfile.mkdtemp(prefix="signature-cost-")
-    token = secrets.token_hex(32)
-    bed = Testbed(TESTBED, BED, hosts=WORLD, rails=2, rates_mbit=[a.rate, a.rate], mptcp=False)
     t_start = time.monotonic()
 
     def argv(rank: int) -> list[str]:
         return [a.python, WORKER, ",".join(map(str, SIZES)), str(a.small_iters), str(a.large_iters)]
 
     def env(rank: int) -> dict:
-        return {"RANK": str(rank), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(rank),
-                "MASTER_ADDR": bed.addr(0, 0), "MASTER_PORT": "29750", "OMP_NUM_THREADS": "1",
-                "PYTHONPATH": PKG, "NEZHA_RAILS": "r0=r0:tcp,r1=r1:tcp", "NEZHA_JOB_TOKEN": token,
-                "NEZHA_RENDEZVOUS_TIMEOUT_MS": "60000", "NEZHA_IO_TIMEOUT_MS": "30000"}
+        return torch_rank_env(bed, rank, WORLD, PORT, PKG, token)
 
     try:
         bed.up()
