@@ -1,6 +1,10 @@
 """Rank-side scenarios for what torch users reach for beyond plain collectives (workers.py
-dispatches here): PREMUL_SUM per dtype, and DDP with torch's stock comm hooks against gloo in
-the same job. Each prints one `REPORT {json}` line."""
+dispatches here): PREMUL_SUM per dtype, DDP with torch's stock comm hooks against gloo in the
+same job, mismatched calls, a peer that never starts an operation, the object collectives,
+cpu:nezha, monitored_barrier and torch.distributed.checkpoint. Each prints one `REPORT {json}`
+line."""
+import os
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -205,7 +209,6 @@ def scenario_extras():
     """What torch users also reach for: backend="cpu:nezha", the object collectives,
     monitored_barrier (refused by the backend, with torch's error), and every rank's view of
     the group under whatever TORCH_DISTRIBUTED_DEBUG the launch set."""
-    import os
     from datetime import timedelta
     torch.set_num_threads(1)
     dist.init_process_group("cpu:nezha", init_method="env://", rank=int(os.environ["RANK"]),
@@ -229,4 +232,23 @@ def scenario_extras():
     dist.all_reduce(t)
     out["all_reduce"] = t.tolist()
     report(**out)
+    dist.destroy_process_group()
+
+
+def scenario_checkpoint(directory):
+    """torch.distributed.checkpoint save, then load into a model of zeros: every rank gets the
+    saved parameters back (the planner's object collectives and barriers run on nezha)."""
+    import torch.distributed.checkpoint as dcp
+    init("nezha")
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    dcp.save(model.state_dict(), checkpoint_id=directory)
+    for p in model.parameters():
+        p.data.zero_()
+    state = model.state_dict()
+    dcp.load(state, checkpoint_id=directory)
+    model.load_state_dict(state)
+    report(restored=all(torch.equal(model.state_dict()[k], v) for k, v in want.items()),
+           files=sorted(os.listdir(directory)))
     dist.destroy_process_group()

@@ -81,3 +81,12 @@ def test_cpu_mapping_object_collectives_and_debug_detail(debug):
         # monitored_barrier is gloo's: torch refuses it on other backends, at the call.
         assert "only GLOO supports monitored barrier" in (r["monitored_barrier"] or ""), r
     assert reps[0]["gather_object"] == [["g", 0], ["g", 1]], reps[0]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_distributed_checkpoint_save_load(world, tmp_path):
+    reps = launch.reports(launch.run("checkpoint", world, launch.base_env(world, 1),
+                                     args=[str(tmp_path)]))
+    for r in reps:
+        assert r["restored"], r
+        assert ".metadata" in r["files"], r
