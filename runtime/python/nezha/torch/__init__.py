@@ -3,8 +3,11 @@
     import nezha.torch                       # registers backend "nezha" (CPU tensors)
     dist.init_process_group("nezha", ...)    # or "cpu:nezha,cuda:nccl" for mixed jobs
 
-Every collective returns an asynchronous Work whose Future completes on the backend's worker
-thread (so DDP overlaps gradient allreduce with backward); errors are raised by wait().
+Every collective returns an asynchronous Work (so DDP overlaps gradient allreduce with
+backward); its Future completes on a completion thread, never the backend's worker, so a
+then() callback may issue and wait on collectives (torch's PowerSGD hook does). Errors are
+raised by wait(); ranks that call different collectives get a MismatchError on every rank
+(runtime/python/README.md, "Mismatched collectives").
 
 Configuration: rank and world size come from init_process_group (NEZHA_RANK/NEZHA_WORLD_SIZE,
 if set, must agree). Rails and every tunable come from NEZHA_* (runtime/README.md).
