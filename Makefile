@@ -224,6 +224,10 @@ bench-ddp: build-torch ## DDP step time: wide MLP on 2 ranks x 2 rails of 400 Mb
 bench-talb: build-torch ## Priority scheduling (TaLB): time until DDP's first-needed bucket is reduced, with vs without priorities (2 ranks x 2 rails of 400 Mbit/s).
 	$(PYTHON) -m bench.run_talb_bench --python $(TORCH_PY)
 
+.PHONY: bench-signature
+bench-signature: build-torch ## What the torch backend's cross-rank signature check costs an allreduce, checked vs unchecked group in one launch (2 ranks x 2 rails of 500 Mbit/s, ~0.5 min).
+	$(PYTHON) -m bench.run_signature_cost --python $(TORCH_PY)
+
 .PHONY: bench-sim
 bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (bench/sim/des), fitted to bench/results, validated at 2-8 ranks, run to 1,024; control traffic per rank; plots + report (~2 min).
 	$(PYTHON) -m bench.sim.run_sim

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from .harness import ddp, hostinfo, talb
-from .harness.launch import run_ranks
+from .harness.launch import add_torch_bench_args, run_ranks, torch_bench_missing, torch_rank_env
 from .harness.results import write_result
 from .harness.testbed import Testbed, diff_tx
 
@@ -50,10 +50,7 @@ def run_launch(bed: Testbed, a, port: int, work: str, tag: str) -> dict:
         return [a.python, WORKER, str(a.steps), str(a.warmup), str(a.width), str(a.layers), str(a.batch)]
 
     def env(rank: int) -> dict:
-        return {"RANK": str(rank), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(rank),
-                "MASTER_ADDR": bed.addr(0, 0), "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-                "PYTHONPATH": PKG, "NEZHA_RAILS": "r0=r0:tcp,r1=r1:tcp", "NEZHA_JOB_TOKEN": token,
-                "NEZHA_RENDEZVOUS_TIMEOUT_MS": "60000", "NEZHA_IO_TIMEOUT_MS": "30000"}
+        return torch_rank_env(bed, rank, WORLD, port, PKG, token)
 
     tx0 = bed.rail_tx_bytes()
     res = run_ranks(bed, WORLD, argv, env, timeout_s=a.timeout, log_dir=work, tag=tag)
@@ -79,8 +76,7 @@ def run_launch(bed: Testbed, a, port: int, work: str, tag: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", required=True, help="the torch venv's python (hack/versions.sh NEZHA_TORCH_VENV)")
-    ap.add_argument("--rate", type=int, default=400, help="each rail's TBF rate, Mbit/s (default 400)")
+    add_torch_bench_args(ap, 400)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per launch, half of each mode (default 20)")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (default 4)")
     ap.add_argument("--width", type=int, default=1024, help="MLP width (default 1024)")
@@ -91,13 +87,10 @@ def main() -> int:
     ap.add_argument("--note", default="", help="free text stored with the result")
     ap.add_argument("--keep-logs", action="store_true")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        log("needs root (network namespaces)")
+    missing = torch_bench_missing(a.python, PKG)
+    if missing:
+        log(missing)
         return 1
-    for p in (a.python, os.path.join(PKG, "nezha")):
-        if not os.path.exists(p):
-            log(f"missing {p} (run: make build-torch)")
-            return 1
     host = hostinfo.collect()
     work = tempfile.mkdtemp(prefix="talb-bench-")
     launches = []

@@ -84,3 +84,30 @@ def run_ranks(bed: Testbed, world: int, argv_for: Callable[[int], Sequence[str]]
         for f in files:
             f.close()
     return LaunchResult([p.returncode for p in procs], time.monotonic() - t0, timed_out, logs)
+
+
+def torch_bench_missing(python: str, pkg: str) -> str:
+    """Why a torch benchmark on the bed cannot run ("" when it can): it needs root (network
+    namespaces), the pinned venv's python and the built package (make build-torch)."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for p in (python, os.path.join(pkg, "nezha")):
+        if not os.path.exists(p):
+            return f"missing {p} (run: make build-torch)"
+    return ""
+
+
+def add_torch_bench_args(ap, rate_mbit: int) -> None:
+    """The options every torch benchmark on the bed takes: the venv's python and the rails' rate."""
+    ap.add_argument("--python", required=True, help="the torch venv's python (hack/versions.sh NEZHA_TORCH_VENV)")
+    ap.add_argument("--rate", type=int, default=rate_mbit,
+                    help=f"each rail's TBF rate, Mbit/s (default {rate_mbit})")
+
+
+def torch_rank_env(bed: Testbed, rank: int, world: int, port: int, pkg: str, token: str) -> dict:
+    """A torch rank's environment on the bed's two rails r0/r1: torch's store on host 0's first
+    rail at `port` (nezha's rendezvous at port + 1), the package from `pkg`."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": bed.addr(0, 0), "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": pkg, "NEZHA_RAILS": "r0=r0:tcp,r1=r1:tcp", "NEZHA_JOB_TOKEN": token,
+            "NEZHA_RENDEZVOUS_TIMEOUT_MS": "60000", "NEZHA_IO_TIMEOUT_MS": "30000"}

@@ -95,6 +95,14 @@ Reduction reduction(const c10d::ReduceOp& r, const at::Tensor& t, const char* wh
       out.average = true;
       return out;
     case c10d::ReduceOp::PREMUL_SUM: {
+      // As ProcessGroupNCCL (the backend PREMUL_SUM was made for; gloo refuses the op): the
+      // factor is applied in the tensor's own floating type. On integers a fractional factor
+      // has no faithful meaning, and scaling a float copy then reducing it as integers was a
+      // silent wrong result, so integer tensors are refused at the call.
+      TORCH_CHECK_TYPE(at::isFloatingType(t.scalar_type()), "nezha backend: ", what,
+                       " PREMUL_SUM needs a floating-point tensor (float32/64, float16, bfloat16), "
+                       "got dtype ",
+                       t.scalar_type());
       auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(r.supplement_.get());
       TORCH_CHECK(s != nullptr, "nezha backend: ", what, " PREMUL_SUM without a factor");
       out.premul = s->tensor_factor.defined() ? s->tensor_factor.item<double>() : s->double_factor;
@@ -106,14 +114,28 @@ Reduction reduction(const c10d::ReduceOp& r, const at::Tensor& t, const char* wh
   }
 }
 
-// Input scaled for PREMUL_SUM (a copy; the caller's tensor is not touched).
+// Input scaled for PREMUL_SUM (a copy; the caller's tensor is not touched), in w's own dtype:
+// libnezha reads the copy as wireType(w), so a promoted copy would be reinterpreted bytes.
 at::Tensor premultiplied(const at::Tensor& w, const Reduction& r) {
-  return r.premul ? (w * *r.premul).contiguous() : w;
+  if (!r.premul) return w;
+  at::Tensor scaled = w.mul(*r.premul).to(w.scalar_type()).contiguous();
+  TORCH_INTERNAL_ASSERT(scaled.scalar_type() == w.scalar_type());
+  return scaled;
 }
 
 void averageInPlace(const at::Tensor& w, const Reduction& r, int size) {
   if (r.average) w.div_(size);
 }
+
+// For signatures (op_signature.h): the elements of a list of tensors, and its first tensor's
+// dtype (none for an empty list).
+uint64_t totalNumel(const TensorList& v) {
+  uint64_t n = 0;
+  for (const auto& t : v) n += static_cast<uint64_t>(t.numel());
+  return n;
+}
+
+at::Tensor firstOrNone(const TensorList& v) { return v.empty() ? at::Tensor() : v[0]; }
 
 const at::Tensor& single(const TensorList& v, const char* op) {
   TORCH_CHECK(v.size() == 1, "nezha backend: ", op, " takes one tensor per process, got ",
@@ -134,7 +156,8 @@ void checkList(const TensorList& list, size_t n, const at::Tensor& like, const c
 
 }  // namespace
 
-NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore)
+NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
+                           std::chrono::milliseconds timeout, bool checkSignatures)
     : c10d::Backend(rank, size) {
   nezha::Options o = nezha::Options::fromEnv();
   o.rank = rank;
@@ -145,6 +168,7 @@ NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvo
   p2p_ = std::make_unique<PeerLinks>(store, rank, size, rails.empty() ? "" : rails[0].address,
                                      o.jobToken, o.rendezvousTimeout);
   order_ = std::make_unique<OrderChannel>(*p2p_, rank, size);
+  signatures_ = std::make_unique<SignatureCheck>(*p2p_, rank, size, timeout, checkSignatures);
   sendQueue_ = std::make_unique<WorkQueue>();
   queue_ = std::make_unique<WorkQueue>(order_.get());
 }
@@ -193,13 +217,20 @@ void NezhaBackend::shutdown() {
   queue_->stop();  // collectives first: each rank issued them in the same order
   sendQueue_->stop();
   p2p_->close();
+  completions_->stop();  // last: the steps above complete Futures
 }
 
-c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(c10d::OpType type, const char* title,
+c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(OpSignature sig, const char* title,
                                                      TensorList outputs, std::function<void()> run,
                                                      std::optional<int32_t> priority) {
-  auto work = c10::make_intrusive<NezhaWork>(rank_, type, title, std::move(outputs));
-  queue_->push(work, std::move(run), priority);
+  auto work = c10::make_intrusive<NezhaWork>(rank_, sig.collective, title, std::move(outputs),
+                                             completions_);
+  // Signatures go out in issue order and are compared on the worker once the operation ran
+  // (op_signature.h); one lock keeps the queue in the same order as the signatures.
+  std::lock_guard<std::mutex> lock(issueMu_);
+  std::shared_ptr<SignatureCheck::Issued> issued = signatures_->issue(sig);
+  queue_->push(
+      work, [this, issued, run = std::move(run)] { signatures_->run(issued, run); }, priority);
   return work;
 }
 
@@ -210,11 +241,12 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::broadcast(TensorList& tensors,
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "nezha backend: broadcast root ",
               opts.rootRank, " outside world size ", size_);
   const int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::BROADCAST, "nezha:broadcast", tensors, [this, t, root] {
-    at::Tensor w = wire(t);
-    comm_->broadcast(w.data_ptr(), w.numel(), wireType(w), root);
-    land(t, w);
-  });
+  return enqueue(OpSignature::of(c10d::OpType::BROADCAST, t, t.numel(), std::nullopt, root),
+                 "nezha:broadcast", tensors, [this, t, root] {
+                   at::Tensor w = wire(t);
+                   comm_->broadcast(w.data_ptr(), w.numel(), wireType(w), root);
+                   land(t, w);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduce(TensorList& tensors,
@@ -222,13 +254,14 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduce(TensorList& tensors,
   const at::Tensor t = single(tensors, "allreduce");
   checkType(t, "allreduce", true);
   const Reduction r = reduction(opts.reduceOp, t, "allreduce");
-  return enqueue(c10d::OpType::ALLREDUCE, "nezha:allreduce", tensors, [this, t, r] {
-    at::Tensor w = wire(t);
-    at::Tensor in = premultiplied(w, r);
-    comm_->allreduce(in.data_ptr(), w.data_ptr(), w.numel(), wireType(w), r.op);
-    averageInPlace(w, r, size_);
-    land(t, w);
-  });
+  return enqueue(OpSignature::of(c10d::OpType::ALLREDUCE, t, t.numel(), opts.reduceOp),
+                 "nezha:allreduce", tensors, [this, t, r] {
+                   at::Tensor w = wire(t);
+                   at::Tensor in = premultiplied(w, r);
+                   comm_->allreduce(in.data_ptr(), w.data_ptr(), w.numel(), wireType(w), r.op);
+                   averageInPlace(w, r, size_);
+                   land(t, w);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduceWithPriority(const at::Tensor& tensor,
@@ -239,7 +272,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduceWithPriority(const at::Ten
   checkType(tensor, "allreduce_with_priority", true);
   const at::Tensor t = tensor;
   return enqueue(
-      c10d::OpType::ALLREDUCE, "nezha:allreduce_with_priority", {tensor},
+      OpSignature::of(c10d::OpType::ALLREDUCE, t, t.numel(), c10d::ReduceOp(c10d::ReduceOp::SUM)),
+      "nezha:allreduce_with_priority", {tensor},
       [this, t] {
         at::Tensor w = wire(t);
         comm_->allreduce(w.data_ptr(), w.data_ptr(), w.numel(), wireType(w), ReduceOp::kSum);
@@ -259,8 +293,9 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allreduce_coalesced(
   const Reduction r = reduction(opts.reduceOp, tensors[0], "allreduce_coalesced");
   TensorList ts = tensors;
   // One flat operation: one split across rails and one failure agreement for all tensors.
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "nezha:allreduce_coalesced", tensors,
-                 [this, ts, r] {
+  return enqueue(OpSignature::of(c10d::OpType::ALLREDUCE_COALESCED, tensors[0], totalNumel(tensors),
+                                 opts.reduceOp),
+                 "nezha:allreduce_coalesced", tensors, [this, ts, r] {
                    TensorList flat;
                    for (const auto& t : ts) flat.push_back(wire(t).reshape(-1));
                    at::Tensor w = at::cat(flat);
@@ -283,16 +318,17 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::reduce(TensorList& tensors,
               opts.rootRank, " outside world size ", size_);
   const Reduction r = reduction(opts.reduceOp, t, "reduce");
   const int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::REDUCE, "nezha:reduce", tensors, [this, t, r, root] {
-    at::Tensor w = wire(t);
-    at::Tensor in = premultiplied(w, r);
-    comm_->reduce(in.data_ptr(), rank_ == root ? w.data_ptr() : nullptr, w.numel(), wireType(w),
-                  r.op, root);
-    if (rank_ == root) {
-      averageInPlace(w, r, size_);
-      land(t, w);
-    }
-  });
+  return enqueue(OpSignature::of(c10d::OpType::REDUCE, t, t.numel(), opts.reduceOp, root),
+                 "nezha:reduce", tensors, [this, t, r, root] {
+                   at::Tensor w = wire(t);
+                   at::Tensor in = premultiplied(w, r);
+                   comm_->reduce(in.data_ptr(), rank_ == root ? w.data_ptr() : nullptr, w.numel(),
+                                 wireType(w), r.op, root);
+                   if (rank_ == root) {
+                     averageInPlace(w, r, size_);
+                     land(t, w);
+                   }
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::allgather(std::vector<TensorList>& outputs,
@@ -303,14 +339,16 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allgather(std::vector<TensorList>& 
   TORCH_CHECK(outputs.size() == 1, "nezha backend: allgather takes one output list");
   checkList(outputs[0], size_, in, "allgather");
   TensorList outs = outputs[0];
-  return enqueue(c10d::OpType::ALLGATHER, "nezha:allgather", outs, [this, in, outs] {
-    at::Tensor w = wire(in);
-    at::Tensor all = at::empty({static_cast<int64_t>(size_) * w.numel()}, w.options());
-    comm_->allgather(w.data_ptr(), all.data_ptr(), w.numel(), wireType(w));
-    for (int i = 0; i < size_; ++i) {
-      outs[i].copy_(all.narrow(0, i * w.numel(), w.numel()).view(outs[i].sizes()));
-    }
-  });
+  return enqueue(OpSignature::of(c10d::OpType::ALLGATHER, in, in.numel()), "nezha:allgather", outs,
+                 [this, in, outs] {
+                   at::Tensor w = wire(in);
+                   at::Tensor all =
+                       at::empty({static_cast<int64_t>(size_) * w.numel()}, w.options());
+                   comm_->allgather(w.data_ptr(), all.data_ptr(), w.numel(), wireType(w));
+                   for (int i = 0; i < size_; ++i) {
+                     outs[i].copy_(all.narrow(0, i * w.numel(), w.numel()).view(outs[i].sizes()));
+                   }
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -322,8 +360,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::_allgather_base(at::Tensor& output,
       "nezha backend: allgather_into_tensor output is ", output.scalar_type(), "[", output.numel(),
       "], want ", input.scalar_type(), "[", input.numel() * size_, "]");
   at::Tensor out = output, in = input;
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, "nezha:allgather_into_tensor", {output},
-                 [this, out, in] {
+  return enqueue(OpSignature::of(c10d::OpType::_ALLGATHER_BASE, in, in.numel()),
+                 "nezha:allgather_into_tensor", {output}, [this, out, in] {
                    at::Tensor w = wire(in);
                    at::Tensor o = wire(out);
                    comm_->allgather(w.data_ptr(), o.data_ptr(), w.numel(), wireType(w));
@@ -344,7 +382,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allgather_coalesced(
   auto lists = outputLists;
   TensorList ins = inputs;
   return enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, "nezha:allgather_coalesced", all, [this, lists, ins] {
+      OpSignature::of(c10d::OpType::ALLGATHER_COALESCED, firstOrNone(ins), totalNumel(ins)),
+      "nezha:allgather_coalesced", all, [this, lists, ins] {
         for (size_t k = 0; k < ins.size(); ++k) {
           at::Tensor w = wire(ins[k]);
           at::Tensor g = at::empty({size_ * w.numel()}, w.options());
@@ -367,8 +406,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::allgather_into_tensor_coalesced(
                 "nezha backend: allgather_into_tensor_coalesced output ", k, " has the wrong size");
   }
   TensorList outs = outputs, ins = inputs;
-  return enqueue(c10d::OpType::COALESCED, "nezha:allgather_into_tensor_coalesced", outputs,
-                 [this, outs, ins] {
+  return enqueue(OpSignature::of(c10d::OpType::COALESCED, firstOrNone(inputs), totalNumel(inputs)),
+                 "nezha:allgather_into_tensor_coalesced", outputs, [this, outs, ins] {
                    for (size_t k = 0; k < ins.size(); ++k) {
                      at::Tensor w = wire(ins[k]);
                      at::Tensor o = wire(outs[k]);
@@ -395,16 +434,17 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::gather(std::vector<TensorList>& out
     TORCH_CHECK(outputs.empty() || outputs[0].empty(),
                 "nezha backend: gather output list only on the root");
   }
-  return enqueue(c10d::OpType::GATHER, "nezha:gather", outs, [this, in, outs, root] {
-    at::Tensor w = wire(in);
-    at::Tensor all;
-    if (rank_ == root) all = at::empty({size_ * w.numel()}, w.options());
-    comm_->gather(w.data_ptr(), rank_ == root ? all.data_ptr() : nullptr, w.numel(), wireType(w),
-                  root);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      outs[i].copy_(all.narrow(0, i * w.numel(), w.numel()).view(outs[i].sizes()));
-    }
-  });
+  return enqueue(OpSignature::of(c10d::OpType::GATHER, in, in.numel(), std::nullopt, root),
+                 "nezha:gather", outs, [this, in, outs, root] {
+                   at::Tensor w = wire(in);
+                   at::Tensor all;
+                   if (rank_ == root) all = at::empty({size_ * w.numel()}, w.options());
+                   comm_->gather(w.data_ptr(), rank_ == root ? all.data_ptr() : nullptr, w.numel(),
+                                 wireType(w), root);
+                   for (size_t i = 0; i < outs.size(); ++i) {
+                     outs[i].copy_(all.narrow(0, i * w.numel(), w.numel()).view(outs[i].sizes()));
+                   }
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::scatter(TensorList& outputs,
@@ -421,18 +461,19 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::scatter(TensorList& outputs,
     checkList(inputs[0], size_, out, "scatter");
     ins = inputs[0];
   }
-  return enqueue(c10d::OpType::SCATTER, "nezha:scatter", outputs, [this, out, ins, root] {
-    at::Tensor w = wire(out);
-    at::Tensor all;
-    if (rank_ == root) {
-      TensorList flat;
-      for (const auto& t : ins) flat.push_back(wire(t).reshape(-1));
-      all = at::cat(flat);
-    }
-    comm_->scatter(rank_ == root ? all.data_ptr() : nullptr, w.data_ptr(), w.numel(), wireType(w),
-                   root);
-    land(out, w);
-  });
+  return enqueue(OpSignature::of(c10d::OpType::SCATTER, out, out.numel(), std::nullopt, root),
+                 "nezha:scatter", outputs, [this, out, ins, root] {
+                   at::Tensor w = wire(out);
+                   at::Tensor all;
+                   if (rank_ == root) {
+                     TensorList flat;
+                     for (const auto& t : ins) flat.push_back(wire(t).reshape(-1));
+                     all = at::cat(flat);
+                   }
+                   comm_->scatter(rank_ == root ? all.data_ptr() : nullptr, w.data_ptr(), w.numel(),
+                                  wireType(w), root);
+                   land(out, w);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::reduce_scatter(
@@ -443,8 +484,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::reduce_scatter(
   checkList(inputs[0], size_, out, "reduce_scatter");
   const Reduction r = reduction(opts.reduceOp, out, "reduce_scatter");
   TensorList ins = inputs[0];
-  return enqueue(c10d::OpType::REDUCE_SCATTER, "nezha:reduce_scatter", outputs,
-                 [this, out, ins, r] {
+  return enqueue(OpSignature::of(c10d::OpType::REDUCE_SCATTER, out, out.numel(), opts.reduceOp),
+                 "nezha:reduce_scatter", outputs, [this, out, ins, r] {
                    TensorList flat;
                    for (const auto& t : ins) flat.push_back(wire(t).reshape(-1));
                    at::Tensor all = premultiplied(at::cat(flat), r);
@@ -465,14 +506,15 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::_reduce_scatter_base(
       "], want ", output.scalar_type(), "[", output.numel() * size_, "]");
   const Reduction r = reduction(opts.reduceOp, input, "reduce_scatter_tensor");
   at::Tensor out = output, in = input;
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "nezha:reduce_scatter_tensor", {output},
-                 [this, out, in, r] {
-                   at::Tensor wi = premultiplied(wire(in), r);
-                   at::Tensor w = wire(out);
-                   comm_->reduceScatter(wi.data_ptr(), w.data_ptr(), w.numel(), wireType(w), r.op);
-                   averageInPlace(w, r, size_);
-                   land(out, w);
-                 });
+  return enqueue(
+      OpSignature::of(c10d::OpType::_REDUCE_SCATTER_BASE, out, out.numel(), opts.reduceOp),
+      "nezha:reduce_scatter_tensor", {output}, [this, out, in, r] {
+        at::Tensor wi = premultiplied(wire(in), r);
+        at::Tensor w = wire(out);
+        comm_->reduceScatter(wi.data_ptr(), w.data_ptr(), w.numel(), wireType(w), r.op);
+        averageInPlace(w, r, size_);
+        land(out, w);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::reduce_scatter_tensor_coalesced(
@@ -487,17 +529,17 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::reduce_scatter_tensor_coalesced(
   }
   const Reduction r = reduction(opts.reduceOp, inputs[0], "reduce_scatter_tensor_coalesced");
   TensorList outs = outputs, ins = inputs;
-  return enqueue(c10d::OpType::COALESCED, "nezha:reduce_scatter_tensor_coalesced", outputs,
-                 [this, outs, ins, r] {
-                   for (size_t k = 0; k < ins.size(); ++k) {
-                     at::Tensor wi = premultiplied(wire(ins[k]), r);
-                     at::Tensor w = wire(outs[k]);
-                     comm_->reduceScatter(wi.data_ptr(), w.data_ptr(), w.numel(), wireType(w),
-                                          r.op);
-                     averageInPlace(w, r, size_);
-                     land(outs[k], w);
-                   }
-                 });
+  return enqueue(
+      OpSignature::of(c10d::OpType::COALESCED, inputs[0], totalNumel(outputs), opts.reduceOp),
+      "nezha:reduce_scatter_tensor_coalesced", outputs, [this, outs, ins, r] {
+        for (size_t k = 0; k < ins.size(); ++k) {
+          at::Tensor wi = premultiplied(wire(ins[k]), r);
+          at::Tensor w = wire(outs[k]);
+          comm_->reduceScatter(wi.data_ptr(), w.data_ptr(), w.numel(), wireType(w), r.op);
+          averageInPlace(w, r, size_);
+          land(outs[k], w);
+        }
+      });
 }
 
 namespace {
@@ -547,8 +589,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::alltoall_base(at::Tensor& output, a
   const auto sc = splitCounts(input, inputSplits, size_, "input");
   const auto rc = splitCounts(output, outputSplits, size_, "output");
   at::Tensor out = output, in = input;
-  return enqueue(c10d::OpType::ALLTOALL_BASE, "nezha:alltoall_base", {output},
-                 [this, out, in, sc, rc] {
+  return enqueue(OpSignature::of(c10d::OpType::ALLTOALL_BASE, in, OpSignature::kAnyCount),
+                 "nezha:alltoall_base", {output}, [this, out, in, sc, rc] {
                    at::Tensor wi = wire(in), wo = wire(out);
                    const auto sd = displacements(sc), rd = displacements(rc);
                    comm_->alltoallv(wi.data_ptr(), sc.data(), sd.data(), wo.data_ptr(), rc.data(),
@@ -570,28 +612,30 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::alltoall(TensorList& outputs, Tenso
                 "nezha backend: alltoall tensors must share one dtype");
   }
   TensorList outs = outputs, ins = inputs;
-  return enqueue(c10d::OpType::ALLTOALL, "nezha:alltoall", outputs, [this, outs, ins] {
-    std::vector<size_t> sc(size_), rc(size_);
-    TensorList flatIn;
-    for (int i = 0; i < size_; ++i) {
-      flatIn.push_back(wire(ins[i]).reshape(-1));
-      sc[i] = ins[i].numel();
-      rc[i] = outs[i].numel();
-    }
-    at::Tensor wi = at::cat(flatIn);
-    const size_t total = std::accumulate(rc.begin(), rc.end(), size_t(0));
-    at::Tensor wo = at::empty({static_cast<int64_t>(total)}, wi.options());
-    const auto sd = displacements(sc), rd = displacements(rc);
-    comm_->alltoallv(wi.data_ptr(), sc.data(), sd.data(), wo.data_ptr(), rc.data(), rd.data(),
-                     wireType(wi));
-    for (int i = 0; i < size_; ++i) {
-      outs[i].copy_(wo.narrow(0, rd[i], rc[i]).view(outs[i].sizes()));
-    }
-  });
+  return enqueue(OpSignature::of(c10d::OpType::ALLTOALL, ins[0], OpSignature::kAnyCount),
+                 "nezha:alltoall", outputs, [this, outs, ins] {
+                   std::vector<size_t> sc(size_), rc(size_);
+                   TensorList flatIn;
+                   for (int i = 0; i < size_; ++i) {
+                     flatIn.push_back(wire(ins[i]).reshape(-1));
+                     sc[i] = ins[i].numel();
+                     rc[i] = outs[i].numel();
+                   }
+                   at::Tensor wi = at::cat(flatIn);
+                   const size_t total = std::accumulate(rc.begin(), rc.end(), size_t(0));
+                   at::Tensor wo = at::empty({static_cast<int64_t>(total)}, wi.options());
+                   const auto sd = displacements(sc), rd = displacements(rc);
+                   comm_->alltoallv(wi.data_ptr(), sc.data(), sd.data(), wo.data_ptr(), rc.data(),
+                                    rd.data(), wireType(wi));
+                   for (int i = 0; i < size_; ++i) {
+                     outs[i].copy_(wo.narrow(0, rd[i], rc[i]).view(outs[i].sizes()));
+                   }
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::barrier(const c10d::BarrierOptions&) {
-  return enqueue(c10d::OpType::BARRIER, "nezha:barrier", {}, [this] { comm_->barrier(); });
+  return enqueue(OpSignature::of(c10d::OpType::BARRIER, at::Tensor(), 0), "nezha:barrier", {},
+                 [this] { comm_->barrier(); });
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList& tensors, int dstRank, int tag) {
@@ -601,7 +645,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList& tensors, int dstRa
               dstRank, " (world size ", size_, ", this is rank ", rank_, ")");
   // Bytes as they are: any dtype travels, the receiver checks the size.
   const at::Tensor c = t.contiguous();
-  auto work = c10::make_intrusive<NezhaWork>(rank_, c10d::OpType::SEND, "nezha:send", tensors);
+  auto work = c10::make_intrusive<NezhaWork>(rank_, c10d::OpType::SEND, "nezha:send", tensors,
+                                             completions_);
   sendQueue_->push(work, [this, c, dstRank, tag] {
     p2p_->send(dstRank, tag, c.data_ptr(), c.numel() * c.element_size());
   });
@@ -612,7 +657,8 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::receive(TensorList& tensors, int sr
   const at::Tensor t = single(tensors, "recv");
   checkCpu(t, "recv");
   auto work = c10::make_intrusive<NezhaWork>(
-      rank_, srcRank < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, "nezha:recv", tensors);
+      rank_, srcRank < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, "nezha:recv", tensors,
+      completions_);
   const size_t want = t.numel() * t.element_size();
   p2p_->post(srcRank, tag,
              [work, t, want, tag](int src, const std::vector<char>* msg, std::exception_ptr err) {

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "nezha/nezha.hpp"
 #include "op_order.h"
+#include "op_signature.h"
 #include "p2p.h"
 #include "work_queue.h"
 
@@ -24,10 +26,20 @@ class NezhaBackend : public c10d::Backend {
   // (its first rail's address) and publishes it in `store`, instead of NEZHA_RENDEZVOUS. Every
   // group after the first needs it: NEZHA_RENDEZVOUS names one fixed endpoint, which a second
   // group (or two subgroups at once, e.g. FSDP's hybrid sharding) cannot share.
-  NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore);
+  // timeout: the group's (init_process_group(timeout=)): how long an operation waits for the
+  // other ranks to start it. checkSignatures: compare every operation's signature across ranks
+  // before it runs (op_signature.h; off only to measure what the check costs).
+  NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
+               std::chrono::milliseconds timeout, bool checkSignatures);
   ~NezhaBackend() override;
 
   const std::string getBackendName() const override { return "nezha"; }
+
+  // The group's operation numbering (torch's object collectives and TORCH_DISTRIBUTED_DEBUG ask
+  // for it): the collectives issued so far, counted from 0 at construction on every rank, as
+  // their signatures number them (op_signature.h). Nothing to set up.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return signatures_->issuedCount(); }
 
   // destroy_process_group (and interpreter exit, nezha/torch/__init__.py): runs the queued
   // operations, joins the worker and p2p threads and fails what can no longer complete; later
@@ -96,7 +108,7 @@ class NezhaBackend : public c10d::Backend {
   nezha::Communicator& communicator() { return *comm_; }
 
  private:
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+  c10::intrusive_ptr<c10d::Work> enqueue(OpSignature sig, const char* title,
                                          std::vector<at::Tensor> outputs, std::function<void()> run,
                                          std::optional<int32_t> priority = std::nullopt);
 
@@ -105,7 +117,12 @@ class NezhaBackend : public c10d::Backend {
 
   std::unique_ptr<nezha::Communicator> comm_;
   std::unique_ptr<PeerLinks> p2p_;
-  std::unique_ptr<OrderChannel> order_;  // over p2p_; used by queue_
+  std::unique_ptr<OrderChannel> order_;         // over p2p_; used by queue_
+  std::unique_ptr<SignatureCheck> signatures_;  // over p2p_; on queue_'s worker
+  std::mutex issueMu_;                          // signatures_->issue + queue_->push, atomically
+  // Where every Work's Future completes (completions.h); shared with the Works, which may
+  // outlive the backend.
+  std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
   // Declared last: destroyed first, so queued operations finish while the communicator and
   // the p2p links live. Sends have their own thread: a send waiting behind a collective
   // (or the reverse) must not block pipeline stages that order them differently.

@@ -53,14 +53,19 @@ PYBIND11_MODULE(_C, m) {
   py::class_<nezha_torch::NezhaBackend, c10d::Backend,
              c10::intrusive_ptr<nezha_torch::NezhaBackend>>(m, "NezhaBackend")
       // Joining the job blocks (rendezvous, rails, probe): release the GIL meanwhile.
-      .def(py::init([](c10d::Store& store, int rank, int size, bool rendezvousThroughStore) {
-             auto b = c10::make_intrusive<nezha_torch::NezhaBackend>(store, rank, size,
-                                                                     rendezvousThroughStore);
+      .def(py::init([](c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
+                       int64_t timeoutMs, bool checkSignatures) {
+             TORCH_CHECK(timeoutMs > 0, "nezha backend: timeout_ms must be positive, got ",
+                         timeoutMs);
+             auto b = c10::make_intrusive<nezha_torch::NezhaBackend>(
+                 store, rank, size, rendezvousThroughStore, std::chrono::milliseconds(timeoutMs),
+                 checkSignatures);
              liveBackends().add(b);
              return b;
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"),
-           py::arg("rendezvous_through_store") = false, py::call_guard<py::gil_scoped_release>())
+           py::arg("rendezvous_through_store") = false, py::arg("timeout_ms") = 1800000,
+           py::arg("check_signatures") = true, py::call_guard<py::gil_scoped_release>())
       .def(
           "abort_rail",
           [](nezha_torch::NezhaBackend& b, int rail) { b.communicator().abortRail(rail); },

@@ -9,12 +9,14 @@
 namespace nezha_torch {
 
 NezhaWork::NezhaWork(int rank, c10d::OpType type, const char* title,
-                     std::vector<at::Tensor> outputs)
+                     std::vector<at::Tensor> outputs, std::shared_ptr<Completions> completions)
     : c10d::Work(rank, type, title),
       title_(title),
       outputs_(std::move(outputs)),
       future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      completions_(std::move(completions)) {
+  TORCH_INTERNAL_ASSERT(completions_ != nullptr);
 }
 
 bool NezhaWork::isCompleted() {
@@ -60,12 +62,15 @@ void NezhaWork::finish(std::exception_ptr error) {
     error_ = error;
   }
   cv_.notify_all();
-  // Outside the lock: the Future runs its callbacks (DDP's bucket hooks) inline.
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
+  // The Future runs its callbacks (DDP's comm hooks) inline when completed, so not here: this
+  // is the worker (or a p2p reader), which a callback's own collective may need.
+  completions_->post([future = future_, outputs = outputs_, error] {
+    if (error) {
+      future->setError(error);
+    } else {
+      future->markCompleted(c10::IValue(outputs));
+    }
+  });
 }
 
 WorkQueue::WorkQueue(OrderChannel* order) : order_(order), thread_([this] { loop(); }) {}

@@ -14,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -21,16 +22,19 @@
 #include <utility>
 #include <vector>
 
+#include "completions.h"
 #include "op_order.h"
 
 namespace nezha_torch {
 
 // An operation's handle: completed by the worker, waited on by the caller. Errors (a rail
 // failure no surviving rail could absorb, bad arguments found late) are kept and rethrown by
-// wait(), and set on the Future, so neither path hangs.
+// wait(), and set on the Future, so neither path hangs. wait() returns as soon as the operation
+// is done; the Future is completed (its callbacks run) on `completions` (completions.h).
 class NezhaWork : public c10d::Work {
  public:
-  NezhaWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs);
+  NezhaWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+            std::shared_ptr<Completions> completions);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -50,6 +54,7 @@ class NezhaWork : public c10d::Work {
   const char* title_;  // a string literal
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<Completions> completions_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

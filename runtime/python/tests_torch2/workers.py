@@ -475,4 +475,8 @@ if __name__ == "__main__":
         backend, mode, steps, *rest = args
         scenario_train(backend, mode, steps, int(rest[0]) if rest else -1)
     else:
-        raise SystemExit(f"unknown scenario {scenario}")
+        import surface_workers  # the rest of torch's user surface (hooks, PREMUL_SUM, ...)
+        run = getattr(surface_workers, f"scenario_{scenario}", None)
+        if run is None:
+            raise SystemExit(f"unknown scenario {scenario}")
+        run(*args)

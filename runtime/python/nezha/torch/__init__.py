@@ -3,8 +3,11 @@
     import nezha.torch                       # registers backend "nezha" (CPU tensors)
     dist.init_process_group("nezha", ...)    # or "cpu:nezha,cuda:nccl" for mixed jobs
 
-Every collective returns an asynchronous Work whose Future completes on the backend's worker
-thread (so DDP overlaps gradient allreduce with backward); errors are raised by wait().
+Every collective returns an asynchronous Work (so DDP overlaps gradient allreduce with
+backward); its Future completes on a completion thread, never the backend's worker, so a
+then() callback may issue and wait on collectives (torch's PowerSGD hook does). Errors are
+raised by wait(); ranks that call different collectives get a MismatchError on every rank
+(runtime/python/README.md, "Mismatched collectives").
 
 Configuration: rank and world size come from init_process_group (NEZHA_RANK/NEZHA_WORLD_SIZE,
 if set, must agree). Rails and every tunable come from NEZHA_* (runtime/README.md).
@@ -35,6 +38,25 @@ NezhaBackend = _C.NezhaBackend
 
 _ENV_LOCK = threading.Lock()
 
+# Every collective's signature is compared across ranks before it runs (csrc/op_signature.h).
+# "off" exists to measure what the check costs (bench, runtime/python/README.md); any other
+# value is an error naming the variable.
+SIGNATURES_ENV = "NEZHA_TORCH_SIGNATURES"
+
+
+def _check_signatures():
+    value = os.environ.get(SIGNATURES_ENV, "on")
+    if value not in ("on", "off"):
+        raise ValueError(f"{SIGNATURES_ENV}={value!r} is not valid (want on or off)")
+    return value == "on"
+
+
+def _timeout_ms(timeout):
+    """The group's timeout (init_process_group(timeout=), a timedelta) in whole ms, >= 1."""
+    if timeout is None:
+        return 30 * 60 * 1000  # torch's default for non-NCCL backends
+    return max(1, int(timeout.total_seconds() * 1000))
+
 
 def _create_backend(store, rank, size, timeout):
     """register_backend creator: builds the communicator with the derived NEZHA_* in the
@@ -53,7 +75,9 @@ def _create_backend(store, rank, size, timeout):
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:
-            return NezhaBackend(store, rank, size, rendezvous_through_store=through_store)
+            return NezhaBackend(store, rank, size, rendezvous_through_store=through_store,
+                                timeout_ms=_timeout_ms(timeout),
+                                check_signatures=_check_signatures())
         finally:
             for k, v in saved.items():
                 if v is None:
