@@ -38,34 +38,37 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}))
-	for _, o := range renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion,
-		"--namespace", releaseNamespace, "--show-only", "templates/agent-rbac.yaml",
-		"--show-only", "templates/agent-railnode-policy.yaml")) {
+	for _, o := range renderWith(t, "--api-versions", admissionPolicyAPI, "--show-only", "templates/agent-namespace.yaml",
+		"--show-only", "templates/agent-rbac.yaml", "--show-only", "templates/agent-railnode-policy.yaml") {
 		must(admin.Create(ctx, o))
 	}
 	// A pod of the agent on each node, and a token bound to the one on node-a.
 	for _, node := range []string{"node-a", "node-b"} {
 		must(admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		must(admin.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node, Namespace: releaseNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node, Namespace: agentNamespace},
 			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: releaseName + "-rail-agent",
 				Containers: []corev1.Container{{Name: "agent", Image: "agent"}}},
 		}))
 	}
 	pod := &corev1.Pod{}
-	must(admin.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "agent-node-a"}, pod))
+	must(admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: "agent-node-a"}, pod))
 	cs, err := kubernetes.NewForConfig(cfg)
 	must(err)
-	tr, err := cs.CoreV1().ServiceAccounts(releaseNamespace).CreateToken(ctx, releaseName+"-rail-agent",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-	must(err)
-	agentCfg := rest.AnonymousClientConfig(cfg)
-	agentCfg.BearerToken = tr.Status.Token
-	agent, err := client.New(agentCfg, client.Options{})
-	must(err)
+	// clientWithToken acts as the agent's service account with a token bound to bound (nil: a
+	// token bound to nothing, which carries no userInfo.extra).
+	clientWithToken := func(bound *authenticationv1.BoundObjectReference) client.Client {
+		t.Helper()
+		tr, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, releaseName+"-rail-agent",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound}}, metav1.CreateOptions{})
+		must(err)
+		agentCfg := rest.AnonymousClientConfig(cfg)
+		agentCfg.BearerToken = tr.Status.Token
+		c, err := client.New(agentCfg, client.Options{})
+		must(err)
+		return c
+	}
+	agent := clientWithToken(&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
 
 	railNode := func(name string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
@@ -81,6 +84,13 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "only the RailNode of its own node") ||
 		!strings.Contains(err.Error(), "this token belongs to node node-a") {
 		t.Fatalf("the agent on node-a must not write RailNode node-b, got %v", err)
+	}
+	// A token not bound to a pod (no userInfo.extra at all) is denied with the policy's own
+	// message, not an evaluation error ("no such key: extra").
+	err = clientWithToken(nil).Create(ctx, railNode("node-b"))
+	if err == nil || !strings.Contains(err.Error(), "this token belongs to node (none: not a pod-bound token)") ||
+		strings.Contains(err.Error(), "no such key") {
+		t.Fatalf("an unbound token: want the policy's denial naming no node, got %v", err)
 	}
 	// The admin made node-b's; the agent from node-a may not change or delete it either.
 	must(admin.Create(ctx, railNode("node-b")))
