@@ -21,13 +21,17 @@ import (
 const admissionPolicyAPI = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 
 // startAPIServer starts a real kube-apiserver (and etcd) from binDir (empty: KUBEBUILDER_ASSETS)
-// with no CRDs; the caller installs what it needs.
+// with no CRDs; the caller installs what it needs. With a binDir it cannot run in parallel.
 func startAPIServer(t *testing.T, binDir string) (*envtest.Environment, *rest.Config, client.Client) {
 	t.Helper()
 	if binDir == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test` (hack/setup.sh builds the binaries)")
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
+	if binDir != "" {
+		// envtest prefers KUBEBUILDER_ASSETS (set by make test-go) over BinaryAssetsDirectory.
+		t.Setenv("KUBEBUILDER_ASSETS", binDir)
+	}
+	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start envtest from %q: %v", binDir, err)
