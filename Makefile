@@ -10,6 +10,8 @@ SHELL := /usr/bin/env bash
 NEZHA_CACHE     ?= $(HOME)/.cache/nezha
 KUBE_VERSION    := $(shell source hack/versions.sh && echo $$KUBE_VERSION)
 KUBE_BIN        := $(NEZHA_CACHE)/kube-$(KUBE_VERSION)/bin
+KUBE_OLDEST_VERSION := $(shell source hack/versions.sh && echo $$KUBE_OLDEST_VERSION)
+KUBE_OLDEST_BIN := $(NEZHA_CACHE)/kube-$(KUBE_OLDEST_VERSION)/bin
 TOOLS_BIN       := $(NEZHA_CACHE)/tools/bin
 PYTHON          := /usr/bin/python3
 RUNTIME_BUILD   := build/runtime
@@ -93,6 +95,13 @@ test: setup lint test-go test-runtime test-python test-torch test-asan test-tsan
 .PHONY: test-go
 test-go: ## Go tests: operator, rail agent and chart against a real kube-apiserver (envtest), CNI plugin in netns.
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test $(GO_TEST_FLAGS) ./operator/... ./cni/... ./hack/... ./charts/...
+
+.PHONY: test-chart-matrix
+test-chart-matrix: ## The chart on the oldest and newest Kubernetes it claims: helm renders against each API server (envtest; builds the oldest kube-apiserver once), server-side dry-run apply, Pod Security enforced, a real helm install.
+	hack/setup.sh
+	hack/build-kube.sh envtest-oldest >/dev/null
+	NEZHA_CHART_MATRIX=$(KUBE_OLDEST_VERSION)=$(KUBE_OLDEST_BIN),$(KUBE_VERSION)=$(KUBE_BIN) \
+	  go test $(GO_TEST_FLAGS) -run 'TestChartInstallsOnEveryClaimedVersion|TestChartClaimsExactlyTheTestedRange' -v ./charts/
 
 .PHONY: test-runtime
 test-runtime: build-runtime ## C++ runtime: unit + in-process multi-rank tests, then test-bed integration.

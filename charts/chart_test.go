@@ -63,6 +63,13 @@ func runHelm(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+// helmOutput runs helm for a test that expects it may fail: its combined output and error.
+func helmOutput(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
+	return string(out), err
+}
+
 func renderedObjects(t *testing.T, manifest string) []*unstructured.Unstructured {
 	t.Helper()
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
@@ -235,12 +242,21 @@ func TestChartObjectsAreAcceptedByAPIServer(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs := renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion, "--namespace", releaseNamespace,
-		"--set", "trainer.enabled=true"))
-	if kinds(objs)["ClusterTrainingRuntime"] != 1 || kinds(objs)["MutatingWebhookConfiguration"] != 1 {
-		t.Fatalf("trainer.enabled=true render lacks the ClusterTrainingRuntime or the pod webhook: %v", kinds(objs))
+	objs := renderWith(t, "--api-versions", admissionPolicyAPI, "--set", "trainer.enabled=true")
+	if kinds(objs)["ClusterTrainingRuntime"] != 1 || kinds(objs)["MutatingWebhookConfiguration"] != 1 ||
+		kinds(objs)["ValidatingAdmissionPolicy"] != 1 {
+		t.Fatalf("trainer.enabled=true render lacks the ClusterTrainingRuntime, the pod webhook or the agent's policy: %v", kinds(objs))
+	}
+	// The agent's namespace (made by the chart) must exist for a dry run of what goes into it.
+	for _, o := range byKind(objs, "Namespace") {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("API server rejects Namespace %s: %v", o.GetName(), err)
+		}
 	}
 	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
 		if err := c.Create(ctx, o, client.DryRunAll); err != nil {
 			t.Errorf("API server rejects %s %s: %v", o.GetKind(), o.GetName(), err)
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,34 +40,37 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}))
-	for _, o := range renderedObjects(t, runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion,
-		"--namespace", releaseNamespace, "--show-only", "templates/agent-rbac.yaml",
-		"--show-only", "templates/agent-railnode-policy.yaml")) {
+	for _, o := range renderWith(t, "--api-versions", admissionPolicyAPI, "--show-only", "templates/agent-namespace.yaml",
+		"--show-only", "templates/agent-rbac.yaml", "--show-only", "templates/agent-railnode-policy.yaml") {
 		must(admin.Create(ctx, o))
 	}
 	// A pod of the agent on each node, and a token bound to the one on node-a.
 	for _, node := range []string{"node-a", "node-b"} {
 		must(admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		must(admin.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node, Namespace: releaseNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node, Namespace: agentNamespace},
 			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: releaseName + "-rail-agent",
 				Containers: []corev1.Container{{Name: "agent", Image: "agent"}}},
 		}))
 	}
 	pod := &corev1.Pod{}
-	must(admin.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "agent-node-a"}, pod))
+	must(admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: "agent-node-a"}, pod))
 	cs, err := kubernetes.NewForConfig(cfg)
 	must(err)
-	tr, err := cs.CoreV1().ServiceAccounts(releaseNamespace).CreateToken(ctx, releaseName+"-rail-agent",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-	must(err)
-	agentCfg := rest.AnonymousClientConfig(cfg)
-	agentCfg.BearerToken = tr.Status.Token
-	agent, err := client.New(agentCfg, client.Options{})
-	must(err)
+	// clientWithToken acts as the agent's service account with a token bound to bound (nil: a
+	// token bound to nothing, which carries no userInfo.extra).
+	clientWithToken := func(bound *authenticationv1.BoundObjectReference) client.Client {
+		t.Helper()
+		tr, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, releaseName+"-rail-agent",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound}}, metav1.CreateOptions{})
+		must(err)
+		agentCfg := rest.AnonymousClientConfig(cfg)
+		agentCfg.BearerToken = tr.Status.Token
+		c, err := client.New(agentCfg, client.Options{})
+		must(err)
+		return c
+	}
+	agent := clientWithToken(&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
 
 	railNode := func(name string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
@@ -74,6 +79,15 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 		u.SetName(name)
 		return u
 	}
+	// The API server's admission plugin picks the policy and its binding up from its informers,
+	// a moment after they are created: until a dry run of the forbidden write is denied, nothing
+	// below would test the policy.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := agent.Create(ctx, railNode("node-b"), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "only the RailNode of its own node"), nil
+	}); err != nil {
+		t.Fatalf("the ValidatingAdmissionPolicy never took effect: %v", err)
+	}
 	if err := agent.Create(ctx, railNode("node-a")); err != nil {
 		t.Fatalf("the agent on node-a may write RailNode node-a: %v", err)
 	}
@@ -81,6 +95,21 @@ func TestAgentWritesOnlyItsOwnRailNode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "only the RailNode of its own node") ||
 		!strings.Contains(err.Error(), "this token belongs to node node-a") {
 		t.Fatalf("the agent on node-a must not write RailNode node-b, got %v", err)
+	}
+	// Credentials not bound to a pod are denied with the policy's own message, not an evaluation
+	// error: a token bound to nothing (userInfo.extra without node-name), and a request with no
+	// userInfo.extra at all (a legacy Secret token; here the admin impersonating the account),
+	// where reading extra unguarded fails with "no such key: extra".
+	impersonated := rest.CopyConfig(cfg)
+	impersonated.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + agentNamespace + ":" + releaseName + "-rail-agent"}
+	noExtra, err := client.New(impersonated, client.Options{})
+	must(err)
+	for name, c := range map[string]client.Client{"a token bound to nothing": clientWithToken(nil), "no userInfo.extra": noExtra} {
+		err = c.Create(ctx, railNode("node-b"))
+		if err == nil || !strings.Contains(err.Error(), "this token belongs to node (none: not a pod-bound token)") ||
+			strings.Contains(err.Error(), "no such key") {
+			t.Fatalf("%s: want the policy's denial naming no node, got %v", name, err)
+		}
 	}
 	// The admin made node-b's; the agent from node-a may not change or delete it either.
 	must(admin.Create(ctx, railNode("node-b")))

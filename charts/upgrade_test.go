@@ -28,18 +28,7 @@ func TestUpgradeKeepsTheWebhookCertificate(t *testing.T) {
 		t.Fatalf("start envtest: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "chart-upgrade-test", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfigPath := kubeconfigFor(t, env, cfg)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@
 #   hack/build-kube.sh envtest   kube-apiserver, etcd, kubectl (for envtest: KUBEBUILDER_ASSETS)
 #   hack/build-kube.sh node      + kube-controller-manager, kube-scheduler, kubelet (local cluster)
 #   hack/build-kube.sh kind      + kubeadm, kube-proxy (the locally built kind node image)
+#   hack/build-kube.sh envtest-oldest  kube-apiserver and etcd of KUBE_OLDEST_VERSION, the oldest
+#                                      Kubernetes the chart claims (make test-chart-matrix)
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging repos with
 # ./staging), so we build from a small wrapper module that pins every staging repo instead.
 set -euo pipefail
@@ -15,7 +17,18 @@ case "$set_name" in
   envtest) cmds=(kube-apiserver kubectl) ;;
   node) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet) ;;
   kind) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy) ;;
-  *) echo "build-kube.sh: unknown set '$set_name' (want envtest, node or kind)" >&2; exit 2 ;;
+  envtest-oldest)
+    # Same cache layout, another version: kube-<version>/bin holds its kube-apiserver and etcd.
+    cmds=(kube-apiserver)
+    pinned_etcd="$NEZHA_KUBE_BIN/etcd"
+    KUBE_VERSION=$KUBE_OLDEST_VERSION
+    KUBE_STAGING_VERSION=$KUBE_OLDEST_STAGING_VERSION
+    NEZHA_KUBE_BIN=$NEZHA_KUBE_OLDEST_BIN
+    mkdir -p "$NEZHA_KUBE_BIN"
+    # The pinned etcd serves every Kubernetes version from 1.29 on: reuse it instead of a rebuild.
+    if [ -x "$pinned_etcd" ] && [ ! -e "$NEZHA_KUBE_BIN/etcd" ]; then cp "$pinned_etcd" "$NEZHA_KUBE_BIN/etcd"; fi
+    ;;
+  *) echo "build-kube.sh: unknown set '$set_name' (want envtest, node, kind or envtest-oldest)" >&2; exit 2 ;;
 esac
 
 mkdir -p "$NEZHA_KUBE_BIN"

@@ -7,6 +7,11 @@
 KUBE_VERSION=v1.33.13
 # Staging repos of k8s.io/kubernetes carry the same minor as v0.<minor>.<patch>.
 KUBE_STAGING_VERSION=v0.33.13
+# The oldest Kubernetes the chart claims (charts/nezha/Chart.yaml kubeVersion). `make
+# test-chart-matrix` installs the chart (server-side dry run) into an envtest API server of this
+# version as well as of KUBE_VERSION; hack/build-kube.sh envtest-oldest builds its kube-apiserver.
+KUBE_OLDEST_VERSION=v1.29.15
+KUBE_OLDEST_STAGING_VERSION=v0.29.15
 ETCD_VERSION=v3.5.35
 CONTROLLER_GEN_VERSION=v0.18.0
 HELM_VERSION=v3.17.3
@@ -28,6 +33,7 @@ KIND_VERSION=v0.33.0
 NEZHA_CACHE=${NEZHA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nezha}
 NEZHA_TOOLS_BIN="$NEZHA_CACHE/tools/bin"
 NEZHA_KUBE_BIN="$NEZHA_CACHE/kube-$KUBE_VERSION/bin"
+NEZHA_KUBE_OLDEST_BIN="$NEZHA_CACHE/kube-$KUBE_OLDEST_VERSION/bin"
 # Kubeflow controllers the Trainer v2 / PyTorchJob e2e runs (hack/kubeflow.sh builds them from the
 # Go module proxy). Trainer v2.3.0 requires JobSet v0.12.0 in its go.mod; the legacy PyTorchJob
 # controller is training-operator $TRAINING_OPERATOR_VERSION (the same module as the API types).

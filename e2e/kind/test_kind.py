@@ -122,7 +122,8 @@ def test_three_nodes_ready_each_with_both_rail_interfaces(kube):
 def test_chart_runs_the_operator_and_an_agent_on_every_node(kube):
     def ready():
         dep = kube.get("deployments", namespace=RELEASE_NAMESPACE)["items"]
-        ds = kube.get("daemonsets", namespace=RELEASE_NAMESPACE)["items"]
+        # The agent's own namespace, at Pod Security "privileged" (docs/install.md "Pod Security").
+        ds = kube.get("daemonsets", namespace=RELEASE_NAMESPACE + "-rail-agent")["items"]
         ok = (dep and all(d["status"].get("availableReplicas", 0) >= 1 for d in dep)
               and ds and all(d["status"].get("numberReady", 0) == 3 for d in ds))
         return ok and (dep, ds)

@@ -17,6 +17,9 @@ HELM = NEZHA_CACHE / "tools" / "bin" / "helm"
 
 RELEASE = "nezha"
 RELEASE_NAMESPACE = "nezha-system"
+# The chart runs the rail agent in a namespace of its own at Pod Security "privileged"
+# (docs/install.md "Pod Security").
+AGENT_NAMESPACE = RELEASE_NAMESPACE + "-rail-agent"
 JOB_NAMESPACE = "default"
 RAIL_CLASSES = ["nze-rail0", "nze-rail1"]
 # Subnets of the two RailClasses (manifests/railclass-rail*.yaml).

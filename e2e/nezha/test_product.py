@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from product_helpers import (
+    AGENT_NAMESPACE,
     JOB_NAMESPACE,
     MANIFESTS,
     RAIL_CLASSES,
@@ -74,7 +75,7 @@ def test_chart_installs_operator_and_agent_and_plugin(kube, release):
     wait_for("the operator Deployment Available", deployment_available)
 
     def daemonset_ready():
-        ds = kube.get("daemonset", AGENT, RELEASE_NAMESPACE)
+        ds = kube.get("daemonset", AGENT, AGENT_NAMESPACE)
         st = ds.get("status", {})
         want = st.get("desiredNumberScheduled", 0)
         return want > 0 and st.get("numberReady") == want and st.get("updatedNumberScheduled") == want and ds
@@ -490,9 +491,10 @@ def test_helm_uninstall_removes_operator_and_agent(kube, release):
     kube.helm("uninstall", "nezha", "-n", RELEASE_NAMESPACE, "--wait")
     release["installed"] = False
     assert not kube.exists("deployment", OPERATOR, RELEASE_NAMESPACE)
-    assert not kube.exists("daemonset", AGENT, RELEASE_NAMESPACE)
+    assert not kube.exists("daemonset", AGENT, AGENT_NAMESPACE)
 
     def no_pods():
-        items = kube.get("pods", namespace=RELEASE_NAMESPACE)["items"]
+        items = [p for ns in (RELEASE_NAMESPACE, AGENT_NAMESPACE)
+                 for p in kube.get("pods", namespace=ns)["items"]]
         return not items or None
     wait_for("the operator and agent pods to be gone", no_pods)

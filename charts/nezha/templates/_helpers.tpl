@@ -88,3 +88,31 @@ whose resource is in .only (keep true) or those whose resource is not (keep fals
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /*
+nezha.agentNamespace: where the rail agent runs. Its pods need hostNetwork and hostPath, which
+only Pod Security "privileged" admits, so it gets a namespace of its own and the release
+namespace can enforce "restricted" (docs/install.md "Pod Security").
+*/ -}}
+{{- define "nezha.agentNamespace" -}}
+{{- default (printf "%s-rail-agent" .Release.Namespace) .Values.agent.namespace.name -}}
+{{- end -}}
+
+{{- /* nezha.webhookCertSecret: the Secret holding the webhook's serving certificate (tls.crt, tls.key). */ -}}
+{{- define "nezha.webhookCertSecret" -}}
+{{- $c := .Values.webhook.certificates -}}
+{{- if eq $c.mode "existingSecret" -}}
+{{- required "webhook.certificates.existingSecret.name is required when webhook.certificates.mode is existingSecret" $c.existingSecret.name -}}
+{{- else -}}
+{{- printf "%s-webhook-cert" (include "nezha.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+nezha.hasAdmissionPolicy: non-empty where the API server serves admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy (Kubernetes 1.30+). `helm template` knows only what --api-versions
+says; helm install and Argo CD ask the cluster.
+*/ -}}
+{{- define "nezha.hasAdmissionPolicy" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" -}}true{{- end -}}
+{{- end -}}
