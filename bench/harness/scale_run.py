@@ -9,10 +9,10 @@ scale, as measured").
                median operation time
   collectives  allreduce, allgather, reduce_scatter, alltoall, broadcast at 4 B - 4 MiB (factor
                32), every result checked on every rank (--check)
-  cut          a 1 MiB split allreduce loop; host 1's rail r1 cut once it runs: every rank exact,
-               exactly one failover (of r1), cut -> rank 0's agreed failover
   kill         a 64 KiB allreduce loop; the last rank killed (SIGKILL) once it runs: every other
                rank exits 3, with its error line and when it exited after the kill
+  cut          a 1 MiB split allreduce loop; host 1's rail r1 cut once it runs: every rank exact,
+               exactly one failover (of r1), cut -> rank 0's agreed failover
 
     python3 -m bench.harness.scale_run --bed NAME --testbed hack/testbed.sh --bench NEZHA_BENCH
         --ranks N --token T --port P --work DIR --out FILE.json
@@ -161,13 +161,17 @@ def phase_collectives(bed, a):
 
 def phase_cut(bed, a):
     trace, ready = os.path.join(a.work, "cut.trace.json"), os.path.join(a.work, "cut.ready")
-    procs = bed.start("cut", list(SPLIT_ENV), ["--quiet", "--max-bytes", "1M", "--loop-seconds",
-                                               str(a.loop_seconds * 2), "--trace", trace, "--ready-file", ready])
+    # Long enough that the 20 operations before the ready file (each slower as N grows) leave
+    # most of the loop for the cut.
+    secs = a.loop_seconds * 2 + a.ranks // 4
+    procs = bed.start("cut", list(SPLIT_ENV), ["--quiet", "--max-bytes", "1M", "--loop-seconds", str(secs),
+                                               "--trace", trace, "--ready-file", ready])
     cut_at = None
     if until_file(ready, procs):
+        # The cut itself, as hack/testbed.sh cut does it (switch side of host 1's r1 down), run
+        # here so the clock starts at the carrier loss and not at the script's own start-up.
         cut_at = time.time()
-        subprocess.run([a.testbed, "cut", "--name", a.bed, "--host", "1", "--rail", "1"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(["ip", "-n", f"{a.bed}-sw", "link", "set", "h1r1", "down"], check=True)
     rc, _ = wait_all(procs)
     if cut_at is not None:
         subprocess.run([a.testbed, "restore", "--name", a.bed, "--host", "1", "--rail", "1"], check=True,
@@ -211,8 +215,10 @@ def main(argv=None):
     bed = Bed(a)
     res = {"ranks": a.ranks, "hosts": a.ranks // RANKS_PER_HOST, "ranks_per_host": RANKS_PER_HOST, "rails": RAILS,
            "load_before": os.getloadavg(), "started_unix": time.time()}
+    # The kill before the cut: a job started right after the cut rail's restore would meet a rail
+    # still coming back, which is the cut's story, not the kill's.
     for name, phase in (("startup", phase_startup), ("steady", phase_steady), ("collectives", phase_collectives),
-                        ("cut", phase_cut), ("kill", phase_kill)):
+                        ("kill", phase_kill), ("cut", phase_cut)):
         print(f"scale_run: N={a.ranks}: {name}", file=sys.stderr, flush=True)
         res[name] = phase(bed, a)
     res["load_after"] = os.getloadavg()
