@@ -47,3 +47,10 @@ def test_rank_counts_are_validated():
     for bad in ("6", "x", "", "4"):
         with pytest.raises(SystemExit, match="--ranks"):
             parse_ranks(bad)
+
+
+def test_posthoc_simulator_value_is_kept_apart_from_the_prediction():
+    s = summarize(measurement(agreed=0.1))
+    e = sim_error(s, [{"ranks": 8, "allreduce_1k_s": 0.001, "allreduce_4m_s": 0.9, "failover_agreed_s": 0.01}], 0.12)
+    assert e["failover_agreed_s"]["sim_over_measured"] == pytest.approx(0.1)
+    assert e["failover_posthoc"]["sim_over_measured"] == pytest.approx(1.2)
