@@ -28,5 +28,5 @@ def test_block_is_rewritten_between_its_markers(tmp_path):
 def test_missing_block_is_an_error(tmp_path):
     p = tmp_path / "README.md"
     p.write_text("no block\n")
-    with pytest.raises(SystemExit, match="no <!-- x:begin"):
+    with pytest.raises(ValueError, match="no generated-results block"):
         rewrite_block(str(p), "x", "gen.py", "new")
