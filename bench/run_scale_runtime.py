@@ -8,7 +8,7 @@ and the README's scale-runtime block.
     /usr/bin/python3 -m bench.run_scale_runtime [--ranks 8,16,32,64] [--bench build/runtime/nezha-bench]
         [--prediction bench/results/latest-scale-prediction.json] [--out bench/results] [--readme bench/README.md]
 
-Rank counts not run this time keep their last measured point (from latest-scale-runtime.json),
+Rank counts (and knob sets, --job-env) not run this time keep their last measured point (from latest-scale-runtime.json),
 so 8 and 16 can be measured first and 32/64 added later; each point says when and under what load
 it was measured.
 """
@@ -58,12 +58,13 @@ def parse_ranks(text):
     return ranks
 
 
-def run_one(n, bench, work_dir):
+def run_one(n, bench, work_dir, job_env):
     """Runs the scenario at N; returns its measurements with the scenario's verdict and log."""
     out = os.path.join(work_dir, f"scale-n{n}.json")
     if os.path.exists(out):
         os.remove(out)
-    p = subprocess.run(["bash", SCENARIO, bench, TESTBED, str(n), out], capture_output=True, text=True)
+    p = subprocess.run(["bash", SCENARIO, bench, TESTBED, str(n), out], capture_output=True, text=True,
+                       env={**os.environ, "SCALE_JOB_ENV": job_env})
     sys.stderr.write(p.stderr)
     if not os.path.exists(out):
         raise SystemExit(f"run_scale.sh at N={n} wrote no measurements (exit {p.returncode})")
@@ -89,6 +90,7 @@ def summarize(m):
             "failover_agreed_s": m["cut"].get("agreed_s"),
             "kill_error_max_s": max(kill) if kill else None,
             "kill_errors": sorted(set(m["kill"]["errors"])),
+            "knobs": " ".join(m.get("job_env", [])) or "defaults",
             "scenario_passed": m["scenario_passed"], "load": [m["load_before"][0], m["load_after"][0]],
             "measured_utc": m["measured_utc"]}
 
@@ -134,12 +136,12 @@ def report(points):
     L = ["Measured on the test bed (4 ranks per host, two rails of 50/50 Mbit/s per host; per N the max over "
          "ranks; targets: start-up <= 10 s, sockets per rank <= 4 ceil(log2 N) per rail, RSS <= 64 MiB, "
          "cut -> agreed failover <= 1 s, a killed rank's peers error within 1 s):", "",
-         "| ranks | hosts | start-up | sockets / rank (bound) | threads / rank | RSS / rank | 1 KiB allreduce | "
+         "| ranks | knobs | hosts | start-up | sockets / rank (bound) | threads / rank | RSS / rank | 1 KiB allreduce | "
          "4 MiB allreduce | cut -> agreed | kill -> every peer errored | scenario | load avg (before/after) | measured |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in points:
         j = s["judged"]
-        L.append(f"| {s['ranks']} | {s['hosts']} | {fmt(s['startup_s'], 's')} {verdict(j['startup'])} | "
+        L.append(f"| {s['ranks']} | {s['knobs']} | {s['hosts']} | {fmt(s['startup_s'], 's')} {verdict(j['startup'])} | "
                  f"{s['sockets_max']} ({sockets_bound(s['ranks'], 2)}) {verdict(j['sockets'])} | {s['threads_max']} | "
                  f"{fmt(s['rss_max_bytes'], 'MiB')} {verdict(j['rss'])} | {fmt(s['allreduce_1k_s'], 'ms')} | "
                  f"{fmt(s['allreduce_4m_s'], 'ms')} | {fmt(s['failover_agreed_s'], 'ms')} {verdict(j['failover'])} | "
@@ -148,8 +150,8 @@ def report(points):
                  f"{s['measured_utc']} |")
     L += ["", "Simulator vs measured (prediction committed before the measurement: "
           "`results/latest-scale-prediction.json`), simulated / measured:", "",
-          "| ranks | 1 KiB allreduce | 4 MiB allreduce | cut -> agreed failover | same, post-hoc simulator (*) |",
-          "|---|---|---|---|---|"]
+          "| ranks | knobs | 1 KiB allreduce | 4 MiB allreduce | cut -> agreed failover | same, post-hoc simulator (*) |",
+          "|---|---|---|---|---|---|"]
     for s in points:
         e = s["sim_error"]
 
@@ -159,7 +161,7 @@ def report(points):
             x = e[key]
             return f"{x['predicted_s'] * 1e3:.1f} / {x['measured_s'] * 1e3:.1f} ms ({(x['sim_over_measured'] - 1) * 100:+.0f} %)"
 
-        L.append(f"| {s['ranks']} | {cell('allreduce_1k_s')} | {cell('allreduce_4m_s')} | {cell('failover_agreed_s')} | "
+        L.append(f"| {s['ranks']} | {s['knobs']} | {cell('allreduce_1k_s')} | {cell('allreduce_4m_s')} | {cell('failover_agreed_s')} | "
                  f"{cell('failover_posthoc')} |")
     L += ["", "(*) Not a prediction: computed after the first measurement (`scale_predict.failover_recorded_posthoc`). "
           "The prediction priced detection + agreement + retire rounds of a 4 MiB operation; the run measures "
@@ -167,7 +169,7 @@ def report(points):
           "cut loop's 1 MiB operation and the agreement round. The post-hoc column prices that quantity."]
     L += ["", "Errors the killed rank's peers exited with (distinct lines, first two per N):", ""]
     for s in points:
-        L.append(f"- N={s['ranks']}: " + "; ".join(f"`{e}`" for e in s["kill_errors"][:2]))
+        L.append(f"- N={s['ranks']} ({s['knobs']}): " + "; ".join(f"`{e}`" for e in s["kill_errors"][:2]))
     return "\n".join(L) + "\n"
 
 
@@ -182,6 +184,8 @@ def previous_points(out_dir):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="8,16,32,64")
+    ap.add_argument("--job-env", default="", help="NEZHA_VAR=VALUE ... for every rank (a point of its own, "
+                    "kept apart from the defaults' point at the same N)")
     ap.add_argument("--bench", default=os.path.join(REPO, "build", "runtime", "nezha-bench"))
     ap.add_argument("--prediction", default=os.path.join(DEFAULT_DIR, latest_name("scale-prediction", ".json")))
     ap.add_argument("--suite", default=os.path.join(DEFAULT_DIR, "latest.json"),
@@ -195,20 +199,24 @@ def main(argv=None):
     with open(a.prediction) as f:
         pred = json.load(f)["points"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    raw, points = {}, {p["ranks"]: p for p in previous_points(a.out)}
+    raw, points = {}, {}
+    for p in previous_points(a.out):
+        p.setdefault("knobs", "defaults")  # points measured before knob sets were recorded
+        points[(p["ranks"], p["knobs"])] = p
     work_dir = os.path.join(a.out, f"{KIND}-{stamp}-raw")
     os.makedirs(work_dir, exist_ok=True)
     for n in ranks:
-        m = run_one(n, a.bench, work_dir)
+        m = run_one(n, a.bench, work_dir, a.job_env)
         raw[n] = m
-        points[n] = summarize(m)
+        s = summarize(m)
+        points[(n, s["knobs"])] = s
     with open(a.prediction) as f:
         pred_doc = json.load(f)
     suite = a.suite
-    for n, s in points.items():  # kept points are judged again: the judge may be newer than them
+    for (n, _), s in points.items():  # kept points are judged again: the judge may be newer than them
         posthoc = failover_recorded_posthoc(pred_doc, n, CUT_LOOP_BYTES, suite)
         s["judged"], s["sim_error"] = judge(s), sim_error(s, pred, posthoc)
-    ordered = [points[n] for n in sorted(points)]
+    ordered = [points[k] for k in sorted(points, key=lambda k: (k[1] != "defaults", k))]
     text = report(ordered)
     write_result(a.out, KIND, stamp, {".json": {"points": ordered, "raw": {str(k): v for k, v in raw.items()}},
                                       ".txt": text})

@@ -51,6 +51,7 @@ class Bed:
         return f"{self.a.bed}-h{host}"  # hack/testbed.sh host_ns
 
     def start(self, name, env, args):
+        env = [*self.a.job_env.split(), *env]  # the run's knobs first: a phase's own settings win
         self.port += 1
         spec = ",".join(f"r{k}=r{k}:tcp" for k in range(RAILS))
         procs = []
@@ -209,11 +210,15 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--loop-seconds", type=int, default=6)
+    ap.add_argument("--job-env", default="", help="VAR=VALUE ... given to every rank of every phase (the run's knobs)")
     a = ap.parse_args(argv)
+    bad = [kv for kv in a.job_env.split() if not kv.startswith("NEZHA_") or "=" not in kv]
+    if bad:
+        ap.error(f"--job-env: want NEZHA_VAR=VALUE words, got {' '.join(bad)}")
     if a.ranks % RANKS_PER_HOST or a.ranks < 2 * RANKS_PER_HOST:
         ap.error(f"--ranks: want a multiple of {RANKS_PER_HOST} spanning at least 2 hosts, got {a.ranks}")
     bed = Bed(a)
-    res = {"ranks": a.ranks, "hosts": a.ranks // RANKS_PER_HOST, "ranks_per_host": RANKS_PER_HOST, "rails": RAILS,
+    res = {"ranks": a.ranks, "hosts": a.ranks // RANKS_PER_HOST, "job_env": a.job_env.split(), "ranks_per_host": RANKS_PER_HOST, "rails": RAILS,
            "load_before": os.getloadavg(), "started_unix": time.time()}
     # The kill before the cut: a job started right after the cut rail's restore would meet a rail
     # still coming back, which is the cut's story, not the kill's.

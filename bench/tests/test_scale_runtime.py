@@ -11,7 +11,7 @@ def measurement(n=8, sockets=20, rss=10 << 20, agreed=0.05, startup=1.5, killed_
             "collectives": {"allreduce": {"rows": [{"bytes": 4 << 20, "time_us": 600000.0}]}},
             "cut": {"agreed_s": agreed}, "kill": {"exit_after_kill_s": list(killed_after),
                                                    "errors": ["nezha-bench: peer 7 gone"] * len(killed_after)},
-            "scenario_passed": True, "load_before": [1.0, 1, 1], "load_after": [2.0, 1, 1], "measured_utc": "t"}
+            "job_env": [], "scenario_passed": True, "load_before": [1.0, 1, 1], "load_after": [2.0, 1, 1], "measured_utc": "t"}
 
 
 def test_sockets_bound_is_4_log2_n_per_rail():
@@ -39,7 +39,7 @@ def test_report_prints_miss_honestly():
     s = summarize(measurement(sockets=30))
     s["judged"], s["sim_error"] = judge(s), {}
     text = report([s])
-    assert "| 8 | 2 | 1.50 s PASS | 30 (24) MISS |" in text
+    assert "| 8 | defaults | 2 | 1.50 s PASS | 30 (24) MISS |" in text
 
 
 def test_rank_counts_are_validated():

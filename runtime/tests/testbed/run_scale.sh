@@ -7,8 +7,9 @@
 # raw measurements to OUT_JSON; this script judges correctness (exact results, one agreed
 # failover, every survivor failing with an error); bench/run_scale_runtime.py judges the targets.
 #
-#   run_scale.sh NEZHA_BENCH TESTBED_SH RANKS OUT_JSON
+#   [SCALE_JOB_ENV="NEZHA_VAR=VALUE ..."] run_scale.sh NEZHA_BENCH TESTBED_SH RANKS OUT_JSON
 #
+# SCALE_JOB_ENV: knobs for every rank of every phase (recorded with the measurements).
 # Bed name `nzs1`; everything is torn down on exit. Not in `make test` (CI budget): run it
 # through `make bench-scale-runtime`, under the heavy lock (64 ranks load both cores).
 set -euo pipefail
@@ -23,7 +24,7 @@ REPO=$(cd "$(dirname "$(realpath "$0")")/../../.." && pwd)
 
 bed_up $((RANKS / 4)) 2 --rate 50,50
 (cd "$REPO" && python3 -m bench.harness.scale_run --bed "$BED" --testbed "$TESTBED" --bench "$BENCH" \
-  --ranks "$RANKS" --token "$TOKEN" --port "$PORT" --work "$WORK" --out "$OUT")
+  --ranks "$RANKS" --token "$TOKEN" --port "$PORT" --work "$WORK" --out "$OUT" --job-env "${SCALE_JOB_ENV:-}")
 
 # get EXPR: EXPR evaluated on the run's measurements `r`.
 get() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($1)" "$OUT"; }
