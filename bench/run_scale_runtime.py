@@ -81,7 +81,10 @@ def summarize(m):
     usage = m["steady"]["usage"]
     ar4m = [r for r in m["collectives"]["allreduce"]["rows"] if r["bytes"] == 4 << 20]
     kill = [s for s in m["kill"]["exit_after_kill_s"] if s is not None]
-    return {"ranks": m["ranks"], "hosts": m["hosts"], "startup_s": m["startup"]["seconds"],
+    started = all(c == 0 for c in m["startup"]["rc"])  # a start-up that failed has no start-up time
+    failed = [v["error"] for v in m["collectives"].values() if v["error"]]
+    return {"raw": m, "ranks": m["ranks"], "hosts": m["hosts"], "startup_s": m["startup"]["seconds"] if started else None,
+            "collective_error": failed[0] if failed else "",
             "sockets_max": max((u["sockets"] for u in usage), default=None),
             "threads_max": max((u["threads"] for u in usage), default=None),
             "rss_max_bytes": max((u["rss_bytes"] for u in usage), default=None),
@@ -93,6 +96,10 @@ def summarize(m):
             "knobs": " ".join(m.get("job_env", [])) or "defaults",
             "scenario_passed": m["scenario_passed"], "load": [m["load_before"][0], m["load_after"][0]],
             "measured_utc": m["measured_utc"]}
+
+
+def dash(v):
+    return "-" if v is None else str(v)
 
 
 def verdict(ok):
@@ -142,7 +149,7 @@ def report(points):
     for s in points:
         j = s["judged"]
         L.append(f"| {s['ranks']} | {s['knobs']} | {s['hosts']} | {fmt(s['startup_s'], 's')} {verdict(j['startup'])} | "
-                 f"{s['sockets_max']} ({sockets_bound(s['ranks'], 2)}) {verdict(j['sockets'])} | {s['threads_max']} | "
+                 f"{dash(s['sockets_max'])} ({sockets_bound(s['ranks'], 2)}) {verdict(j['sockets'])} | {dash(s['threads_max'])} | "
                  f"{fmt(s['rss_max_bytes'], 'MiB')} {verdict(j['rss'])} | {fmt(s['allreduce_1k_s'], 'ms')} | "
                  f"{fmt(s['allreduce_4m_s'], 'ms')} | {fmt(s['failover_agreed_s'], 'ms')} {verdict(j['failover'])} | "
                  f"{fmt(s['kill_error_max_s'], 'ms')} {verdict(j['kill'])} | "
@@ -167,9 +174,12 @@ def report(points):
           "The prediction priced detection + agreement + retire rounds of a 4 MiB operation; the run measures "
           "cut -> rank 0 recording the failover, which comes after the surviving rail finished its chunks of the "
           "cut loop's 1 MiB operation and the agreement round. The post-hoc column prices that quantity."]
-    L += ["", "Errors the killed rank's peers exited with (distinct lines, first two per N):", ""]
+    L += ["", "Errors the killed rank's peers exited with (distinct lines, first two per N), and a collective's "
+          "error where one failed:", ""]
     for s in points:
         L.append(f"- N={s['ranks']} ({s['knobs']}): " + "; ".join(f"`{e}`" for e in s["kill_errors"][:2]))
+        if s.get("collective_error"):
+            L.append(f"  - a collective failed: `{s['collective_error']}`")
     return "\n".join(L) + "\n"
 
 
@@ -183,7 +193,8 @@ def previous_points(out_dir):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", default="8,16,32,64")
+    ap.add_argument("--ranks", default="8,16,32,64", help="rank counts to run; '' to run none and only "
+                    "judge and report the kept points again")
     ap.add_argument("--job-env", default="", help="NEZHA_VAR=VALUE ... for every rank (a point of its own, "
                     "kept apart from the defaults' point at the same N)")
     ap.add_argument("--bench", default=os.path.join(REPO, "build", "runtime", "nezha-bench"))
@@ -193,23 +204,23 @@ def main(argv=None):
     ap.add_argument("--out", default=DEFAULT_DIR)
     ap.add_argument("--readme", default=os.path.join(REPO, "bench", "README.md"), help="'' for none")
     a = ap.parse_args(argv)
-    ranks = parse_ranks(a.ranks)
-    if not os.access(a.bench, os.X_OK):
+    ranks = parse_ranks(a.ranks) if a.ranks else []
+    if ranks and not os.access(a.bench, os.X_OK):
         raise SystemExit(f"--bench: {a.bench} is not an executable nezha-bench (make build-runtime)")
     with open(a.prediction) as f:
         pred = json.load(f)["points"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     raw, points = {}, {}
     for p in previous_points(a.out):
-        p.setdefault("knobs", "defaults")  # points measured before knob sets were recorded
+        p = summarize(p["raw"])  # summarized again: the summary may be newer than the point
         points[(p["ranks"], p["knobs"])] = p
     work_dir = os.path.join(a.out, f"{KIND}-{stamp}-raw")
-    os.makedirs(work_dir, exist_ok=True)
+    if ranks:
+        os.makedirs(work_dir, exist_ok=True)
     for n in ranks:
         m = run_one(n, a.bench, work_dir, a.job_env)
         raw[n] = m
-        s = summarize(m)
-        points[(n, s["knobs"])] = s
+        points[(n, summarize(m)["knobs"])] = summarize(m)
     with open(a.prediction) as f:
         pred_doc = json.load(f)
     suite = a.suite
@@ -218,8 +229,7 @@ def main(argv=None):
         s["judged"], s["sim_error"] = judge(s), sim_error(s, pred, posthoc)
     ordered = [points[k] for k in sorted(points, key=lambda k: (k[1] != "defaults", k))]
     text = report(ordered)
-    write_result(a.out, KIND, stamp, {".json": {"points": ordered, "raw": {str(k): v for k, v in raw.items()}},
-                                      ".txt": text})
+    write_result(a.out, KIND, stamp, {".json": {"points": ordered}, ".txt": text})
     if a.readme:
         rewrite_block(a.readme, KIND, "bench/run_scale_runtime.py", text)
     print(text)

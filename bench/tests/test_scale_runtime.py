@@ -6,9 +6,9 @@ from bench.run_scale_runtime import judge, parse_ranks, report, sim_error, socke
 
 def measurement(n=8, sockets=20, rss=10 << 20, agreed=0.05, startup=1.5, killed_after=(0.1, 0.2)):
     usage = [{"sockets": sockets, "threads": 5, "rss_bytes": rss}] * n
-    return {"ranks": n, "hosts": n // 4, "startup": {"seconds": startup}, "steady": {"usage": usage,
+    return {"ranks": n, "hosts": n // 4, "startup": {"seconds": startup, "rc": [0] * n}, "steady": {"usage": usage,
             "allreduce_1k_median_s": 0.002},
-            "collectives": {"allreduce": {"rows": [{"bytes": 4 << 20, "time_us": 600000.0}]}},
+            "collectives": {"allreduce": {"rows": [{"bytes": 4 << 20, "time_us": 600000.0}], "error": ""}},
             "cut": {"agreed_s": agreed}, "kill": {"exit_after_kill_s": list(killed_after),
                                                    "errors": ["nezha-bench: peer 7 gone"] * len(killed_after)},
             "job_env": [], "scenario_passed": True, "load_before": [1.0, 1, 1], "load_after": [2.0, 1, 1], "measured_utc": "t"}
@@ -54,3 +54,12 @@ def test_posthoc_simulator_value_is_kept_apart_from_the_prediction():
     e = sim_error(s, [{"ranks": 8, "allreduce_1k_s": 0.001, "allreduce_4m_s": 0.9, "failover_agreed_s": 0.01}], 0.12)
     assert e["failover_agreed_s"]["sim_over_measured"] == pytest.approx(0.1)
     assert e["failover_posthoc"]["sim_over_measured"] == pytest.approx(1.2)
+
+
+def test_a_failed_start_up_has_no_start_up_time():
+    m = measurement()
+    m["startup"]["rc"] = [3] * 8
+    m["collectives"]["allreduce"]["error"] = "nezha-bench: operation 0 failed"
+    s = summarize(m)
+    assert s["startup_s"] is None and judge(s)["startup"] is None
+    assert s["collective_error"] == "nezha-bench: operation 0 failed"
