@@ -242,6 +242,11 @@ bench-sim: ## Simulators: analytic alpha-beta model + discrete-event simulator (
 	$(PYTHON) -m bench.sim.run_sim
 	$(PYTHON) -m bench.sim.run_des
 
+.PHONY: bench-scale-runtime
+bench-scale-runtime: build-runtime ## Runtime at 8-64 ranks on the test bed (4 ranks per host, 2 rails): start-up, sockets/threads/RSS per rank, 1 KiB latency, five collectives checked, rail cut, rank kill; PASS/MISS and the simulator's error (root; heavy lock; SCALE_RANKS=8,16,32,64).
+	flock /tmp/nezha-heavy.lock $(PYTHON) -m bench.run_scale_runtime --ranks $(SCALE_RANKS)
+SCALE_RANKS ?= 8,16,32,64
+
 .PHONY: bench-scale
 bench-scale: ## Operator at scale: SCALE_WORKERS (1000; the target is 10000) workers on SCALE_NODES (500) kwok nodes, real kube-apiserver; PASS/MISS.
 	mkdir -p bench/results

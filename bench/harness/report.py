@@ -1,12 +1,12 @@
 """The suite's outputs: the text summary (series, rail usage, ratio and goal tables) and the
 result files under bench/results/ (timestamped, plus latest.* copies)."""
 
-import os
 
 from .chaos_goals import chaos_goals_text
 from .hand_split import SERIES_NAME as HAND_SPLIT, summary_lines as hand_split_lines
 from .series import SERIES_ORDER
 from .sizes import format_bytes
+from .readme_block import rewrite_between
 from .results import write_result
 from .tables import attainable_note, format_table, goals_table, ratio_table, series_table
 
@@ -171,12 +171,4 @@ def readme_block(doc: dict) -> str:
 
 def update_readme(path: str, doc: dict) -> None:
     """Rewrite the generated block of bench/README.md from a result document."""
-    with open(path) as f:
-        text = f.read()
-    if README_BEGIN not in text or README_END not in text:
-        raise ValueError(f"{path}: no generated-results block ({README_BEGIN} ... {README_END})")
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    with open(path + ".tmp", "w") as f:
-        f.write(head + README_BEGIN + "\n" + readme_block(doc) + "\n" + README_END + tail)
-    os.replace(path + ".tmp", path)
+    rewrite_between(path, README_BEGIN, README_END, readme_block(doc))
