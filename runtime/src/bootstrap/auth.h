@@ -41,6 +41,9 @@ class ServerHandshake {
   using PurposeCheck = std::function<bool(const std::string& purpose)>;
   explicit ServerHandshake(const std::string& token, PurposeCheck serves = nullptr)
       : token_(token), serves_(std::move(serves)) {}
+  // The token is held by reference (it is a secret: one copy, owned by the caller), so a
+  // temporary would dangle: refuse it at compile time.
+  explicit ServerHandshake(std::string&& token, PurposeCheck serves = nullptr) = delete;
   // The client's hello -> the challenge frame to send back. A purpose this listener does not
   // serve throws AuthError before anything is computed from the token.
   std::string onHello(const std::string& hello);

@@ -41,7 +41,8 @@ TEST(HandshakeTest, ClientSendsNoProofToAnUnprovenServer) {
   std::string afterChallenge = "unset";
   std::thread impostor([&] {
     const Deadline d = Clock::now() + 10s;
-    ServerHandshake fake(std::string(64, 'f'));  // the wrong token
+    const std::string wrongToken(64, 'f');
+    ServerHandshake fake(wrongToken);
     sendFrame(p.server.get(), fake.onHello(recvFrame(p.server.get(), d, -1)), d, -1);
     // Whatever the client sends next; EOF (after the client gave up) reads as "".
     char buf[256];
