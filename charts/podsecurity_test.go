@@ -71,8 +71,9 @@ func TestChartRefusesTheAgentInTheReleaseNamespace(t *testing.T) {
 }
 
 // TestEveryContainerHasRequestsLimitsAndTheAgentProbes: a namespace with a ResourceQuota refuses
-// a pod with any container lacking requests or limits; a hung agent must be restarted and an
-// agent rollout gated, by its /healthz (served on the metrics port).
+// a pod with any container lacking requests or limits (ephemeral-storage included, which the
+// kubelet counts the container's log against); a hung agent must be restarted (/healthz) and an
+// agent rollout gated by whether its RailNode is written (/readyz), both on the metrics port.
 func TestEveryContainerHasRequestsLimitsAndTheAgentProbes(t *testing.T) {
 	for _, w := range workloads(renderWith(t)) {
 		spec := podOf(t, w, "").Object["spec"].(map[string]any)
@@ -81,7 +82,7 @@ func TestEveryContainerHasRequestsLimitsAndTheAgentProbes(t *testing.T) {
 			for _, ci := range containers {
 				cm := ci.(map[string]any)
 				for _, kind := range []string{"requests", "limits"} {
-					for _, res := range []string{"cpu", "memory"} {
+					for _, res := range []string{"cpu", "memory", "ephemeral-storage"} {
 						if v, _, _ := unstructured.NestedString(cm, "resources", kind, res); v == "" {
 							t.Errorf("%s %s container %s: no resources.%s.%s", w.GetKind(), w.GetName(), cm["name"], kind, res)
 						}
@@ -90,11 +91,11 @@ func TestEveryContainerHasRequestsLimitsAndTheAgentProbes(t *testing.T) {
 				if w.GetKind() != "DaemonSet" || cm["name"] != "agent" {
 					continue
 				}
-				for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+				for probe, want := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
 					path, _, _ := unstructured.NestedString(cm, probe, "httpGet", "path")
 					port, _, _ := unstructured.NestedString(cm, probe, "httpGet", "port")
-					if path != "/healthz" || port != "metrics" {
-						t.Errorf("agent %s: httpGet %q on port %q, want /healthz on metrics", probe, path, port)
+					if path != want || port != "metrics" {
+						t.Errorf("agent %s: httpGet %q on port %q, want %s on metrics", probe, path, port, want)
 					}
 				}
 			}

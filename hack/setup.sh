@@ -103,6 +103,7 @@ install_apt
 go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION"
+go_tool kube-score github.com/zegl/kube-score/cmd/kube-score "$KUBE_SCORE_VERSION"
 "$here/build-kube.sh" envtest >/dev/null
 "$here/setup-torch.sh"  # the PyTorch 2 venv of the nezha c10d backend
 if [ "$MODE" = kind ]; then go_tool kind sigs.k8s.io/kind "$KIND_VERSION"; fi

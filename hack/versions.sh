@@ -27,6 +27,8 @@ NAD_CLIENT_VERSION=v1.7.6
 CRANE_VERSION=v0.20.3
 # kind (sigs.k8s.io/kind): hack/kind.sh.
 KIND_VERSION=v0.33.0
+# kube-score (github.com/zegl/kube-score): `make lint-chart` checks the rendered chart with it.
+KUBE_SCORE_VERSION=v1.20.0
 
 # Where builds and downloads are cached between runs (outside the work tree so `git clean`
 # and fresh checkouts reuse them).

@@ -119,7 +119,7 @@ func run() error {
 	if metricsDefault == "" {
 		metricsDefault = defaultMetricsAdr
 	}
-	metricsAddr := flag.String("metrics-bind-address", metricsDefault, "address of /metrics and /healthz; \"0\" disables (env "+envMetricsAddr+")")
+	metricsAddr := flag.String("metrics-bind-address", metricsDefault, "address of /metrics, /healthz and /readyz; \"0\" disables (env "+envMetricsAddr+")")
 	metricsIP := flag.String("metrics-bind-ip", os.Getenv(envMetricsIP), "the node's own address: /metrics listens there only, "+
 		"not on every host address (rail interfaces included; the agent runs in the host network) (env "+envMetricsIP+")")
 	zapOpts := zap.Options{}
@@ -154,6 +154,14 @@ func run() error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		// Ready once this node's RailNode is written and while writes succeed (Agent.Ready).
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !a.Ready() {
+				http.Error(w, "RailNode not written: the latest write failed or none was made yet", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
 		// Every connection is served on its own goroutine under these bounds, so stray, slow or
 		// idle clients cost nothing but themselves.
 		srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,

@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,6 +42,9 @@ type Agent struct {
 
 	dirtyMu    sync.Mutex
 	dirtySince time.Time // first change not yet written; zero when clean; dirtyMu held
+
+	// lastWriteOK: the most recent RailNode write succeeded. False until the first one does.
+	lastWriteOK atomic.Bool
 }
 
 // New prepares an agent. writer writes RailNodes; classes reads RailClasses (an informer cache);
@@ -78,6 +82,12 @@ func New(opts Options, log logr.Logger, writer client.Client, classes client.Rea
 
 // Metrics are the agent's Prometheus metrics (register them on the metrics endpoint's registry).
 func (a *Agent) Metrics() *railmetrics.Metrics { return a.metrics }
+
+// Ready says whether the node's rail health reaches the cluster: the agent has written its
+// RailNode and its latest write succeeded. An agent that observes links but cannot write them is
+// alive (liveness) but not ready: the operator sees a stale RailNode, so a rolling update of a
+// broken agent should stop there.
+func (a *Agent) Ready() bool { return a.lastWriteOK.Load() }
 
 // Status is the agent's current view of its rails.
 func (a *Agent) Status() nezhav1.RailNodeStatus { return a.tracker.Status() }
@@ -168,6 +178,7 @@ func (a *Agent) publishLoop(ctx context.Context, req <-chan struct{}) {
 			st := a.tracker.Status()
 			err := a.publisher.Publish(ctx, st)
 			if err == nil {
+				a.lastWriteOK.Store(true)
 				a.metrics.Publishes.WithLabelValues("success").Inc()
 				if !since.IsZero() {
 					a.metrics.PublishDelay.Observe(a.clock.Since(since).Seconds())
@@ -188,6 +199,7 @@ func (a *Agent) publishLoop(ctx context.Context, req <-chan struct{}) {
 				a.dirtySince = since
 			}
 			a.dirtyMu.Unlock()
+			a.lastWriteOK.Store(false) // before the counter: whoever sees the failure counted sees it here too
 			a.metrics.Publishes.WithLabelValues("error").Inc()
 			if !failing {
 				a.log.Error(err, "RailNode write failed; keeping the latest state and retrying with backoff", "node", a.opts.NodeName)

@@ -357,6 +357,7 @@ func TestAPIServerOutage(t *testing.T) {
 	defer proxy.Close()
 	a := startAgent(t, viaProxy, node, h)
 	waitRailNode(t, node, "rail healthy", railIs("outage", true))
+	waitReady(t, a, true, "after its first RailNode write")
 
 	proxy.Down()
 	h.MustIP(t, "link", "set", "nzo0p", "down")
@@ -384,6 +385,9 @@ func TestAPIServerOutage(t *testing.T) {
 	if failed < 1 || failed > 10 {
 		t.Errorf("%v failed writes during a ~2 s outage, want a few (backoff)", failed)
 	}
+	if a.Ready() {
+		t.Error("agent ready (/readyz) while its RailNode writes fail")
+	}
 
 	if err := proxy.Up(); err != nil {
 		t.Fatal(err)
@@ -393,4 +397,17 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Errorf("transitions after the outage = %d, want the 3 seen during it", got)
 	}
 	t.Logf("state written %v after the API server came back (max backoff 1 s)", lat.Round(time.Millisecond))
+	waitReady(t, a, true, "once writes succeed again")
+}
+
+// waitReady waits for the agent's readiness (/readyz) to become want.
+func waitReady(t *testing.T, a *runningAgent, want bool, when string) {
+	t.Helper()
+	deadline := time.Now().Add(observeBound)
+	for a.Ready() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent Ready() = %v %s, want %v", a.Ready(), when, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
