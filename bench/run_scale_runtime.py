@@ -98,6 +98,27 @@ def summarize(m):
             "measured_utc": m["measured_utc"]}
 
 
+# Runs kept per (N, knobs) for the "in a row" line (bench/README.md: the 64-rank scenario is done
+# when it passes three runs in a row from a fresh bed).
+HISTORY_KEPT = 6
+
+
+def run_record(s):
+    """One run of one (N, knobs) point, as the history keeps it."""
+    return {"measured_utc": s["measured_utc"], "scenario_passed": s["scenario_passed"], "load": s["load"],
+            "startup_s": s["startup_s"], "failover_agreed_s": s["failover_agreed_s"],
+            "kill_error_max_s": s["kill_error_max_s"]}
+
+
+def passes_in_a_row(history):
+    n = 0
+    for r in reversed(history):
+        if not r["scenario_passed"]:
+            break
+        n += 1
+    return n
+
+
 def dash(v):
     return "-" if v is None else str(v)
 
@@ -174,6 +195,13 @@ def report(points):
           "The prediction priced detection + agreement + retire rounds of a 4 MiB operation; the run measures "
           "cut -> rank 0 recording the failover, which comes after the surviving rail finished its chunks of the "
           "cut loop's 1 MiB operation and the agreement round. The post-hoc column prices that quantity."]
+    L += ["", "Runs per point, oldest first (scenario verdict, start-up, cut -> agreed, kill -> every peer errored, "
+          "load average before/after), and how many of the latest passed in a row:", ""]
+    for s in points:
+        runs = "; ".join(f"{r['measured_utc']} {'PASS' if r['scenario_passed'] else 'FAIL'} {fmt(r['startup_s'], 's')}, "
+                         f"{fmt(r['failover_agreed_s'], 'ms')}, {fmt(r['kill_error_max_s'], 'ms')}, "
+                         f"load {r['load'][0]:.2f} / {r['load'][1]:.2f}" for r in s["history"])
+        L.append(f"- N={s['ranks']} ({s['knobs']}): {passes_in_a_row(s['history'])} in a row; {runs}")
     L += ["", "Errors the killed rank's peers exited with (distinct lines, first two per N), and a collective's "
           "error where one failed:", ""]
     for s in points:
@@ -211,8 +239,9 @@ def main(argv=None):
         pred = json.load(f)["points"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     raw, points = {}, {}
-    for p in previous_points(a.out):
-        p = summarize(p["raw"])  # summarized again: the summary may be newer than the point
+    for kept in previous_points(a.out):
+        p = summarize(kept["raw"])  # summarized again: the summary may be newer than the point
+        p["history"] = kept.get("history") or [run_record(p)]
         points[(p["ranks"], p["knobs"])] = p
     work_dir = os.path.join(a.out, f"{KIND}-{stamp}-raw")
     if ranks:
@@ -220,7 +249,10 @@ def main(argv=None):
     for n in ranks:
         m = run_one(n, a.bench, work_dir, a.job_env)
         raw[n] = m
-        points[(n, summarize(m)["knobs"])] = summarize(m)
+        s = summarize(m)
+        before = points.get((n, s["knobs"]), {}).get("history", [])
+        s["history"] = (before + [run_record(s)])[-HISTORY_KEPT:]
+        points[(n, s["knobs"])] = s
     with open(a.prediction) as f:
         pred_doc = json.load(f)
     suite = a.suite

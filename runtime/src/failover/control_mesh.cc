@@ -77,7 +77,7 @@ ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::mil
       onRailDown_(std::move(onRailDown)) {
   for (int p = 0; p < size_; ++p) {
     peerOpsStarted_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
-    lastHeard_.push_back(std::make_unique<std::atomic<int64_t>>(nowNs()));
+    lastHeard_.push_back(std::make_unique<std::atomic<int64_t>>(0));  // not heard yet
   }
   neighbours_ = neighboursOf(rank_, size_);
   watched_.assign(size_, 0);
@@ -145,16 +145,27 @@ bool ControlMesh::verdictHolds(int peer, int64_t now) const {
 
 // A neighbour silent for the window gets a verdict flooded, unless a flood on it left this rank
 // less than a window ago (another watcher's, passed on, or this rank's own): one flood per
-// window while it stays silent keeps the verdicts alive everywhere. A peer never attached is not
-// judged: its silence is the job still starting, not a lost host.
+// window while it stays silent keeps the verdicts alive everywhere. A peer not heard yet is not
+// judged: it may still be connecting its rails (its mesh starts beating only once it has every
+// connection, seconds after ours on a loaded host at scale) — unless every connection to it has
+// closed, which is its process gone. Bytes waiting unread are hearing it: the reader is behind,
+// not the peer (`now` is taken before the look, so what arrived by then counts).
 void ControlMesh::judgeNeighbours() {
   const int64_t now = nowNs(),
                 window = std::chrono::duration_cast<std::chrono::nanoseconds>(peerSilence_).count();
+  const std::vector<char> waiting = inputWaiting(watched_);
+  std::vector<char> open(size_, 0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int p : neighbours_) open[p] = peerReachable(p);
+  }
   std::vector<int> silent;
   {
     std::lock_guard<std::mutex> lock(verdictMu_);
     for (int p : neighbours_) {
-      if (!attachedOnce_[p] || now - lastHeard_[p]->load() < window) continue;
+      const int64_t heard = lastHeard_[p]->load();
+      if (!attachedOnce_[p] || waiting[p] || (heard == 0 && open[p])) continue;
+      if (now - heard < window) continue;
       if (floodedAt_[p] != 0 && now - floodedAt_[p] < window) continue;
       verdictAt_[p] = floodedAt_[p] = now;
       silent.push_back(p);
@@ -197,8 +208,10 @@ std::vector<int> ControlMesh::silentPeers() const {
   std::lock_guard<std::mutex> lock(verdictMu_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    // Only a neighbour's silence means anything here: other peers do not beat to this rank.
-    const bool heardNothing = watched_[p] && now - lastHeard_[p]->load() >= window;
+    // Only a neighbour's silence means anything here: other peers do not beat to this rank; one
+    // not heard yet is still starting (judgeNeighbours floods a verdict once it is gone).
+    const int64_t heard = lastHeard_[p]->load();
+    const bool heardNothing = watched_[p] && heard != 0 && now - heard >= window;
     if (heardNothing || verdictHolds(p, now)) silent.push_back(p);
   }
   return silent;
@@ -232,7 +245,9 @@ void ControlMesh::attach(int rail, std::vector<Fd> conns) {
     c->peer = p;
     c->rail = rail;
     fresh.push_back(std::move(c));
-    lastHeard_[p]->store(nowNs());  // a connection just made proves the peer alive
+    // A connection just made proves a peer heard before alive; one never heard is still
+    // starting until its first frame (its silence is not judged before).
+    if (lastHeard_[p]->load() != 0) lastHeard_[p]->store(nowNs());
   }
   {
     std::lock_guard<std::mutex> lock(verdictMu_);
@@ -255,6 +270,14 @@ void ControlMesh::attach(int rail, std::vector<Fd> conns) {
 }
 
 void ControlMesh::closeAll() {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    why = failedWith_;
+  }
+  // Before the close, on the same connections: a peer reads why this rank leaves before it
+  // reads that it left, and names the round's cause instead of this rank.
+  if (!why.empty()) sendEverywhere(why, true);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& c : conns_) c->close();
 }
@@ -266,6 +289,24 @@ std::vector<int> ControlMesh::openPeers() const {
     if (!c->closed) ++open[c->rail];
   }
   return open;
+}
+
+std::vector<char> ControlMesh::inputWaiting(const std::vector<char>& peers) const {
+  std::vector<std::shared_ptr<Conn>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& c : conns_) {
+      if (!c->closed && peers[c->peer]) snapshot.push_back(c);
+    }
+  }
+  std::vector<struct pollfd> pfds;
+  for (const auto& c : snapshot) pfds.push_back({c->fd.get(), POLLIN, 0});
+  std::vector<char> waiting(size_, 0);
+  if (pfds.empty() || ::poll(pfds.data(), pfds.size(), 0) <= 0) return waiting;
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    if (pfds[i].revents != 0) waiting[snapshot[i]->peer] = 1;
+  }
+  return waiting;
 }
 
 bool ControlMesh::peerReachable(int peer) const {
@@ -463,16 +504,28 @@ std::vector<double> ControlMesh::awaitStep(uint64_t round, const std::string& fr
                                            StepChase& chase, Clock::time_point deadline,
                                            std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
+  bool justRead = false;
   for (;;) {
     auto& slot = inbox_[round];
     slot.resize(steps_);
     if (slot[chase.step]) return std::move(*slot[chase.step]);
-    if (auto a = aborts_.find(round); a != aborts_.end()) {
-      const Abort abort = a->second;
+    auto a = aborts_.find(round);
+    if (a != aborts_.end() || abortedAfterFinish_) {
+      const Abort abort = a != aborts_.end() ? a->second : abortAfterFinish_;
       lock.unlock();
       failRound(round, chase.step, abort.kind, abort.origin, abort.why);
     }
     std::string why = unreachable(chase.source, chase.start);
+    if (!why.empty() && !justRead) {
+      // Judge on what has arrived: frames (a step, an ABORT before a close) may wait unread
+      // when this rank was not scheduled for a while.
+      lock.unlock();
+      readFor(std::chrono::microseconds(0));
+      lock.lock();
+      justRead = true;
+      continue;
+    }
+    justRead = false;
     if (why.empty() && Clock::now() >= deadline) {
       why = strCat("no word from rank(s) ", chase.source, " within ", timeout.count(),
                    " ms on any rail (dissemination step ", chase.step + 1, " of ", steps_, ")");
@@ -503,11 +556,14 @@ std::string ControlMesh::unreachable(int source, Clock::time_point stepStart) co
                   " closed their control connections on every rail (process gone, or every rail "
                   "between us failed)");
   }
+  // Not heard yet: still connecting its rails (see judgeNeighbours); the close or the round's
+  // timeout decide.
+  const int64_t heard = lastHeard_[source]->load();
+  if (heard == 0) return "";
   const bool beats = peerSilence_.count() > 0;
   const auto window = beats ? peerSilence_ : silence_;
   const int64_t silenceNs = window.count() * 1000000;
-  if ((beats || Clock::now() - stepStart >= silence_) &&
-      nowNs() - lastHeard_[source]->load() >= silenceNs) {
+  if ((beats || Clock::now() - stepStart >= silence_) && nowNs() - heard >= silenceNs) {
     return strCat(
         "rank(s) ", source, " answered nothing for ", window.count(),
         " ms on any rail (unreachable: every rail between us is down, or the host is gone)");
@@ -524,13 +580,14 @@ void ControlMesh::endRound(uint64_t round) {
 
 void ControlMesh::failRound(uint64_t round, int step, uint32_t kind, uint32_t origin,
                             const std::string& why) {
+  // Best effort and without waiting for room: the peers that miss it still fail by their own
+  // wait (a source gone or silent, or the timeout), only later — or by closeAll's copy.
+  const std::string abort = encodeMeshAbort(round, origin, kind, why);
   {
     std::lock_guard<std::mutex> lock(mu_);
     endRound(round);
+    if (failedWith_.empty()) failedWith_ = abort;
   }
-  // Best effort and without waiting for room: the peers that miss it still fail by their own
-  // wait (a source gone or silent, or the timeout), only later.
-  const std::string abort = encodeMeshAbort(round, origin, kind, why);
   if (origin == static_cast<uint32_t>(rank_)) {
     sendEverywhere(abort, false);
     abortsSent_ += static_cast<uint64_t>(size_ - 1);
@@ -636,7 +693,17 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (seq <= finished_) return;  // a late copy (a slower rail) or an abort of a round ended here
+  if (seq <= finished_) {
+    // A late copy (a slower rail), or an abort of a round ended here. That abort is news: its
+    // ranks failed for good (a rank killed inside the round can leave some ranks with the
+    // result, others with the error), so the round after cannot complete anywhere.
+    if (type == kMeshAbort && !abortedAfterFinish_) {
+      abortAfterFinish_ = Abort{f.origin, f.kind, std::move(f.why)};
+      abortedAfterFinish_ = true;
+      cv_.notify_all();
+    }
+    return;
+  }
   if (type == kMeshAbort) {
     aborts_.emplace(seq, Abort{f.origin, f.kind, std::move(f.why)});
   } else {

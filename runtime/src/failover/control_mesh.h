@@ -24,7 +24,11 @@
 // ranks that still wait for its later steps. What no protocol can prevent: a rank that dies or
 // loses its last rail to one peer inside a round can leave the ranks that already had every step
 // with the result and the rest with an error (as with an all-to-all); the failed ranks then close
-// their mesh (failStop), so the others' next round fails at once.
+// their mesh (failStop), so the others' next round fails at once. It fails with the first
+// round's cause, not with "rank Q closed" for a failed rank Q that merely left: an ABORT for a
+// round this rank already finished is kept (its ranks join no later round, so no later round can
+// complete), and a rank that failed a round repeats its ABORT on every connection before
+// closeAll() shuts them, so a peer reads why it left before it reads that it left.
 //
 // Other messages: "I lost this rail's link" notices (so peers drop the rail within milliseconds
 // instead of waiting for their progress deadline), and "which operation are you in?" with its
@@ -38,7 +42,12 @@
 // (r - 2^k) mod N for k < ceil(log2 N) (at most 2 ceil(log2 N) peers, the graph the rounds
 // already use; it is symmetric, so a rank watches exactly the peers that beat to it): rails x
 // O(log N) frames per beat instead of rails x (N - 1), so control traffic per rank grows as
-// log N, not N. A rank that finds a
+// log N, not N. A peer's silence is judged only once it has been heard: until its first frame it
+// is still starting (it connects every rail to every peer before it attaches its own mesh, which
+// on a loaded host can take seconds after this rank attached), and only its connections closing
+// or the round's timeout end a wait for it. Pending unread bytes from a peer count as hearing it,
+// so a rank that was itself descheduled does not blame peers for frames it has not read yet.
+// A rank that finds a
 // neighbour heard on no rail for the silence floods a verdict ("rank P is unreachable",
 // kMeshSilent) over the same graph: a rank takes the first copy and passes it on to its own
 // neighbours once (later copies stop), so every rank knows within O(log N) hops at O(log N) frames
@@ -75,7 +84,8 @@ class ControlMesh : public Agreement {
   using RailDownFn = std::function<void(int peer, int rail, uint64_t generation)>;
 
   // `silence`: a peer that answers no question for this long is unreachable (every rail
-  // between us is down, or its host is gone); rounds waiting for it fail then.
+  // between us is down, or its host is gone); rounds waiting for it fail then. Both windows
+  // start at the first frame heard from the peer, never before.
   // `peerSilence` > 0: every rank sends a heartbeat (HERE, its operation) to its neighbours on
   // every rail every peerSilence / 5, so a neighbour heard on no rail for peerSilence is
   // unreachable at once, without a question and a wait of its own (rounds fail on it
@@ -132,7 +142,8 @@ class ControlMesh : public Agreement {
   static std::vector<int> neighboursOf(int rank, int worldSize);
 
   // Closes every connection: peers waiting on this rank learn at once that it is gone (used
-  // when this rank's communicator fails for good).
+  // when this rank's communicator fails for good). After a failed round, that round's ABORT goes
+  // out first on every connection, so every peer learns the cause before the close.
   void closeAll() override;
 
   // Per rail: peers whose control connection on it is open (for /status).
@@ -182,6 +193,8 @@ class ControlMesh : public Agreement {
   void chaseStep(uint64_t round, const std::string& frame, StepChase& chase);
   // mu_ held: why the source of a step cannot answer (empty = keep waiting).
   std::string unreachable(int source, Clock::time_point stepStart) const;
+  // Per peer: an open connection to it holds unread bytes (or its EOF).
+  std::vector<char> inputWaiting(const std::vector<char>& peers) const;
   // Ends `round` here as failed: tells the peers (every one when this rank is `origin`, else
   // the targets of the steps after `step`, which wait for this rank) and throws.
   [[noreturn]] void failRound(uint64_t round, int step, uint32_t kind, uint32_t origin,
@@ -222,11 +235,17 @@ class ControlMesh : public Agreement {
     uint32_t origin = 0, kind = 0;
     std::string why;
   };
-  std::map<uint64_t, Abort> aborts_;     // mu_: rounds another rank failed, first word kept
-  uint64_t round_ = 0;                   // the caller's thread only
-  std::atomic<uint64_t> opsStarted_{0};  // this rank
+  std::map<uint64_t, Abort> aborts_;  // mu_: rounds another rank failed, first word kept
+  // mu_: the first ABORT of a round this rank had already finished, if one came: the ranks that
+  // failed that round join no later one, so every later round fails with its cause.
+  Abort abortAfterFinish_;
+  bool abortedAfterFinish_ = false;
+  std::string failedWith_;  // mu_: the ABORT frame of the round this rank failed, for closeAll
+  uint64_t round_ = 0;      // the caller's thread only
+  std::atomic<uint64_t> opsStarted_{0};                                 // this rank
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> peerOpsStarted_;  // as last heard
-  std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;        // steady ns, any frame
+  // Steady ns of the last frame from the peer; 0 = never heard (still starting: not judged).
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> lastHeard_;
   std::atomic<uint64_t> rounds_{0}, messages_{0}, resentCopies_{0}, abortsSent_{0};
 
   std::vector<int> neighbours_;  // heartbeat and verdict graph (dissemination neighbours)

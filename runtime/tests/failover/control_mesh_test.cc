@@ -4,7 +4,9 @@
 // operation are you in" answers arrive. With more ranks: the dissemination round is exact at
 // 2, 3, 5 and 8 ranks in ceil(log2 N) messages per rank per round, and a rank that never joins
 // or vanishes fails the round on every other rank. Heartbeats go to the O(log N) neighbours
-// only; a gone rank reaches the others by a flooded verdict, a healed or slow one is not silent.
+// only; a gone rank reaches the others by a flooded verdict, a healed or slow one is not silent,
+// and one still starting is not silent before it was first heard. A rank killed inside a round
+// is what every survivor's next round names, not a rank that failed and left after it.
 #include "failover/control_mesh.h"
 
 #include <gtest/gtest.h>
@@ -188,6 +190,10 @@ TEST(ControlMeshTest, PeersBehindTellsALatePeerFromAnUnreachableOne) {
 // (30 s here) or its timeout (30 s): the message names the window.
 TEST(ControlMeshTest, PeerHeardOnNoRailFailsARoundByTheHeartbeatWindow) {
   Pair p(1, milliseconds(30000), /*silentRail0=*/true, milliseconds(100));
+  // Rank 1 is heard once (its mesh was up), then every rail between us is a black hole.
+  const std::string here = encodeMeshFrame(kMeshHere, 0, 0);
+  ASSERT_EQ(::write(p.blackHole.get(), here.data(), here.size()),
+            static_cast<ssize_t>(here.size()));
   for (int i = 0; i < 500 && p.m0->silentPeers().empty(); ++i) {
     std::this_thread::sleep_for(milliseconds(10));  // polls for the state, bounded
   }
@@ -310,6 +316,62 @@ struct Mesh {
   }
 };
 
+// At scale a rank attaches its mesh only once it has connected every rail to every peer, so a
+// peer may attach (and start beating) seconds after this rank did. Rank 1 attaches and waits in
+// a round for rank 0 through many of its heartbeat windows (counted in beats, each at least
+// peerSilence / 5 apart) before rank 0 attaches at all: rank 0 is starting, not silent, and the
+// round completes once it joins.
+TEST(ControlMeshTest, PeerThatAttachesLateIsStartingNotSilent) {
+  constexpr auto kPeerSilence = milliseconds(50);
+  auto noDown = [](int, int, uint64_t) {};
+  ControlMesh m0(0, 2, 1, milliseconds(300), noDown, kPeerSilence);
+  ControlMesh m1(1, 2, 1, milliseconds(300), noDown, kPeerSilence);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::vector<Fd> c0(2), c1(2);
+  c0[1] = Fd(sv[0]);
+  c1[0] = Fd(sv[1]);
+  m1.attach(0, std::move(c1));
+  const uint64_t from = m1.heartbeatStats().beats;
+  auto late = std::async(std::launch::async, [&] {
+    std::vector<double> v{1};
+    m1.maxReduce(v, milliseconds(30000));
+    return v;
+  });
+  // 15 beats: at least three whole peer silences with rank 0 heard on no rail.
+  ASSERT_TRUE(Mesh::waitFor([&] { return m1.heartbeatStats().beats >= from + 15; }));
+  EXPECT_TRUE(m1.silentPeers().empty());
+  EXPECT_EQ(m1.heartbeatStats().verdictsSent, 0u);
+  m0.attach(0, std::move(c0));
+  std::vector<double> v{2};
+  m0.maxReduce(v, milliseconds(30000));
+  EXPECT_EQ(v, std::vector<double>{2});
+  EXPECT_EQ(late.get(), std::vector<double>{2});
+}
+
+// A peer that dies before it was ever heard (its connections close) is still unreachable at
+// once: a waiting round names it, and its watchers count it silent.
+TEST(ControlMeshTest, PeerThatDiesBeforeItWasHeardIsStillDetected) {
+  auto noDown = [](int, int, uint64_t) {};
+  ControlMesh m1(1, 2, 1, milliseconds(30000), noDown, milliseconds(50));
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::vector<Fd> c1(2);
+  c1[0] = Fd(sv[1]);
+  m1.attach(0, std::move(c1));
+  ::close(sv[0]);  // rank 0's process is gone before its mesh ever started
+  std::vector<double> v{1};
+  try {
+    m1.maxReduce(v, milliseconds(30000));
+    FAIL() << "expected RailError";
+  } catch (const RailError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 0 closed their control connections"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(Mesh::waitFor([&] { return m1.silentPeers() == std::vector<int>{0}; }));
+}
+
 int ceilLog2(int n) {
   int k = 0;
   while ((1 << k) < n) ++k;
@@ -388,6 +450,54 @@ TEST(ControlMeshTest, RankThatVanishesFailsTheRoundOnEveryOtherRankNamingIt) {
     EXPECT_TRUE(out[r].railError) << "rank " << r << ": " << out[r].error;
     EXPECT_NE(out[r].error.find("rank(s) 3 closed their control connections"), std::string::npos)
         << "rank " << r << ": " << out[r].error;
+  }
+}
+
+// Rank 7 of 8 (the test speaks for it) is killed inside round 1 after its first two steps went
+// out: every rank but rank 3 (which waits for its last step) completes the round. Rank 3 fails
+// it naming rank 7 and leaves (closeAll, as failStop does). The others' next round must name
+// rank 7 too — the cause rank 3 sent them — not rank 3, whose connections they find closed.
+TEST(ControlMeshTest, RankKilledInsideARoundIsWhatEverySurvivorsNextRoundNames) {
+  constexpr int kN = 8, kKilled = 7, kLast = 3;  // kLast: kKilled's last step goes to it
+  Mesh mesh(kN, 2, milliseconds(30000), milliseconds(0), kKilled);
+  const std::vector<double> one{1.0};
+  for (int step : {0, 1}) {
+    const std::string frame = encodeMeshStep(1, static_cast<uint16_t>(step), one);
+    const int target = (kKilled + (1 << step)) % kN;
+    ASSERT_EQ(::write(mesh.fakeEnds[0][target].get(), frame.data(), frame.size()),
+              static_cast<ssize_t>(frame.size()));
+  }
+  std::vector<std::future<std::string>> first(kN);
+  for (int r = 0; r < kN; ++r) {
+    if (r == kKilled) continue;
+    first[r] = std::async(std::launch::async, [&mesh, &one, r] {
+      std::vector<double> v = one;
+      try {
+        mesh.m[r]->maxReduce(v, milliseconds(30000));
+        return std::string();
+      } catch (const RailError& e) {
+        return std::string(e.what());
+      }
+    });
+  }
+  for (int r = 0; r < kN; ++r) {
+    if (r != kKilled && r != kLast) {
+      EXPECT_EQ(first[r].get(), "") << "rank " << r;
+    }
+  }
+  mesh.fakeEnds.clear();  // rank 7 killed: its connections close
+  const std::string lastError = first[kLast].get();
+  EXPECT_NE(lastError.find("rank(s) 7 closed their control connections"), std::string::npos)
+      << lastError;
+  mesh.m[kLast]->closeAll();
+  // Rank 4 alone first: its first step's source is rank 3, whose connections it finds closed.
+  std::vector<std::vector<double>> in(kN, one);
+  const auto four = mesh.round(in, {4}, milliseconds(30000));
+  const auto rest = mesh.round(in, {0, 1, 2, 5, 6}, milliseconds(30000));
+  for (int r : {0, 1, 2, 4, 5, 6}) {
+    const std::string& e = r == 4 ? four[r].error : rest[r].error;
+    EXPECT_NE(e.find("rank(s) 7 closed their control connections"), std::string::npos)
+        << "rank " << r << ": " << e;
   }
 }
 
@@ -495,12 +605,18 @@ TEST(ControlMeshTest, HealedRankIsSilentNowhereOnceHeardAgain) {
   constexpr auto kSilence = milliseconds(200);
   Mesh mesh(kN, 2, milliseconds(30000), kSilence, kFake);
   std::atomic<bool> beating{true}, stop{false};
+  std::atomic<int> beats{0};
   std::thread fake([&] {
     while (!stop) {
-      if (beating) mesh.fakeBeat(kFake);
+      if (beating) {
+        mesh.fakeBeat(kFake);
+        ++beats;
+      }
       std::this_thread::sleep_for(kSilence / 5);
     }
   });
+  // Heard first (a rank never heard is still starting, and not judged).
+  ASSERT_TRUE(Mesh::waitFor([&] { return beats.load() >= 2; }));
   auto everyRankSays = [&](const std::vector<int>& want) {
     return [&mesh, want] {
       for (int r = 0; r < kN; ++r) {

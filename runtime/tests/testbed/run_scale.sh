@@ -5,7 +5,8 @@
 # every rank's sockets/threads/RSS read from /proc, the five collectives at 4 B - 4 MiB with every
 # result checked, a rail cut on host 1 mid-loop, the last rank killed mid-loop) and writes their
 # raw measurements to OUT_JSON; this script judges correctness (exact results, one agreed
-# failover, every survivor failing with an error); bench/run_scale_runtime.py judges the targets.
+# failover, every survivor failing with the same error naming the killed rank within 1 s);
+# bench/run_scale_runtime.py judges the targets.
 #
 #   [SCALE_JOB_ENV="NEZHA_VAR=VALUE ..."] run_scale.sh NEZHA_BENCH TESTBED_SH RANKS OUT_JSON
 #
@@ -61,15 +62,20 @@ else
   show cut "$RANKS"
 fi
 # The same error on every survivor: the family "no rail left to finish it on" naming the killed
-# rank as gone (each line also names the rank that prints it and the one that failed the round).
+# rank as gone, with one cause text from "rank(s) VICTIM" on (each line also names the rank that
+# prints it and the one that failed the round), within the 1 s the runtime documents for a peer
+# gone on every rail (runtime/README.md, NEZHA_PEER_SILENCE_MS).
 victim=$((RANKS - 1))
 same_error="all('no rail left to finish it on' in e and 'rank(s) $victim ' in e for e in r['kill']['errors'])"
+one_cause="len({e[e.find('rank(s) $victim '):].split(' [rails tried')[0] for e in r['kill']['errors'] if 'rank(s) $victim ' in e}) == 1"
+in_bound="all(s is not None and s <= 1.0 for s in r['kill']['exit_after_kill_s'])"
 if [ "$(get "r['kill']['killed_unix'] is not None and all(r['kill']['rc'][i] == 3 for i in range($victim))")" = True ] &&
-  [ "$(get "$same_error")" = True ]; then
+  [ "$(get "$same_error")" = True ] && [ "$(get "$one_cause")" = True ] && [ "$(get "$in_bound")" = True ]; then
   pass "N=$RANKS rank $victim killed: every other rank exited 3 naming it within" \
     "$(get "round(max(r['kill']['exit_after_kill_s']), 2)") s: $(get "r['kill']['errors'][0]")"
 else
-  fail "N=$RANKS rank killed (killed: $(get "r['kill']['killed_unix'] is not None")): exit codes $(get "r['kill']['rc']")"
+  fail "N=$RANKS rank killed (killed: $(get "r['kill']['killed_unix'] is not None")): exit codes $(get "r['kill']['rc']")," \
+    "naming it: $(get "$same_error"), one cause: $(get "$one_cause"), within 1 s: $(get "$in_bound")"
   show kill "$RANKS"
 fi
 testbed_end
