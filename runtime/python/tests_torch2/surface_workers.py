@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from workers import DTYPES, init, rank_input, report
 
+HUNG_PEER_TIMEOUT_S = 3
 PREMUL_FACTOR = 0.5  # inputs are 1..3: every scaled value and sum is exact in every float type
 
 
@@ -193,15 +194,22 @@ def scenario_mismatch():
 
 
 def scenario_hung_peer():
-    """A group with a 2 s timeout whose rank 1 never issues the collective rank 0 waits in."""
+    """A group with a 3 s timeout whose rank 1 never issues the collective rank 0 waits in:
+    rank 0's error and how long its all_reduce took (the launch sets libnezha's I/O timeout far
+    above 3 s, so only the group's timeout can end it that early)."""
+    import time
     from datetime import timedelta
     init("nezha")
     rank = dist.get_rank()
     gloo = dist.new_group(backend="gloo")
-    g = dist.new_group(backend="nezha", timeout=timedelta(seconds=2))
-    error = _error(lambda: dist.all_reduce(torch.ones(8), group=g)) if rank == 0 else None
-    dist.barrier(group=gloo)
-    report(error=error)
+    g = dist.new_group(backend="nezha", timeout=timedelta(seconds=HUNG_PEER_TIMEOUT_S))
+    error, elapsed = None, None
+    if rank == 0:
+        start = time.monotonic()
+        error = _error(lambda: dist.all_reduce(torch.ones(8), group=g))
+        elapsed = time.monotonic() - start
+    dist.barrier(group=gloo)  # rank 1 waits here, never in g's all_reduce
+    report(error=error, elapsed_s=elapsed)
     dist.destroy_process_group()
 
 
