@@ -9,6 +9,8 @@
 #include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "monitored_barrier.h"
+
 namespace nezha_torch {
 
 namespace {
@@ -645,6 +647,13 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::alltoall(TensorList& outputs, Tenso
 c10::intrusive_ptr<c10d::Work> NezhaBackend::barrier(const c10d::BarrierOptions&) {
   return enqueue(OpSignature::of(c10d::OpType::BARRIER, at::Tensor(), 0), "nezha:barrier", {},
                  [this] { comm_->barrier(); });
+}
+
+void NezhaBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  // Blocks for up to the timeout: without the GIL, so the p2p readers that deliver can run.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
+  nezha_torch::monitoredBarrier(*p2p_, rank_, size_, opts.timeout, waitAllRanks);
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList& tensors, int dstRank, int tag) {

@@ -89,6 +89,9 @@ class NezhaBackend : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // torch.distributed.monitored_barrier: gloo's algorithm on the p2p links, on this thread
+  // (monitored_barrier.h). opts.timeout: torch passes the call's (or the group's) timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
