@@ -97,6 +97,14 @@ nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path);
 /* Message of the last failed call on this thread ("" if none). */
 const char* nezha_last_error(void);
 
+/* The C API's version: NEZHA_API_VERSION of the library that was built. Raised when a function's
+ * parameters, an enum's values or a call's meaning change, not when a function is added.
+ * Bindings compare it at load time with the version they were written for (ctypes:
+ * runtime/python/nezha/_lib.py) so a mismatched library fails at once, naming both, instead of
+ * misreading arguments. */
+#define NEZHA_API_VERSION 1
+int nezha_api_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,11 +2,14 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "monitored_barrier.h"
 
 namespace nezha_torch {
 
@@ -158,10 +161,15 @@ void checkList(const TensorList& list, size_t n, const at::Tensor& like, const c
 
 NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
                            std::chrono::milliseconds timeout, bool checkSignatures)
-    : c10d::Backend(rank, size) {
+    : c10d::Backend(rank, size), timeout_(timeout) {
   nezha::Options o = nezha::Options::fromEnv();
   o.rank = rank;
   o.worldSize = size;
+  // The group's timeout bounds a hung collective, as on gloo: libnezha waits for a late peer
+  // (one that answers but has not started the operation) up to its I/O timeout
+  // (runtime/README.md, "Detection"), so the shorter of the two ends it. A longer group timeout
+  // does not raise NEZHA_IO_TIMEOUT_MS, which also bounds how long a silent rail lives.
+  o.ioTimeout = std::min(o.ioTimeout, timeout);
   if (rendezvousThroughStore && size > 1) rendezvousThrough(store, o);
   comm_ = std::make_unique<nezha::Communicator>(o);
   const std::vector<nezha::RailInfo> rails = comm_->rails();
@@ -229,6 +237,9 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(OpSignature sig, const char
   // (op_signature.h); one lock keeps the queue in the same order as the signatures.
   std::lock_guard<std::mutex> lock(issueMu_);
   std::shared_ptr<SignatureCheck::Issued> issued = signatures_->issue(sig);
+  work->boundWait(timeout_, [issued, rank = rank_, size = size_, on = signatures_->enabled()] {
+    return SignatureCheck::progress(*issued, rank, size, on);
+  });
   queue_->push(
       work, [this, issued, run = std::move(run)] { signatures_->run(issued, run); }, priority);
   return work;
@@ -636,6 +647,13 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::alltoall(TensorList& outputs, Tenso
 c10::intrusive_ptr<c10d::Work> NezhaBackend::barrier(const c10d::BarrierOptions&) {
   return enqueue(OpSignature::of(c10d::OpType::BARRIER, at::Tensor(), 0), "nezha:barrier", {},
                  [this] { comm_->barrier(); });
+}
+
+void NezhaBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  // Blocks for up to the timeout: without the GIL, so the p2p readers that deliver can run.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
+  nezha_torch::monitoredBarrier(*p2p_, rank_, size_, opts.timeout, waitAllRanks);
 }
 
 c10::intrusive_ptr<c10d::Work> NezhaBackend::send(TensorList& tensors, int dstRank, int tag) {

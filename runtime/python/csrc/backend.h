@@ -26,9 +26,9 @@ class NezhaBackend : public c10d::Backend {
   // (its first rail's address) and publishes it in `store`, instead of NEZHA_RENDEZVOUS. Every
   // group after the first needs it: NEZHA_RENDEZVOUS names one fixed endpoint, which a second
   // group (or two subgroups at once, e.g. FSDP's hybrid sharding) cannot share.
-  // timeout: the group's (init_process_group(timeout=)): how long an operation waits for the
-  // other ranks to start it. checkSignatures: compare every operation's signature across ranks
-  // before it runs (op_signature.h; off only to measure what the check costs).
+  // timeout: the group's (init_process_group(timeout=)): how long wait() waits for a collective
+  // and an operation for the other ranks to start it. checkSignatures: compare every
+  // operation's signature across ranks (op_signature.h; off only to measure what it costs).
   NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvousThroughStore,
                std::chrono::milliseconds timeout, bool checkSignatures);
   ~NezhaBackend() override;
@@ -89,6 +89,9 @@ class NezhaBackend : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // torch.distributed.monitored_barrier: gloo's algorithm on the p2p links, on this thread
+  // (monitored_barrier.h). opts.timeout: torch passes the call's (or the group's) timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
@@ -115,6 +118,9 @@ class NezhaBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
   static void rendezvousThrough(c10d::Store& store, nezha::Options& o);
 
+  // The group's (init_process_group(timeout=)): bounds a collective's wait() (work_queue.h)
+  // and libnezha's wait for a late peer (its I/O timeout).
+  const std::chrono::milliseconds timeout_;
   std::unique_ptr<nezha::Communicator> comm_;
   std::unique_ptr<PeerLinks> p2p_;
   std::unique_ptr<OrderChannel> order_;         // over p2p_; used by queue_

@@ -144,7 +144,7 @@ struct SignatureCheck::Issued {
   OpSignature sig;
   std::string op;  // "collective #3 (this rank 0: ALLREDUCE Float[8] SUM)", for messages
   std::string sendError;
-  std::mutex mu;
+  mutable std::mutex mu;  // also locked by progress(), on a const Issued
   std::condition_variable cv;
   int pending = 0;
   std::map<int, std::vector<char>> got;  // peer -> its signature, as it arrived
@@ -193,6 +193,18 @@ std::shared_ptr<SignatureCheck::Issued> SignatureCheck::issue(OpSignature sig) {
   return issued;
 }
 
+std::string SignatureCheck::progress(const Issued& issued, int rank, int size, bool enabled) {
+  if (!enabled || size == 1) return issued.op;
+  std::lock_guard<std::mutex> lock(issued.mu);
+  std::ostringstream missing;
+  for (int p = 0, n = 0; p < size; ++p) {
+    if (p != rank && !issued.got.count(p)) missing << (n++ ? "," : "") << p;
+  }
+  const std::string ranks = missing.str();
+  return issued.op + (ranks.empty() ? ", which every rank issued (one is stuck in it or slow),"
+                                    : ", which rank(s) " + ranks + " have not issued,");
+}
+
 void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
                          const std::function<void()>& collective) {
   throwIfBroken();
@@ -208,6 +220,7 @@ void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
   // "Signature cost"). Every peer sent its signature when it issued the operation, before its
   // data, so once the collective is done here, theirs are here or about to be.
   std::exception_ptr failed;
+  const auto started = std::chrono::steady_clock::now();
   try {
     collective();
   } catch (...) {
@@ -265,7 +278,7 @@ void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
   if (!silent.empty()) {
     std::ostringstream ranks;
     for (size_t i = 0; i < silent.size(); ++i) ranks << (i ? "," : "") << silent[i];
-    std::string cause = "timeout";
+    std::string cause = "no error here";
     if (failed) {
       try {
         std::rethrow_exception(failed);
@@ -273,11 +286,18 @@ void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
         cause = std::string("it failed: ") + e.what();
       }
     }
-    fail("nezha backend: " + op + ": rank(s) " + ranks.str() + " did not start it (" + cause +
-         ", waited " +
-         std::to_string((failed ? std::min(timeout_, kGraceAfterFailure) : timeout_).count()) +
-         " ms for their signatures; init_process_group(timeout=)): a rank skipped this "
-         "collective, is stuck or died");
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started);
+    // The group's timeout also caps libnezha's wait for a late peer (backend.cc), so a peer
+    // that never starts the operation ends it here after about that long, as gloo's timeout.
+    const std::string when =
+        waited >= timeout_
+            ? "timed out after " + std::to_string(waited.count()) + " ms, the group's timeout is " +
+                  std::to_string(timeout_.count()) + " ms (init_process_group(timeout=))"
+            : "failed after " + std::to_string(waited.count()) +
+                  " ms, within the group's timeout of " + std::to_string(timeout_.count()) + " ms";
+    fail("nezha backend: " + op + ": rank(s) " + ranks.str() + " did not start it (" + when + "; " +
+         cause + "): a rank skipped this collective, is stuck or died");
   }
   if (failed) std::rethrow_exception(failed);  // every rank ran the same operation: a real failure
 }

@@ -76,6 +76,11 @@ class SignatureCheck {
   // without running anything once the group must be recreated.
   void run(const std::shared_ptr<Issued>& issued, const std::function<void()>& collective);
 
+  // For a collective that outlived its wait (work_queue.h): the operation and which ranks'
+  // signatures have not come, i.e. which ranks have not issued it yet. Static: the Work that
+  // asks may outlive this object.
+  static std::string progress(const Issued& issued, int rank, int size, bool enabled);
+
   bool enabled() const { return enabled_; }
   // Operations issued so far: the group's sequence number (the same on every rank in step).
   uint64_t issuedCount() const { return next_.load(); }

@@ -36,12 +36,29 @@ std::exception_ptr NezhaWork::exception() const {
 
 std::vector<at::Tensor> NezhaWork::result() { return outputs_; }
 
+void NezhaWork::boundWait(std::chrono::milliseconds timeout,
+                          std::function<std::string()> describe) {
+  groupTimeout_ = timeout;
+  describe_ = std::move(describe);
+}
+
 bool NezhaWork::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (timeout == kNoTimeout) {
+  const bool byGroup = timeout == kNoTimeout;
+  const std::chrono::milliseconds limit = byGroup ? groupTimeout_ : timeout;
+  if (limit == kNoTimeout) {
     cv_.wait(lock, [&] { return done_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    TORCH_CHECK(false, "nezha: operation timed out after ", timeout.count(), " ms");
+  } else if (!cv_.wait_for(lock, limit, [&] { return done_; })) {
+    lock.unlock();
+    // The operation itself goes on until libnezha gives up on it (its wait for a late peer is
+    // capped by the group's timeout too, backend.cc); the caller is not held that long.
+    C10_THROW_ERROR(
+        DistBackendError,
+        "nezha backend: " + (describe_ ? describe_() : std::string(title_)) + " timed out after " +
+            std::to_string(limit.count()) + " ms (" +
+            (byGroup ? "the group's timeout, init_process_group(timeout=)" : "wait(timeout)") +
+            "); it is abandoned, not cancelled: recreate the process group unless the "
+            "late ranks catch up");
   }
   if (error_) std::rethrow_exception(error_);
   return true;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <utility>
@@ -47,6 +48,11 @@ class NezhaWork : public c10d::Work {
   void setSource(int rank) { source_.store(rank); }
   const char* title() const { return title_; }  // "nezha:allreduce", for messages
 
+  // Collectives, before the Work is queued: wait() without a timeout waits at most `timeout`
+  // (the group's, init_process_group(timeout=)), as on gloo, then throws a DistBackendError
+  // with what `describe` says (the operation and which ranks have not issued it).
+  void boundWait(std::chrono::milliseconds timeout, std::function<std::string()> describe);
+
   // Worker side.
   void finish(std::exception_ptr error);
 
@@ -60,6 +66,8 @@ class NezhaWork : public c10d::Work {
   bool done_ = false;
   std::exception_ptr error_;
   std::atomic<int> source_{-1};
+  std::chrono::milliseconds groupTimeout_ = kNoTimeout;  // kNoTimeout: wait() waits for ever
+  std::function<std::string()> describe_;
 };
 
 class WorkQueue {

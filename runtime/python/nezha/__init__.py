@@ -10,7 +10,8 @@
 from .buffers import DType
 from .communicator import Communicator, ReduceOp
 from .errors import (AuthError, ConfigError, InternalError, InvalidArgument, LibraryNotFound,
-                     NezhaError, RailError)
+                     LibraryVersionMismatch, NezhaError, RailError)
 
 __all__ = ["Communicator", "ReduceOp", "DType", "NezhaError", "ConfigError", "RailError",
-           "AuthError", "InvalidArgument", "InternalError", "LibraryNotFound"]
+           "AuthError", "InvalidArgument", "InternalError", "LibraryNotFound",
+           "LibraryVersionMismatch"]

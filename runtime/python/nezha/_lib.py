@@ -1,6 +1,7 @@
 """Locates and loads libnezha.so and declares the C API's prototypes (runtime/include/nezha/nezha.h).
 
-Search order, first hit wins:
+Search order, first hit wins (a library that loads must implement this binding's C API version,
+API_VERSION, or loading fails naming both versions):
   1. NEZHA_LIBRARY: a path to the shared library (an error if it does not load; no fallback)
   2. libnezha.so next to this package (wheel/image layouts copy it there)
   3. the dynamic loader: LD_LIBRARY_PATH, then the ldconfig cache
@@ -10,13 +11,34 @@ import ctypes.util
 import os
 import threading
 
-from .errors import LibraryNotFound
+from .errors import LibraryNotFound, LibraryVersionMismatch
 
 LIBRARY_ENV = "NEZHA_LIBRARY"
 _SONAMES = ("libnezha.so.0", "libnezha.so")
+# NEZHA_API_VERSION (runtime/include/nezha/nezha.h) of the C API the prototypes below describe.
+API_VERSION = 1
 
 _lock = threading.Lock()
 _lib = None
+
+
+def _check_api_version(lib, path):
+    """Refuses a library built from another C API version: ctypes would pass arguments by the
+    prototypes below whatever the library expects, so a mismatch would misread them silently."""
+    try:
+        fn = lib.nezha_api_version
+    except AttributeError:
+        raise LibraryVersionMismatch(
+            f"{path} has no nezha_api_version(): a libnezha older than C API version 1 (or not "
+            f"libnezha); this nezha binding needs C API version {API_VERSION}. Install the "
+            "libnezha built from the same source as this package") from None
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    got = fn()
+    if got != API_VERSION:
+        raise LibraryVersionMismatch(
+            f"{path} implements libnezha C API version {got}; this nezha binding needs C API "
+            f"version {API_VERSION}. Install the libnezha built from the same source as this "
+            "package")
 
 
 def _declare(lib):
@@ -77,6 +99,9 @@ def load():
                     raise LibraryNotFound(f"{LIBRARY_ENV}={path} does not load: {e}") from e
                 errors.append(f"{path}: {e}")
                 continue
+            # A loadable library of the wrong version is an error, not a reason to try the
+            # next candidate: which one the loader picks must not change silently.
+            _check_api_version(lib, path)
             _lib = _declare(lib)
             return _lib
         raise LibraryNotFound(

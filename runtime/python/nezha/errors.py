@@ -42,6 +42,10 @@ class LibraryNotFound(NezhaError, OSError):
     """libnezha.so could not be located or loaded."""
 
 
+class LibraryVersionMismatch(LibraryNotFound):
+    """The libnezha.so found implements another C API version than this binding's (or none)."""
+
+
 BY_STATUS = {cls.status: cls for cls in (ConfigError, RailError, AuthError, InvalidArgument,
                                          InternalError)}
 

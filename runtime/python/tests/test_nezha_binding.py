@@ -9,6 +9,7 @@ import torch
 
 import nezha_launch as launch
 import nezha
+import nezha._lib
 from nezha._env import communicator_env
 from nezha.errors import ConfigError
 
@@ -124,6 +125,26 @@ def test_library_lookup_order():
     assert out.startswith("ERR NEZHA_LIBRARY="), out
     out = _import_in_subprocess({})
     assert out.startswith("ERR libnezha.so not found; set NEZHA_LIBRARY"), out
+
+
+def _fake_library(tmp_path, c_source):
+    """A shared library built from `c_source`, standing in for a libnezha of another version."""
+    src, so = tmp_path / "fake.c", tmp_path / "libfake.so"
+    src.write_text(c_source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True, timeout=60)
+    return str(so)
+
+
+def test_library_of_another_c_api_version_is_refused_naming_both(tmp_path):
+    so = _fake_library(tmp_path, "int nezha_api_version(void) { return 999; }\n")
+    out = _import_in_subprocess({"NEZHA_LIBRARY": so})
+    assert out.startswith(f"ERR {so} implements libnezha C API version 999; this nezha binding "
+                          f"needs C API version {nezha._lib.API_VERSION}"), out
+    # A library from before the version function: refused too, not misread.
+    so = _fake_library(tmp_path, "int nezha_rank(void* c) { return 0; }\n")
+    out = _import_in_subprocess({"NEZHA_LIBRARY": so})
+    assert out.startswith(f"ERR {so} has no nezha_api_version()"), out
+    assert f"needs C API version {nezha._lib.API_VERSION}" in out, out
 
 
 def test_backend_env_derivation():

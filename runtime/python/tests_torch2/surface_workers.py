@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from workers import DTYPES, init, rank_input, report
 
+HUNG_PEER_TIMEOUT_S = 3
 PREMUL_FACTOR = 0.5  # inputs are 1..3: every scaled value and sum is exact in every float type
 
 
@@ -193,21 +194,32 @@ def scenario_mismatch():
 
 
 def scenario_hung_peer():
-    """A group with a 2 s timeout whose rank 1 never issues the collective rank 0 waits in."""
+    """A group with a 3 s timeout whose rank 1 never issues the collective rank 0 waits in:
+    rank 0's error and how long its all_reduce took (the launch sets libnezha's I/O timeout far
+    above 3 s, so only the group's timeout can end it that early); then a monitored_barrier
+    rank 1 never enters."""
+    import time
     from datetime import timedelta
     init("nezha")
     rank = dist.get_rank()
     gloo = dist.new_group(backend="gloo")
-    g = dist.new_group(backend="nezha", timeout=timedelta(seconds=2))
-    error = _error(lambda: dist.all_reduce(torch.ones(8), group=g)) if rank == 0 else None
-    dist.barrier(group=gloo)
-    report(error=error)
+    g = dist.new_group(backend="nezha", timeout=timedelta(seconds=HUNG_PEER_TIMEOUT_S))
+    error, elapsed = None, None
+    if rank == 0:
+        start = time.monotonic()
+        error = _error(lambda: dist.all_reduce(torch.ones(8), group=g))
+        elapsed = time.monotonic() - start
+    # monitored_barrier that rank 1 never enters: rank 0 names it (on the default group).
+    missing = _error(lambda: dist.monitored_barrier(timeout=timedelta(seconds=1),
+                                                    wait_all_ranks=True)) if rank == 0 else None
+    dist.barrier(group=gloo)  # rank 1 waits here, never in g's all_reduce
+    report(error=error, elapsed_s=elapsed, monitored_barrier=missing)
     dist.destroy_process_group()
 
 
 def scenario_extras():
     """What torch users also reach for: backend="cpu:nezha", the object collectives,
-    monitored_barrier (refused by the backend, with torch's error), and every rank's view of
+    monitored_barrier (every rank passes: no error), and every rank's view of
     the group under whatever TORCH_DISTRIBUTED_DEBUG the launch set."""
     from datetime import timedelta
     torch.set_num_threads(1)
@@ -227,7 +239,9 @@ def scenario_extras():
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(("g", rank), gathered, dst=0)
     out["gather_object"] = gathered
-    out["monitored_barrier"] = _error(lambda: dist.monitored_barrier(timeout=timedelta(seconds=10)))
+    out["monitored_barrier"] = _error(lambda: dist.monitored_barrier(timeout=timedelta(seconds=60)))
+    out["monitored_barrier_all"] = _error(
+        lambda: dist.monitored_barrier(timeout=timedelta(seconds=60), wait_all_ranks=True))
     t = torch.full((5,), float(rank + 1))
     dist.all_reduce(t)
     out["all_reduce"] = t.tolist()

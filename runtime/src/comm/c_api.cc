@@ -132,4 +132,6 @@ nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path) {
 
 const char* nezha_last_error(void) { return lastError.c_str(); }
 
+int nezha_api_version(void) { return NEZHA_API_VERSION; }
+
 }  // extern "C"
