@@ -1,0 +1,197 @@
+// The plugin's connection as a two-rank job of the failover engine (nccl/engine_link.h): a
+// sender and a receiver over two loopback TCP rails, posting and polling as NCCL's proxy thread
+// does. Messages of every size arrive exact, posts and polls never wait for the peer, a message
+// larger than the posted receive fails both ends, a cut rail fails over and comes back, and a
+// drain/restore takes a rail out of the split and gives it back.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl/comm_error.h"
+#include "nccl/engine_link.h"
+#include "test_util.h"
+#include "transport/transport.h"
+
+namespace nezha::ncclnet {
+namespace {
+
+using nezha::testing::kTestToken;
+using nezha::testing::loopbackRails;
+using nezha::testing::runRanks;
+
+constexpr int kS = EngineLink::kSender;
+constexpr int kR = EngineLink::kReceiver;
+
+Options linkOptions(int rank) {
+  Options o;
+  o.rank = rank;
+  o.worldSize = 2;
+  o.rails = loopbackRails(2);
+  o.jobToken = kTestToken;
+  o.ioTimeout = std::chrono::milliseconds(20000);
+  o.probeBytes = 64 << 10;
+  o.coldThreshold = 64 << 10;
+  o.readmitHoldDown = std::chrono::milliseconds(50);
+  return o;
+}
+
+// Both ends of one connection, built concurrently (each end's start-up probe needs the other).
+std::array<std::unique_ptr<EngineLink>, 2> connectLinks(const std::string& session) {
+  std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
+  JobTable job;
+  job.session = session;
+  for (int rank : {kS, kR}) {
+    const Options o = linkOptions(rank);
+    job.ranks.push_back(RankInfo{});
+    job.ranks.back().rank = rank;
+    job.ranks.back().worldSize = 2;
+    for (size_t rail = 0; rail < o.rails.size(); ++rail) {
+      const int index = static_cast<int>(rail);
+      transports[rank].push_back(makeTransport(o, index, o.rails[rail].address));
+      job.ranks.back().rails.push_back(transports[rank].back()->endpoint());
+    }
+  }
+  std::array<std::unique_ptr<EngineLink>, 2> links;
+  runRanks(2, [&](int rank) {
+    for (auto& t : transports[rank]) t->connect(job, Clock::now() + std::chrono::seconds(20));
+    links[rank] = std::make_unique<EngineLink>(linkOptions(rank), std::move(transports[rank]), job);
+  });
+  return links;
+}
+
+uint8_t pattern(int message, size_t i) { return static_cast<uint8_t>(message * 131 + i * 7 + 1); }
+
+struct Done {
+  uint64_t bytes = 0;
+  int rails = 0;
+};
+
+// Polls like NCCL's proxy thread until the message is done.
+Done waitDone(EngineLink& link, uint64_t id) {
+  Done d;
+  while (!link.test(id, &d.bytes, &d.rails)) std::this_thread::yield();
+  return d;
+}
+
+// One message from sender to receiver; true when the receiver got exactly what was sent.
+bool sendOne(std::array<std::unique_ptr<EngineLink>, 2>& links, int m, size_t bytes,
+             std::array<Done, 2>& done) {
+  std::vector<uint8_t> out(bytes), in(bytes + 100, 0);
+  for (size_t i = 0; i < bytes; ++i) out[i] = pattern(m, i);
+  const uint64_t sid = links[kS]->post(out.data(), bytes);
+  const uint64_t rid = links[kR]->post(in.data(), in.size());
+  done[kS] = waitDone(*links[kS], sid);
+  done[kR] = waitDone(*links[kR], rid);
+  return std::equal(out.begin(), out.end(), in.begin());
+}
+
+TEST(EngineLinkTest, CarriesMessagesOfEverySizeExactly) {
+  auto links = connectLinks("link-sizes");
+  const std::vector<size_t> sizes{0, 1, 4097, (64 << 10) + 3, 1 << 20, (3 << 20) + 5};
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    std::array<Done, 2> done;
+    EXPECT_TRUE(sendOne(links, static_cast<int>(m), sizes[m], done)) << sizes[m] << " bytes";
+    EXPECT_EQ(done[kS].bytes, sizes[m]);
+    EXPECT_EQ(done[kR].bytes, sizes[m]) << "the receiver learns the size as sent";
+  }
+  // The largest message was split over both rails, the same way on both ends.
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, 9, 3 << 20, done));
+  EXPECT_EQ(done[kS].rails, 2);
+  EXPECT_EQ(done[kR].rails, 2);
+}
+
+TEST(EngineLinkTest, PostAndTestNeverWaitForThePeer) {
+  auto links = connectLinks("link-nonblocking");
+  // Three sends with no receive posted: each post returns, and none can be done yet (the
+  // sender learns the receiver's capacity before moving a byte).
+  std::vector<std::vector<uint8_t>> out(3, std::vector<uint8_t>(1 << 20));
+  std::vector<std::vector<uint8_t>> in(3, std::vector<uint8_t>(1 << 20, 0));
+  std::vector<uint64_t> sids, rids;
+  for (int m = 0; m < 3; ++m) {
+    for (size_t i = 0; i < out[m].size(); ++i) out[m][i] = pattern(m, i);
+    sids.push_back(links[kS]->post(out[m].data(), out[m].size()));
+  }
+  uint64_t bytes = 0;
+  EXPECT_FALSE(links[kS]->test(sids[0], &bytes));
+  for (int m = 0; m < 3; ++m) rids.push_back(links[kR]->post(in[m].data(), in[m].size()));
+  for (int m = 0; m < 3; ++m) {
+    waitDone(*links[kS], sids[m]);
+    EXPECT_EQ(waitDone(*links[kR], rids[m]).bytes, out[m].size());
+    EXPECT_EQ(in[m], out[m]) << "message " << m;
+  }
+}
+
+TEST(EngineLinkTest, AMessageLargerThanTheReceiveFailsBothEnds) {
+  auto links = connectLinks("link-too-large");
+  std::vector<uint8_t> out(1000, 7), in(10, 0);
+  const uint64_t sid = links[kS]->post(out.data(), out.size());
+  const uint64_t rid = links[kR]->post(in.data(), in.size());
+  for (auto [link, id] : {std::pair{links[kS].get(), sid}, std::pair{links[kR].get(), rid}}) {
+    try {
+      waitDone(*link, id);
+      ADD_FAILURE() << "a 1000-byte send into a 10-byte receive completed";
+    } catch (const CommError& e) {
+      EXPECT_EQ(e.code, ncclInvalidUsage);
+      EXPECT_NE(std::string(e.what()).find("1000 bytes exceed the 10 bytes"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(in, std::vector<uint8_t>(10, 0)) << "nothing was written past the check";
+  // Both ends stopped at that message: a later one fails at once with the same cause.
+  const uint64_t later = links[kS]->post(out.data(), 1);
+  EXPECT_THROW(waitDone(*links[kS], later), CommError);
+}
+
+TEST(EngineLinkTest, ACutRailFailsOverAndComesBackWithEveryMessageExact) {
+  auto links = connectLinks("link-cut");
+  constexpr int kCutAt = 4;
+  int afterReadmission = -1;
+  for (int m = 0; afterReadmission < 2; ++m) {
+    ASSERT_LT(m, 5000) << "rail r1 never came back";
+    if (m == kCutAt) links[kS]->abortRail(1);  // an operator's cut, between messages
+    std::array<Done, 2> done;
+    ASSERT_TRUE(sendOne(links, m, 2 << 20, done)) << "message " << m;
+    if (m == kCutAt + 1) {
+      EXPECT_EQ(done[kS].rails, 1);
+      EXPECT_EQ(done[kR].rails, 1);
+    }
+    if (afterReadmission >= 0 || !links[kS]->metrics().readmissions.empty()) ++afterReadmission;
+  }
+  for (int rank : {kS, kR}) {
+    const Metrics& metrics = links[rank]->metrics();
+    ASSERT_EQ(metrics.failovers.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(metrics.failovers[0].rail, "r1");
+    ASSERT_EQ(metrics.readmissions.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(metrics.readmissions[0].rail, "r1");
+  }
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, 99, 2 << 20, done));
+  EXPECT_EQ(done[kS].rails, 2) << "r1 carries its share again";
+}
+
+TEST(EngineLinkTest, DrainTakesARailOutAndRestoreGivesItBack) {
+  auto links = connectLinks("link-drain");
+  std::array<Done, 2> done;
+  // Asked on the receiver's host only: the round carries it to the sender.
+  links[kR]->request(1, FailoverEngine::Request::kDrain);
+  ASSERT_TRUE(sendOne(links, 0, 2 << 20, done));  // its round applies the drain
+  ASSERT_TRUE(sendOne(links, 1, 2 << 20, done));
+  EXPECT_EQ(done[kS].rails, 1);
+  EXPECT_EQ(done[kR].rails, 1);
+  for (int rank : {kS, kR}) EXPECT_EQ(links[rank]->metrics().drains.size(), 1u);
+  links[kS]->request(1, FailoverEngine::Request::kRestore);
+  ASSERT_TRUE(sendOne(links, 2, 2 << 20, done));
+  ASSERT_TRUE(sendOne(links, 3, 2 << 20, done));
+  EXPECT_EQ(done[kS].rails, 2);
+  EXPECT_EQ(done[kR].rails, 2);
+  for (int rank : {kS, kR}) EXPECT_EQ(links[rank]->metrics().restores.size(), 1u);
+}
+
+}  // namespace
+}  // namespace nezha::ncclnet
