@@ -17,7 +17,8 @@ constexpr int kPeerOf[2] = {EngineLink::kReceiver, EngineLink::kSender};
 
 std::vector<RailInfo> railInfos(const Options& o) {
   std::vector<RailInfo> rails;
-  for (const RailSpec& s : o.rails) rails.push_back(RailInfo{s.name, s.iface, s.transport, s.address});
+  for (const RailSpec& s : o.rails)
+    rails.push_back(RailInfo{s.name, s.iface, s.transport, s.address});
   return rails;
 }
 
@@ -25,10 +26,9 @@ std::vector<RailInfo> railInfos(const Options& o) {
 
 EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
                        const JobTable& job)
-    : o_(options),
-      rails_(railInfos(o_)),
-      engine_(o_, rails_, metrics_,
-              [this](int rail) { return makeTransport(o_, rail, rails_[rail].address); }) {
+    : o_(options), rails_(railInfos(o_)), engine_(o_, rails_, metrics_, [this](int rail) {
+        return makeTransport(o_, rail, rails_[rail].address);
+      }) {
   if (o_.worldSize != 2 || (o_.rank != kSender && o_.rank != kReceiver)) {
     throw ConfigError(strCat("EngineLink: rank ", o_.rank, " of ", o_.worldSize,
                              " (a connection is rank 0 sending to rank 1)"));
@@ -60,6 +60,14 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
   };
   auto agreeMax = [this](std::vector<double>& v) { engine_.agree(v, o_.ioTimeout); };
   ProbeResult probe = probeRails(o_, algo.options(), usable, runOn, agreeMax);
+  // Without a bandwidth probe (NEZHA_PROBE_BYTES=0) the rails' expected speeds seed the split
+  // when every rail has one, as in the communicator; the tuner takes over from there.
+  const bool seedFromClasses =
+      o_.probeBytes == 0 && std::all_of(o_.rails.begin(), o_.rails.end(),
+                                        [](const RailSpec& r) { return r.expectedMbps > 0; });
+  for (size_t i = 0; seedFromClasses && i < rails_.size(); ++i) {
+    probe.bandwidth[i] = static_cast<double>(o_.rails[i].expectedMbps) * 1e6 / 8;
+  }
   std::vector<std::string> names;
   for (size_t i = 0; i < rails_.size(); ++i) {
     rails_[i].latencySeconds = probe.latency[i];
@@ -178,8 +186,8 @@ uint64_t EngineLink::exchangeSize(const Unit& u) {
   const uint64_t capacity = o_.rank == kSender ? theirs : mine;
   if (size > capacity) {
     throw CommError(ncclInvalidUsage,
-                    strCat("message ", u.id, ": the sender's ", size,
-                           " bytes exceed the ", capacity, " bytes the receiver posted"));
+                    strCat("message ", u.id, ": the sender's ", size, " bytes exceed the ",
+                           capacity, " bytes the receiver posted"));
   }
   return size;
 }

@@ -69,6 +69,8 @@ class EngineLink {
   // What the engine recorded (failovers, re-admissions, drains). Read it only while no message
   // is in flight: the link's thread writes it during a unit.
   const Metrics& metrics() const { return metrics_; }
+  // healthy | drained | probing | failed (what /status reports); same rule as metrics().
+  std::string railState(int rail) const { return engine_.railState(static_cast<size_t>(rail)); }
 
  private:
   struct Unit {
@@ -99,7 +101,7 @@ class EngineLink {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<Unit*> queue_;                       // posted, not started
+  std::deque<Unit*> queue_;                          // posted, not started
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // posted, not yet reported done
   uint64_t nextId_ = 0;
   // The link failed for good: every later message fails with the same cause.
