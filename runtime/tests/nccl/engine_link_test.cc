@@ -14,8 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "nccl/comm_error.h"
 #include "test_util.h"
+#include "transport/tcp/tcp_channel.h"
 #include "transport/transport.h"
 
 namespace nezha::ncclnet {
@@ -65,6 +67,46 @@ std::array<std::unique_ptr<EngineLink>, 2> connectLinks(const std::string& sessi
   std::array<std::unique_ptr<EngineLink>, 2> links;
   runRanks(2, [&](int rank) {
     for (auto& t : transports[rank]) t->connect(job, Clock::now() + std::chrono::seconds(20));
+    links[rank] = std::make_unique<EngineLink>(linkOptions(rank), std::move(transports[rank]), job);
+  });
+  return links;
+}
+
+// Both ends of one connection over connections opened by hand, as the plugin's rail acceptor
+// hands them over: per rail, o.streamsPerPeer data connections and a control connection, each
+// dialled by the sender and accepted by the receiver. No job table names a port (the channels
+// never listen); a rebuilt rail gets ordinary channels with ports agreed over the control mesh.
+std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(const std::string& session) {
+  const Options o = linkOptions(kS);
+  std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
+  JobTable job;
+  job.session = session;
+  for (int rank : {kS, kR}) {
+    job.ranks.push_back(RankInfo{});
+    job.ranks.back().rank = rank;
+    job.ranks.back().worldSize = 2;
+  }
+  const Deadline deadline = Clock::now() + std::chrono::seconds(20);
+  for (size_t rail = 0; rail < o.rails.size(); ++rail) {
+    const std::string& ip = o.rails[rail].address;
+    Fd listener = listenOn(ip, 0, "");
+    const int port = localPort(listener.get());
+    const int index = static_cast<int>(rail);
+    std::array<std::vector<Fd>, 2> conns;
+    for (int c = 0; c <= o.streamsPerPeer; ++c) {
+      conns[kS].push_back(connectTo(ip, port, ip, "", deadline, index, "adopted"));
+      conns[kR].push_back(acceptUntil(listener.get(), deadline, index, "adopted"));
+    }
+    for (int rank : {kS, kR}) {
+      job.ranks[rank].rails.push_back(RailEndpoint{o.rails[rail].name, "tcp", ip, 0});
+      Fd control = std::move(conns[rank].back());
+      conns[rank].pop_back();
+      transports[rank].push_back(std::make_unique<TcpChannel>(
+          linkOptions(rank), index, ip, std::move(conns[rank]), std::move(control)));
+    }
+  }
+  std::array<std::unique_ptr<EngineLink>, 2> links;
+  runRanks(2, [&](int rank) {
     links[rank] = std::make_unique<EngineLink>(linkOptions(rank), std::move(transports[rank]), job);
   });
   return links;
@@ -179,6 +221,24 @@ TEST(EngineLinkTest, ACutRailFailsOverAndComesBackWithEveryMessageExact) {
   std::array<Done, 2> done;
   ASSERT_TRUE(sendOne(links, 99, 2 << 20, done));
   EXPECT_EQ(done[kS].rails, 2) << "r1 carries its share again";
+}
+
+TEST(EngineLinkTest, RunsOnConnectionsOpenedElsewhereAndRebuildsACutRail) {
+  auto links = adoptLinks("link-adopted");
+  int afterReadmission = -1;
+  for (int m = 0; afterReadmission < 1; ++m) {
+    ASSERT_LT(m, 5000) << "rail r1 never came back";
+    if (m == 2) links[kR]->abortRail(1);
+    std::array<Done, 2> done;
+    ASSERT_TRUE(sendOne(links, m, 2 << 20, done)) << "message " << m;
+    if (m < 2) {
+      EXPECT_EQ(done[kS].rails, 2) << "message " << m;
+    }
+    if (afterReadmission >= 0 || !links[kR]->metrics().readmissions.empty()) ++afterReadmission;
+  }
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, 99, 2 << 20, done));
+  EXPECT_EQ(done[kR].rails, 2) << "the rebuilt r1 carries its share";
 }
 
 TEST(EngineLinkTest, DrainTakesARailOutAndRestoreGivesItBack) {
