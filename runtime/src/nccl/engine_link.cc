@@ -22,6 +22,12 @@ std::vector<RailInfo> railInfos(const Options& o) {
   return rails;
 }
 
+std::vector<std::string> railNames(const Options& o) {
+  std::vector<std::string> names;
+  for (const RailSpec& s : o.rails) names.push_back(s.name);
+  return names;
+}
+
 }  // namespace
 
 EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
@@ -65,16 +71,13 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
   const bool seedFromClasses =
       o_.probeBytes == 0 && std::all_of(o_.rails.begin(), o_.rails.end(),
                                         [](const RailSpec& r) { return r.expectedMbps > 0; });
-  for (size_t i = 0; seedFromClasses && i < rails_.size(); ++i) {
-    probe.bandwidth[i] = static_cast<double>(o_.rails[i].expectedMbps) * 1e6 / 8;
-  }
-  std::vector<std::string> names;
   for (size_t i = 0; i < rails_.size(); ++i) {
+    if (seedFromClasses)
+      probe.bandwidth[i] = static_cast<double>(o_.rails[i].expectedMbps) * 1e6 / 8;
     rails_[i].latencySeconds = probe.latency[i];
     rails_[i].bandwidthBytesPerSecond = probe.bandwidth[i];
-    names.push_back(rails_[i].name);
   }
-  sched_ = std::make_unique<Scheduler>(o_, probe, Table(names));
+  sched_ = std::make_unique<Scheduler>(o_, probe, Table(railNames(o_)));
   engine_.setScheduler(sched_.get());
   thread_ = std::thread([this] { loop(); });
 }

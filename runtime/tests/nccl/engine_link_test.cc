@@ -241,27 +241,29 @@ TEST(EngineLinkTest, RunsOnConnectionsOpenedElsewhereAndRebuildsACutRail) {
   EXPECT_EQ(done[kR].rails, 2) << "the rebuilt r1 carries its share";
 }
 
+// Two messages after a drain or restore request: the first one's round applies it on both
+// ends, the second runs on the rails it leaves.
+void expectAfterRequest(std::array<std::unique_ptr<EngineLink>, 2>& links, int firstMessage,
+                        int railsCarrying, const std::string& r1State) {
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, firstMessage, 2 << 20, done));
+  ASSERT_TRUE(sendOne(links, firstMessage + 1, 2 << 20, done));
+  for (int rank : {kS, kR}) {
+    EXPECT_EQ(done[rank].rails, railsCarrying) << "rank " << rank;
+    EXPECT_EQ(links[rank]->railState(1), r1State) << "rank " << rank;
+  }
+}
+
 TEST(EngineLinkTest, DrainTakesARailOutAndRestoreGivesItBack) {
   auto links = connectLinks("link-drain");
-  std::array<Done, 2> done;
   // Asked on the receiver's host only: the round carries it to the sender.
   links[kR]->request(1, FailoverEngine::Request::kDrain);
-  ASSERT_TRUE(sendOne(links, 0, 2 << 20, done));  // its round applies the drain
-  ASSERT_TRUE(sendOne(links, 1, 2 << 20, done));
-  EXPECT_EQ(done[kS].rails, 1);
-  EXPECT_EQ(done[kR].rails, 1);
+  expectAfterRequest(links, 0, 1, "drained");
+  links[kS]->request(1, FailoverEngine::Request::kRestore);
+  expectAfterRequest(links, 2, 2, "healthy");
   for (int rank : {kS, kR}) {
     EXPECT_EQ(links[rank]->metrics().drains.size(), 1u);
-    EXPECT_EQ(links[rank]->railState(1), "drained");
-  }
-  links[kS]->request(1, FailoverEngine::Request::kRestore);
-  ASSERT_TRUE(sendOne(links, 2, 2 << 20, done));
-  ASSERT_TRUE(sendOne(links, 3, 2 << 20, done));
-  EXPECT_EQ(done[kS].rails, 2);
-  EXPECT_EQ(done[kR].rails, 2);
-  for (int rank : {kS, kR}) {
     EXPECT_EQ(links[rank]->metrics().restores.size(), 1u);
-    EXPECT_EQ(links[rank]->railState(1), "healthy");
   }
 }
 
