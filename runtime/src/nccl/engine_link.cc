@@ -88,8 +88,11 @@ EngineLink::~EngineLink() {
     stop_ = true;
   }
   wake_.notify_all();
-  // A peer that is gone must not keep the link's thread in a round: fail its waits now.
+  // A message in flight must not keep the link's thread waiting for a peer that may never post
+  // its half (NCCL closes comms with requests outstanding when it aborts): the round and every
+  // rail's exchange fail now, and the thread sees stop_ once the unit has given up.
   mesh_->closeAll();
+  for (size_t r = 0; r < rails_.size(); ++r) engine_.abortRail(static_cast<int>(r));
   thread_.join();
 }
 

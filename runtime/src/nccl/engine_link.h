@@ -50,7 +50,8 @@ class EngineLink {
   // (re-admission). Starts the link's thread.
   EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
              const JobTable& job);
-  // Stops the link's thread after the unit it is running (units not started are dropped).
+  // Fails the unit in flight (its rails and rounds are cut), stops the link's thread; units
+  // not started are dropped. The peer's link fails its messages from then on.
   ~EngineLink();
   EngineLink(const EngineLink&) = delete;
   EngineLink& operator=(const EngineLink&) = delete;

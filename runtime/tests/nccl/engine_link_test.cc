@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,7 +50,8 @@ Options linkOptions(int rank) {
 }
 
 // Both ends of one connection, built concurrently (each end's start-up probe needs the other).
-std::array<std::unique_ptr<EngineLink>, 2> connectLinks(const std::string& session) {
+std::array<std::unique_ptr<EngineLink>, 2> connectLinks(
+    const std::string& session, const std::function<void(Options&)>& tweak = nullptr) {
   std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
   JobTable job;
   job.session = session;
@@ -67,7 +69,9 @@ std::array<std::unique_ptr<EngineLink>, 2> connectLinks(const std::string& sessi
   std::array<std::unique_ptr<EngineLink>, 2> links;
   runRanks(2, [&](int rank) {
     for (auto& t : transports[rank]) t->connect(job, Clock::now() + std::chrono::seconds(20));
-    links[rank] = std::make_unique<EngineLink>(linkOptions(rank), std::move(transports[rank]), job);
+    Options o = linkOptions(rank);
+    if (tweak) tweak(o);
+    links[rank] = std::make_unique<EngineLink>(o, std::move(transports[rank]), job);
   });
   return links;
 }
@@ -194,6 +198,17 @@ TEST(EngineLinkTest, AMessageLargerThanTheReceiveFailsBothEnds) {
   // Both ends stopped at that message: a later one fails at once with the same cause.
   const uint64_t later = links[kS]->post(out.data(), 1);
   EXPECT_THROW(waitDone(*links[kS], later), CommError);
+}
+
+TEST(EngineLinkTest, ClosingWithAMessageInFlightDoesNotWaitForThePeer) {
+  // An I/O timeout far beyond the test's own: closing must not wait for it.
+  auto links = connectLinks("link-close", [](Options& o) { o.ioTimeout = std::chrono::hours(1); });
+  std::vector<uint8_t> out(1 << 20, 3);
+  links[kS]->post(out.data(), out.size());  // the receiver never posts its half
+  links[kS].reset();
+  std::vector<uint8_t> in(1 << 20, 0);
+  EXPECT_THROW(waitDone(*links[kR], links[kR]->post(in.data(), in.size())), CommError)
+      << "the receiver's link learns that its peer is gone";
 }
 
 TEST(EngineLinkTest, ACutRailFailsOverAndComesBackWithEveryMessageExact) {
