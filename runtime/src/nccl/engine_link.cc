@@ -13,7 +13,7 @@ namespace nezha::ncclnet {
 
 namespace {
 
-constexpr int kPeerOf[2] = {EngineLink::kReceiver, EngineLink::kSender};
+constexpr int kPeerOf[2] = {EngineLink::kSender, EngineLink::kReceiver};  // by rank
 
 std::vector<RailInfo> railInfos(const Options& o) {
   std::vector<RailInfo> rails;
@@ -37,7 +37,7 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
       }) {
   if (o_.worldSize != 2 || (o_.rank != kSender && o_.rank != kReceiver)) {
     throw ConfigError(strCat("EngineLink: rank ", o_.rank, " of ", o_.worldSize,
-                             " (a connection is rank 0 sending to rank 1)"));
+                             " (a connection is rank 1 sending to rank 0)"));
   }
   if (transports.size() != rails_.size()) {
     throw ConfigError(strCat("EngineLink: ", transports.size(), " connected rails for ",

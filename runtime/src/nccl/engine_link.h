@@ -1,6 +1,6 @@
 // One NCCL connection — a send comm on one host and the recv comm it pairs with on the other —
-// as a two-rank job of the failover engine (failover/failover_engine.h): rank 0 sends, rank 1
-// receives, over the connection's rail channels. This is how the plugin's data path reuses the
+// as a two-rank job of the failover engine (failover/failover_engine.h): rank 0 receives, rank 1
+// sends, over the connection's rail channels. This is how the plugin's data path reuses the
 // runtime's striping (schedule/: the learned split per message size), failure handling
 // (watchdog reasons, the per-operation agreement, replay on the survivors), re-admission and
 // drain/restore instead of keeping its own.
@@ -10,14 +10,14 @@
 // receiver):
 //   1. a header operation on the cold rail: the sender's size and the receiver's capacity cross
 //      (NCCL tells the receiver only how much it may receive);
-//   2. the message as one engine operation split by the scheduler, each slice a send (rank 0)
-//      or receive (rank 1) of its byte range on its rail; a failed rail's slices are redone on
+//   2. the message as one engine operation split by the scheduler, each slice a send (sender)
+//      or receive (receiver) of its byte range on its rail; a failed rail's slices are redone on
 //      the survivors from the sender's buffer, which NCCL keeps until the send completes.
 // post() and test() only touch a queue under a mutex, so NCCL's proxy thread never waits on the
 // network (the engine's operations block; they run on the link's thread).
 //
 // The rails arrive connected (their control connections not yet released): building them is
-// the caller's job, so the plugin's authenticated set-up (nccl/rail_acceptor.h) stays as it is.
+// the caller's job (nccl/pending_link.h: the transports' own authenticated connect).
 #pragma once
 
 #include <condition_variable>
@@ -42,10 +42,13 @@ namespace nezha::ncclnet {
 
 class EngineLink {
  public:
-  static constexpr int kSender = 0;  // the engine rank of the send comm's end
-  static constexpr int kReceiver = 1;
+  // The engine ranks. The receiver is rank 0 because it listens: the transports' connect
+  // (transport/peer_mesh.h) has higher ranks dial lower ones, and NCCL's listen() is on the
+  // receiving end.
+  static constexpr int kReceiver = 0;
+  static constexpr int kSender = 1;
 
-  // `options`: rank (kSender or kReceiver), worldSize 2, the rails, the failover knobs.
+  // `options`: rank (kReceiver or kSender), worldSize 2, the rails, the failover knobs.
   // `transports`: connected, index = rail. `job`: what a rebuilt rail connects with
   // (re-admission). Starts the link's thread.
   EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,

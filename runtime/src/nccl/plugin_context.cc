@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -14,12 +16,60 @@
 #include "control/control_server.h"
 #include "control/prometheus.h"
 #include "control/rail_routes.h"
+#include "nccl/engine_link.h"
 
 namespace nezha::ncclnet {
 
+namespace {
+
+// The plugin's own striping, stall detection and redial are gone: each connection runs on the
+// runtime's engine (docs/nccl.md "One engine"). A job that still sets their knobs would get
+// silently different behaviour, so init fails and names what to set instead.
+struct RetiredKnob {
+  const char* name;
+  const char* replacement;
+};
+constexpr RetiredKnob kRetiredKnobs[] = {
+    {"NEZHA_NCCL_STALL_MS",
+     "NEZHA_WATCHDOG_MS (a rail that moves nothing while another moves data) and "
+     "NEZHA_PROGRESS_FLOOR_MS (a rail that moves nothing at all)"},
+    {"NEZHA_NCCL_READMIT_MS", "NEZHA_READMIT_HOLDDOWN_MS (how long a failed rail stays out)"},
+    {"NEZHA_NCCL_CHUNK",
+     "the learned split per message size (NEZHA_MIN_SLICE_BYTES: the least a rail is given)"},
+};
+
+void refuseRetiredKnobs() {
+  for (const RetiredKnob& k : kRetiredKnobs) {
+    if (std::getenv(k.name) != nullptr) {
+      throw ConfigError(strCat(k.name, " is retired: the plugin runs the runtime's engine; set ",
+                               k.replacement, " instead (docs/nccl.md \"Knobs\")"));
+    }
+  }
+}
+
+Options engineOptions(const std::vector<PluginRail>& rails, const std::vector<RailSpec>& specs) {
+  Options o;
+  for (const PluginRail& r : rails) {
+    for (const RailSpec& spec : specs) {
+      if (spec.name != r.name) continue;
+      o.rails.push_back(spec);
+      o.rails.back().address = r.ip;
+    }
+  }
+  readEngineKnobsFromEnv(o);
+  o.rank = 0;  // each link sets its own rank of two (nccl/pending_link.h)
+  o.worldSize = 2;
+  validateOptions(o);
+  return o;
+}
+
+}  // namespace
+
 PluginConfig PluginConfig::fromEnv() {
+  refuseRetiredKnobs();
   PluginConfig c;
-  for (const auto& r : parseRails(paramString("NEZHA_RAILS"))) {
+  const std::vector<RailSpec> specs = parseRails(paramString("NEZHA_RAILS"));
+  for (const auto& r : specs) {
     // A SHARP rail reduces in the switches (NCCL reaches that through CollNet, not through a
     // net plugin's point-to-point stripes); libnezha uses it, this plugin leaves it out.
     if (r.transport == "sharp") continue;
@@ -42,9 +92,6 @@ PluginConfig PluginConfig::fromEnv() {
     throw ConfigError(strCat("NEZHA_RAILS lists ", c.rails.size(),
                              " rails; the NCCL plugin's connect handle holds at most ", kMaxRails));
   }
-  c.chunkBytes = static_cast<uint32_t>(paramBytes("NEZHA_NCCL_CHUNK", kMinChunk, kMaxChunk));
-  c.stall = std::chrono::milliseconds(paramInt("NEZHA_NCCL_STALL_MS", 50, 600000));
-  c.readmitInterval = std::chrono::milliseconds(paramInt("NEZHA_NCCL_READMIT_MS", 10, 600000));
   c.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
   c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
@@ -63,6 +110,7 @@ PluginConfig PluginConfig::fromEnv() {
         "plugin\")");
   }
   checkTokenStrength(c.jobToken);
+  c.engine = engineOptions(c.rails, specs);
   return c;
 }
 
@@ -175,7 +223,22 @@ bool PluginContext::setDrained(size_t rail, bool drain) {
     if (others == 0) return false;
   }
   drained_[rail] = drain;
+  const auto what = drain ? FailoverEngine::Request::kDrain : FailoverEngine::Request::kRestore;
+  for (EngineLink* link : links_) link->request(static_cast<int>(rail), what);
   return true;
+}
+
+void PluginContext::attach(EngineLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.push_back(link);
+  for (size_t r = 0; r < config_.rails.size(); ++r) {
+    if (drained(r)) link->request(static_cast<int>(r), FailoverEngine::Request::kDrain);
+  }
+}
+
+void PluginContext::detach(EngineLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
 }
 
 void PluginContext::noteFailure(const std::string& what) {

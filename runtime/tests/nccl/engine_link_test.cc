@@ -55,7 +55,7 @@ std::array<std::unique_ptr<EngineLink>, 2> connectLinks(
   std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
   JobTable job;
   job.session = session;
-  for (int rank : {kS, kR}) {
+  for (int rank : {kR, kS}) {  // job.ranks is indexed by rank: the receiver is rank 0
     const Options o = linkOptions(rank);
     job.ranks.push_back(RankInfo{});
     job.ranks.back().rank = rank;
@@ -85,7 +85,7 @@ std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(const std::string& session
   std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
   JobTable job;
   job.session = session;
-  for (int rank : {kS, kR}) {
+  for (int rank : {kR, kS}) {  // job.ranks is indexed by rank: the receiver is rank 0
     job.ranks.push_back(RankInfo{});
     job.ranks.back().rank = rank;
     job.ranks.back().worldSize = 2;
