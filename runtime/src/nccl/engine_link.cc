@@ -77,6 +77,7 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
     rails_[i].latencySeconds = probe.latency[i];
     rails_[i].bandwidthBytesPerSecond = probe.bandwidth[i];
   }
+  counters_.railBytes.assign(rails_.size(), 0);
   sched_ = std::make_unique<Scheduler>(o_, probe, Table(railNames(o_)));
   engine_.setScheduler(sched_.get());
   thread_ = std::thread([this] { loop(); });
@@ -154,6 +155,7 @@ void EngineLink::loop() {
       code = ncclSystemError;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    publishCounters(u->railBytes);
     u->done = true;
     if (error.empty()) continue;
     // Both ends stop at the same message, so neither waits for a peer that moved on: this
@@ -218,9 +220,45 @@ void EngineLink::run(Unit& u) {
       OpKind::kBroadcast, [&] { return sched_->plan(OpKind::kBroadcast, size, 1); }, u.data, 0,
       u.data, 0, false, make, plan);
   if (!ran.replayed) sched_->record(plan, ran.secs);
-  std::vector<bool> used(rails_.size(), false);
-  for (const Slice& s : ran.done) used[s.rail] = true;
-  u.railsUsed = static_cast<int>(std::count(used.begin(), used.end(), true));
+  u.railBytes.assign(rails_.size(), 0);
+  for (const Slice& s : ran.done) u.railBytes[s.rail] += s.count;
+  u.railsUsed = static_cast<int>(
+      std::count_if(u.railBytes.begin(), u.railBytes.end(), [](uint64_t b) { return b > 0; }));
+}
+
+void EngineLink::publishCounters(const std::vector<uint64_t>& bytesByRail) {
+  auto count = [](const std::vector<FailoverEvent>& events, LinkCounters::ByRailReason& into) {
+    into.clear();
+    for (const FailoverEvent& e : events) ++into[{e.rail, e.reason}];
+  };
+  count(metrics_.failovers, counters_.failovers);
+  count(metrics_.readmissions, counters_.readmissions);
+  count(metrics_.rejectedReadmissions, counters_.readmissionRejections);
+  count(metrics_.drains, counters_.drains);
+  for (size_t r = 0; r < bytesByRail.size(); ++r) counters_.railBytes[r] += bytesByRail[r];
+  for (auto it = metrics_.failovers.rbegin(); it != metrics_.failovers.rend(); ++it) {
+    if (!it->localError.empty()) {
+      counters_.lastFailure = it->localError;
+      break;
+    }
+  }
+}
+
+LinkCounters EngineLink::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void LinkCounters::add(const LinkCounters& other) {
+  for (const auto& pair : {std::make_pair(&failovers, &other.failovers),
+                           std::make_pair(&readmissions, &other.readmissions),
+                           std::make_pair(&readmissionRejections, &other.readmissionRejections),
+                           std::make_pair(&drains, &other.drains)}) {
+    for (const auto& [key, n] : *pair.second) (*pair.first)[key] += n;
+  }
+  if (railBytes.size() < other.railBytes.size()) railBytes.resize(other.railBytes.size(), 0);
+  for (size_t r = 0; r < other.railBytes.size(); ++r) railBytes[r] += other.railBytes[r];
+  if (!other.lastFailure.empty()) lastFailure = other.lastFailure;
 }
 
 }  // namespace nezha::ncclnet

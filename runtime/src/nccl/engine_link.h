@@ -40,6 +40,16 @@
 
 namespace nezha::ncclnet {
 
+// What one link did, for the plugin's /metrics and stats (the runtime's metric names). Counts
+// by (rail, reason), as the engine records them (FailoverEvent::reason).
+struct LinkCounters {
+  using ByRailReason = std::map<std::pair<std::string, std::string>, uint64_t>;
+  ByRailReason failovers, readmissions, readmissionRejections, drains;
+  std::vector<uint64_t> railBytes;  // message bytes each rail carried, by rail index
+  std::string lastFailure;          // the engine's own error of the latest failover
+  void add(const LinkCounters& other);
+};
+
 class EngineLink {
  public:
   // The engine ranks. The receiver is rank 0 because it listens: the transports' connect
@@ -73,6 +83,9 @@ class EngineLink {
   // What the engine recorded (failovers, re-admissions, drains). Read it only while no message
   // is in flight: the link's thread writes it during a unit.
   const Metrics& metrics() const { return metrics_; }
+  // Any thread: the counters as of the last finished message.
+  LinkCounters counters() const;
+  bool sending() const { return o_.rank == kSender; }
   // healthy | drained | probing | failed (what /status reports); same rule as metrics().
   std::string railState(int rail) const { return engine_.railState(static_cast<size_t>(rail)); }
 
@@ -84,7 +97,8 @@ class EngineLink {
     bool done = false;
     uint64_t moved = 0;
     int railsUsed = 0;
-    std::string error;  // empty = succeeded
+    std::vector<uint64_t> railBytes;  // by rail
+    std::string error;                // empty = succeeded
     ncclResult_t code = ncclSuccess;
   };
 
@@ -94,6 +108,8 @@ class EngineLink {
   uint64_t exchangeSize(const Unit& u);
   // Every tuneInterval operations both ends agree on the slice timings (scheduler.h).
   void agreeOnTimings(uint64_t op);
+  // The link's thread, between units: copies what the engine recorded into counters_.
+  void publishCounters(const std::vector<uint64_t>& bytesByRail);
 
   const Options o_;
   std::vector<RailInfo> rails_;
@@ -103,7 +119,8 @@ class EngineLink {
   std::unique_ptr<Scheduler> sched_;
   uint64_t nextOp_ = 0;  // the link's thread
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  LinkCounters counters_;  // under mu_
   std::condition_variable wake_;
   std::deque<Unit*> queue_;                          // posted, not started
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // posted, not yet reported done

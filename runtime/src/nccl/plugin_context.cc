@@ -160,35 +160,48 @@ void PluginContext::startControl() {
   info(strCat("control endpoint on ", at.host, ":", control_->port()));
 }
 
+PluginContext::Totals PluginContext::totals() const {
+  Totals t;
+  t.sent.railBytes.assign(config_.rails.size(), 0);
+  t.received.railBytes.assign(config_.rails.size(), 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  t.sent.add(closedSent_);
+  t.received.add(closedReceived_);
+  for (const EngineLink* link : links_)
+    (link->sending() ? t.sent : t.received).add(link->counters());
+  return t;
+}
+
+// The runtime's metric names (comm/control_status.cc), so one dashboard reads both
+// integrations; labelled with the job, this process's local rank and the rail.
 std::string PluginContext::metricsText() const {
+  const Totals t = totals();
+  LinkCounters all = t.sent;
+  all.add(t.received);
   PrometheusText p({{"job", config_.jobName}, {"local_rank", std::to_string(config_.localRank)}});
-  struct Family {
-    const char* name;
-    const char* help;
-    std::atomic<uint64_t> RailCounters::*field;
+  auto byRailReason = [&](const char* name, const char* help,
+                          const LinkCounters::ByRailReason& counts) {
+    p.family(name, "counter", help);
+    for (const auto& [key, n] : counts)
+      p.sample({{"rail", key.first}, {"reason", key.second}}, double(n));
   };
-  static const Family families[] = {
-      {"nezha_nccl_rail_sent_bytes_total",
-       "Bytes the NCCL plugin sent on the rail and the peer acknowledged.",
-       &RailCounters::bytesSent},
-      {"nezha_nccl_rail_received_bytes_total",
-       "Bytes the NCCL plugin received on the rail into posted receives.",
-       &RailCounters::bytesReceived},
-      {"nezha_nccl_rail_failures_total",
-       "Times the rail failed while carrying NCCL traffic (error, lost carrier, stall).",
-       &RailCounters::failures},
-      {"nezha_nccl_rail_readmissions_total",
-       "Times a failed rail came back after its probe was acknowledged.",
-       &RailCounters::readmissions},
-      {"nezha_nccl_rail_replayed_chunks_total",
-       "Chunks a failed rail held that went to the other rails.", &RailCounters::chunksReplayed},
-  };
-  for (const auto& f : families) {
-    p.family(f.name, "counter", f.help);
-    for (size_t i = 0; i < config_.rails.size(); ++i) {
-      p.sample({{"rail", config_.rails[i].name}}, double((counters_[i].*f.field).load()));
-    }
-  }
+  byRailReason("nezha_runtime_failovers_total",
+               "Rails that left a connection's split, by reason (carrier, watchdog, slow, "
+               "transport, error, peer).",
+               all.failovers);
+  byRailReason("nezha_runtime_readmissions_total",
+               "Rails that re-entered a connection's split after their probe passed.",
+               all.readmissions);
+  byRailReason("nezha_runtime_readmission_rejections_total",
+               "Re-admission attempts that did not pass, by reason (probe, slow).",
+               all.readmissionRejections);
+  byRailReason("nezha_runtime_drains_total",
+               "Rails drained through the control endpoint (reason operator), per connection.",
+               all.drains);
+  p.family("nezha_runtime_rail_bytes_total", "counter",
+           "Message bytes the rail carried (sent and received, every connection).");
+  for (size_t i = 0; i < config_.rails.size(); ++i)
+    p.sample({{"rail", config_.rails[i].name}}, double(all.railBytes[i]));
   p.family("nezha_nccl_rail_drained", "gauge",
            "1 while the operator has the rail drained through the control endpoint, else 0.");
   for (size_t i = 0; i < config_.rails.size(); ++i)
@@ -237,7 +250,9 @@ void PluginContext::attach(EngineLink* link) {
 }
 
 void PluginContext::detach(EngineLink* link) {
+  const LinkCounters last = link->counters();
   std::lock_guard<std::mutex> lock(mu_);
+  (link->sending() ? closedSent_ : closedReceived_).add(last);
   links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
 }
 
@@ -247,19 +262,30 @@ void PluginContext::noteFailure(const std::string& what) {
 }
 
 std::string PluginContext::statsJson() const {
+  const Totals t = totals();
+  auto perRail = [](const LinkCounters::ByRailReason& counts, const std::string& rail) {
+    uint64_t n = 0;
+    for (const auto& [key, c] : counts) n += key.first == rail ? c : 0;
+    return n;
+  };
   std::string out = "{\"rails\":[";
   for (size_t i = 0; i < config_.rails.size(); ++i) {
-    const auto& c = counters_[i];
-    out += strCat(i ? "," : "", "{\"name\":\"", config_.rails[i].name,
-                  "\",\"bytes_sent\":", c.bytesSent.load(),
-                  ",\"bytes_received\":", c.bytesReceived.load(),
-                  ",\"failures\":", c.failures.load(), ",\"readmissions\":", c.readmissions.load(),
-                  ",\"chunks_replayed\":", c.chunksReplayed.load(),
+    const std::string& name = config_.rails[i].name;
+    const uint64_t failures = perRail(t.sent.failovers, name) + perRail(t.received.failovers, name);
+    const uint64_t readmissions =
+        perRail(t.sent.readmissions, name) + perRail(t.received.readmissions, name);
+    out += strCat(i ? "," : "", "{\"name\":\"", name, "\",\"bytes_sent\":", t.sent.railBytes[i],
+                  ",\"bytes_received\":", t.received.railBytes[i], ",\"failures\":", failures,
+                  ",\"readmissions\":", readmissions,
                   ",\"drained\":", drained(i) ? "true" : "false", "}");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::string last = t.received.lastFailure.empty() ? t.sent.lastFailure : t.received.lastFailure;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lastFailure_.empty()) last = lastFailure_;
+  }
   std::string escaped;
-  for (char ch : lastFailure_) {
+  for (char ch : last) {
     if (ch == '"' || ch == '\\') escaped += '\\';
     escaped += (static_cast<unsigned char>(ch) < 0x20) ? ' ' : ch;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "control/request_auth.h"
+#include "nccl/engine_link.h"
 #include "nccl/frame.h"
 #include "nccl/net_abi.h"
 #include "nezha/nezha.hpp"
@@ -66,8 +67,6 @@ struct RailCounters {
   std::atomic<uint64_t> chunksReplayed{0};
 };
 
-class EngineLink;
-
 class PluginContext {
  public:
   PluginContext(PluginConfig config, ncclDebugLogger_t logger);
@@ -88,14 +87,16 @@ class PluginContext {
   // handed to NCCL (taking the rails drained so far out at once) and leaves before it is closed.
   void attach(EngineLink* link);
   void detach(EngineLink* link);
-  // Prometheus text of the counters below (nezha_nccl_* families).
+  // Prometheus text of what every connection's engine did, closed ones included (the runtime's
+  // nezha_runtime_* names), and the drained gauge.
   std::string metricsText() const;
   const PluginConfig& config() const { return config_; }
   RailCounters& counters(size_t rail) { return counters_[rail]; }
   // NCCL's logger when it gave one, else stderr for warnings (the harness runs without NCCL).
   void warn(const std::string& msg) const;
   void info(const std::string& msg) const;
-  // {"rails":[{"name":..,"bytes_sent":..,...}],"last_failure":".."}
+  // {"rails":[{"name":..,"bytes_sent":..,"bytes_received":..,"failures":..,"readmissions":..,
+  //   "drained":..}],"last_failure":".."}: the same totals as metricsText().
   std::string statsJson() const;
   void noteFailure(const std::string& what);
 
@@ -107,7 +108,12 @@ class PluginContext {
   ControlRequestVerifier verifier_;
   mutable std::mutex mu_;
   std::string lastFailure_;
-  std::vector<EngineLink*> links_;  // under mu_
+  std::vector<EngineLink*> links_;            // under mu_
+  LinkCounters closedSent_, closedReceived_;  // of links detached already, under mu_
+  struct Totals {
+    LinkCounters sent, received;
+  };
+  Totals totals() const;
   std::unique_ptr<ControlServer> control_;
 };
 
