@@ -167,8 +167,9 @@ until_ring_running alldown "$job"
 wait $job || true
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -D INPUT -i r0 -j DROP
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -D OUTPUT -o r0 -j DROP
-if grep -q "every rail to the peer is down" "$WORK"/alldown.err.*; then
-  pass "all rails black-holed: '$(grep -ho "every rail to the peer is down[^\"]*" "$WORK"/alldown.err.* | head -1 | cut -c1-140)'"
+# The engine's words for it (failover/ "no rail left"): the operation names the last rail tried.
+if [ "$(grep -l "no rail left to finish it on" "$WORK"/alldown.err.* | wc -l)" = 2 ]; then
+  pass "all rails black-holed, both ranks: '$(grep -ho "no rail left to finish it on[^\"]*" "$WORK"/alldown.err.* | head -1 | cut -c1-160)'"
 else
   fail "all rails down: no clear error"
   show alldown 2
