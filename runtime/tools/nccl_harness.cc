@@ -216,6 +216,7 @@ class Net {
       ncclNetProperties_v8_t p{};
       check(v8_->getProperties(0, &p), "getProperties");
       name_ = describeProps(p, "v8");
+      maxRecvs_ = p.maxRecvs;
     }
     int ndev = 0;
     check(call([&](const auto& n) { return n.devices(&ndev); },
@@ -233,6 +234,7 @@ class Net {
     Props p{};
     check(table->getProperties(0, &p), "getProperties");
     name_ = describeProps(p, version);
+    maxRecvs_ = p.maxRecvs;
     return table;
   }
   template <typename Props>
@@ -251,6 +253,8 @@ class Net {
     if (rc != ncclSuccess) die(std::string(what) + " failed with ncclResult " + std::to_string(rc));
   }
   const std::string& describe() const { return name_; }
+  // The most receives one irecv may group (getProperties): NCCL never groups more.
+  int maxRecvs() const { return maxRecvs_; }
   void* listen(void* handle) {
     void* l = nullptr;
     check(call([&](const auto& n) { return n.listen(ctx_, 0, handle, &l); },
@@ -319,6 +323,7 @@ class Net {
   const ncclNet_v12_t* v12_ = nullptr;
   int (*stats_)(char*, int) = nullptr;
   std::string name_;
+  int maxRecvs_ = 1;
 };
 
 // A send and a receive comm to the ring neighbours, set up the NCCL way: listen, publish the
@@ -371,13 +376,15 @@ struct GroupPlan {
   std::vector<int> sendOrder;  // the sender issues the group's sends in this order
 };
 
-std::vector<GroupPlan> planP2p(uint32_t seed, int iters, uint64_t maxBytes) {
+// Every third group has up to 8 receives, as many as the plugin's maxRecvs allows (NCCL groups no
+// more than that); the random stream is the same whatever maxRecvs is, so both ends agree.
+std::vector<GroupPlan> planP2p(uint32_t seed, int iters, uint64_t maxBytes, int maxRecvs) {
   std::mt19937 rng(seed);
   std::vector<GroupPlan> plan;
   const size_t sizes[] = {0, 1, 7, 4096, 65537, 131072, 300001};
   for (int g = 0; g < iters; ++g) {
     GroupPlan p;
-    const int n = (g % 3 == 2) ? 1 + static_cast<int>(rng() % 8) : 1;  // every third is grouped
+    const int n = (g % 3 == 2) ? std::min(1 + static_cast<int>(rng() % 8), maxRecvs) : 1;
     for (int e = 0; e < n; ++e) {
       p.tags.push_back(g * 16 + e);
       size_t s = (rng() % 4 == 0) ? static_cast<size_t>(rng() % (maxBytes + 1)) : sizes[rng() % 7];
@@ -397,8 +404,10 @@ int runP2p(Net& net, const Args& a, Links& l, Clock::time_point deadline,
   const int right = (a.rank + 1) % a.world;
   const int left = (a.rank + a.world - 1) % a.world;
   (void)right;
-  const auto sendPlan = planP2p(a.seed + static_cast<uint32_t>(a.rank), a.iters, a.bytes);
-  const auto recvPlan = planP2p(a.seed + static_cast<uint32_t>(left), a.iters, a.bytes);
+  const auto sendPlan =
+      planP2p(a.seed + static_cast<uint32_t>(a.rank), a.iters, a.bytes, net.maxRecvs());
+  const auto recvPlan =
+      planP2p(a.seed + static_cast<uint32_t>(left), a.iters, a.bytes, net.maxRecvs());
   constexpr size_t kWindow = 8;  // groups in flight each way
   struct Pending {
     void* req;

@@ -226,6 +226,12 @@ Options Options::fromEnv() {
     o.rendezvousHost = hp.first;
     o.rendezvousPort = hp.second;
   }
+  readEngineKnobsFromEnv(o);
+  validateOptions(o);
+  return o;
+}
+
+void readEngineKnobsFromEnv(Options& o) {
   o.jobToken = jobTokenFromEnv();
   o.policy = parsePolicy(paramString("NEZHA_POLICY"));
   std::string cold = paramString("NEZHA_COLD_THRESHOLD");
@@ -277,8 +283,6 @@ Options Options::fromEnv() {
       std::chrono::milliseconds(paramInt("NEZHA_PREFLIGHT_TIMEOUT_MS", 100, 3600000));
   o.preflightBytes = paramBytes("NEZHA_PREFLIGHT_BYTES", 1, size_t(16) << 20);
   o.preflightWait = std::chrono::milliseconds(paramInt("NEZHA_PREFLIGHT_WAIT_MS", 0, 86400000));
-  validateOptions(o);
-  return o;
 }
 
 const char* toString(ReduceOp op) {

@@ -6,6 +6,10 @@
 // every connection by measured speed, moves a failed rail's bytes to the others inside the
 // request and brings the rail back, while NCCL sees one NIC whose speed is the sum.
 //
+// The plugin is an adapter: each NCCL connection is a two-rank job of the runtime's failover
+// engine (nccl/engine_link.h), set up off NCCL's proxy thread (nccl/pending_link.h). isend and
+// irecv post a message, test polls it; none of them waits on the network.
+//
 // Process-wide state: NCCL's v8 init() takes no context, so the plugin keeps one PluginContext
 // per process (created by the first init, never reconfigured). Everything else hangs off the
 // comm objects NCCL passes back, each looked up among the live ones before it is used
@@ -20,11 +24,13 @@
 #include <new>
 
 #include "base/error.h"
+#include "nccl/comm_error.h"
+#include "nccl/engine_link.h"
+#include "nccl/handle.h"
 #include "nccl/live_set.h"
 #include "nccl/net_abi.h"
+#include "nccl/pending_link.h"
 #include "nccl/plugin_context.h"
-#include "nccl/recv_comm.h"
-#include "nccl/send_comm.h"
 
 #define NEZHA_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -34,18 +40,27 @@ namespace {
 std::mutex gInitMu;
 std::unique_ptr<PluginContext> gContext;  // see the comment at the top
 
+// A listen comm: its connection's set-up, started by listen() (the rails' listeners are open).
+struct ListenComm {
+  std::unique_ptr<PendingLink> pending;
+};
+// A send or recv comm: one end of a connection.
+struct LinkComm {
+  std::unique_ptr<EngineLink> link;
+  explicit LinkComm(std::unique_ptr<EngineLink> l) : link(std::move(l)) {
+    gContext->attach(link.get());
+  }
+  ~LinkComm() { gContext->detach(link.get()); }
+};
 struct Request {
-  SendComm* send = nullptr;
-  SendRequest* sreq = nullptr;
-  RecvComm* recv = nullptr;
-  RecvRequest* rreq = nullptr;
-  int count = 1;  // receives in the group (sizes[] has this many entries)
+  LinkComm* comm = nullptr;
+  uint64_t id = 0;  // the message's id on the comm's link
 };
 
 LiveSet<ListenComm> gListens;
-LiveSet<SendComm> gConnecting;  // named by a connect handle's scratch until connected
-LiveSet<SendComm> gSends;
-LiveSet<RecvComm> gRecvs;
+LiveSet<PendingLink> gConnecting;  // named by a connect handle's scratch until connected
+LiveSet<LinkComm> gSends;
+LiveSet<LinkComm> gRecvs;
 LiveSet<Request> gRequests;
 
 template <typename T>
@@ -66,7 +81,7 @@ ncclResult_t guarded(const char* call, F&& f) {
   } catch (const CommError& e) {
     if (gContext) gContext->warn(strCat(call, ": ", e.what()));
     return e.code;
-  } catch (const FrameError& e) {
+  } catch (const FrameError& e) {  // a connect handle that is not ours (nccl/handle.h)
     if (gContext) gContext->warn(strCat(call, ": ", e.what()));
     return ncclInvalidArgument;
   } catch (const ConfigError& e) {
@@ -105,11 +120,11 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   std::string rails;
   for (const auto& r : gContext->config().rails)
     rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
-  // Every rail is tcp today, so NCCL hands the plugin host memory it staged (docs/nccl.md "GPU
-  // memory"); the line says so, as an operator reading NCCL's log needs to know.
-  gContext->info(strCat("using rails ", rails, " as one device, chunk ",
-                        gContext->config().chunkBytes,
-                        " B, host-staged (ptrSupport NCCL_PTR_HOST: the rails are tcp)"));
+  // NCCL hands the plugin host memory it staged (docs/nccl.md "GPU memory"); the line says so,
+  // as an operator reading NCCL's log needs to know.
+  gContext->info(strCat("using rails ", rails,
+                        " as one device on the runtime's failover engine, host-staged "
+                        "(ptrSupport NCCL_PTR_HOST)"));
   return ncclSuccess;
 }
 
@@ -134,7 +149,9 @@ void fillCommon(P* props) {
   props->port = 1;
   props->latency = 0;
   props->maxComms = 65536;
-  props->maxRecvs = static_cast<int>(kMaxGrouped);
+  // One receive per irecv, as NCCL's socket transport: a connection's messages are matched in
+  // posting order (nccl/engine_link.h), and NCCL groups receives only up to this.
+  props->maxRecvs = 1;
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = 0;
 }
@@ -178,8 +195,11 @@ ncclResult_t listen(int dev, void* handle, void** listenComm) {
   return guarded("listen", [&] {
     if (dev != 0)
       throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
-    auto comm = std::make_unique<ListenComm>(*gContext);
-    encodeHandle(comm->handle(), handle);
+    auto comm = std::make_unique<ListenComm>();
+    ConnectHandle h;
+    comm->pending =
+        PendingLink::listen(gContext->config().engine, gContext->config().connectTimeout, h);
+    encodeHandle(h, handle);
     gListens.add(comm.get());
     *listenComm = comm.release();
     return ncclSuccess;
@@ -189,7 +209,7 @@ ncclResult_t listen(int dev, void* handle, void** listenComm) {
 ncclResult_t connect(int dev, void* handle, void** sendComm) {
   *sendComm = nullptr;
   auto* scratch = static_cast<uint8_t*>(handle) + kHandleScratchOffset;
-  SendComm* comm = nullptr;
+  PendingLink* comm = nullptr;
   const ncclResult_t rc = guarded("connect", [&] {
     if (dev != 0)
       throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
@@ -202,14 +222,19 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
       if (comm == nullptr)
         throw FrameError("connect handle: its scratch names no connection of this process");
     } else {
-      comm = new SendComm(*gContext, peer);
+      comm =
+          PendingLink::connect(gContext->config().engine, gContext->config().connectTimeout, peer)
+              .release();
       gConnecting.add(comm);
       std::memcpy(scratch, &comm, sizeof comm);
     }
-    if (comm->connected()) {
+    if (std::unique_ptr<EngineLink> link = comm->take()) {
+      auto* send = new LinkComm(std::move(link));
+      gSends.add(send);
+      *sendComm = send;
       gConnecting.remove(comm);
-      gSends.add(comm);
-      *sendComm = comm;
+      delete comm;
+      comm = nullptr;
       std::memset(scratch, 0, sizeof comm);
     }
     return ncclSuccess;
@@ -224,9 +249,17 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
 ncclResult_t accept(void* listenComm, void** recvComm) {
   *recvComm = nullptr;
   return guarded("accept", [&] {
-    auto comm = live(gListens, listenComm, "listen comm")->accept();
-    if (comm != nullptr) gRecvs.add(comm.get());
-    *recvComm = comm.release();
+    ListenComm* listen = live(gListens, listenComm, "listen comm");
+    if (!listen->pending) {
+      throw CommError(ncclInvalidUsage,
+                      "accept: this listen comm's connection was accepted already");
+    }
+    std::unique_ptr<EngineLink> link = listen->pending->take();
+    if (link == nullptr) return ncclSuccess;  // still being set up: NCCL calls again
+    listen->pending.reset();
+    auto* recv = new LinkComm(std::move(link));
+    gRecvs.add(recv);
+    *recvComm = recv;
     return ncclSuccess;
   });
 }
@@ -254,13 +287,12 @@ ncclResult_t deregMr(void*, void*) { return ncclSuccess; }
 ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** request) {
   *request = nullptr;
   return guarded("isend", [&] {
-    auto* comm = live(gSends, sendComm, "send comm");
-    SendRequest* r = comm->isend(data, size, tag);
-    if (r != nullptr) {
-      auto* req = new Request{comm, r, nullptr, nullptr, 1};
-      gRequests.add(req);
-      *request = req;
-    }
+    // Tags are not used: a connection's messages match in posting order.
+    (void)tag;
+    LinkComm* comm = live(gSends, sendComm, "send comm");
+    auto* req = new Request{comm, comm->link->post(data, size)};
+    gRequests.add(req);
+    *request = req;
     return ncclSuccess;
   });
 }
@@ -269,9 +301,13 @@ ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, in
                    void** request) {
   *request = nullptr;
   return guarded("irecv", [&] {
-    auto* comm = live(gRecvs, recvComm, "recv comm");
-    RecvRequest* r = comm->irecv(n, data, sizes, tags);
-    auto* req = new Request{nullptr, nullptr, comm, r, n};
+    (void)tags;
+    LinkComm* comm = live(gRecvs, recvComm, "recv comm");
+    if (n != 1) {
+      throw CommError(ncclInvalidArgument,
+                      strCat("irecv of ", n, " grouped receives (the plugin reports maxRecvs 1)"));
+    }
+    auto* req = new Request{comm, comm->link->post(data[0], sizes[0])};
     gRequests.add(req);
     *request = req;
     return ncclSuccess;
@@ -287,15 +323,17 @@ ncclResult_t test(void* request, int* done, int* sizes) {
   *done = 0;
   return guarded("test", [&] {
     Request* req = live(gRequests, request, "request");
+    uint64_t size = 0;
     bool finished = false;
-    if (req->send != nullptr) {
-      uint64_t size = 0;
-      finished = live(gSends, req->send, "send comm")->test(req->sreq, &size);
-      if (finished && sizes != nullptr) sizes[0] = static_cast<int>(size);
-    } else {
-      finished = live(gRecvs, req->recv, "recv comm")->test(req->rreq, sizes);
+    try {
+      finished = req->comm->link->test(req->id, &size);
+    } catch (const CommError&) {
+      gRequests.remove(req);  // the link forgot the message: so does the plugin
+      delete req;
+      throw;
     }
     if (finished) {
+      if (sizes != nullptr) sizes[0] = static_cast<int>(size);
       *done = 1;
       gRequests.remove(req);
       delete req;
@@ -305,20 +343,18 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 }
 
 // A comm's requests go with it: NCCL may not test them afterwards (test() then finds none).
-template <typename Comm>
-ncclResult_t closeComm(LiveSet<Comm>& set, void* comm, Comm* Request::*owner, const char* call) {
+ncclResult_t closeComm(LiveSet<LinkComm>& set, void* comm, const char* call) {
   return guarded(call, [&] {
-    Comm* c = live(set, comm, call);
+    LinkComm* c = live(set, comm, call);
     set.remove(c);
-    gRequests.eraseIf([&](const Request& r) { return r.*owner == c; },
-                      [](Request* r) { delete r; });
+    gRequests.eraseIf([&](const Request& r) { return r.comm == c; }, [](Request* r) { delete r; });
     delete c;
     return ncclSuccess;
   });
 }
 
-ncclResult_t closeSend(void* comm) { return closeComm(gSends, comm, &Request::send, "closeSend"); }
-ncclResult_t closeRecv(void* comm) { return closeComm(gRecvs, comm, &Request::recv, "closeRecv"); }
+ncclResult_t closeSend(void* comm) { return closeComm(gSends, comm, "closeSend"); }
+ncclResult_t closeRecv(void* comm) { return closeComm(gRecvs, comm, "closeRecv"); }
 ncclResult_t closeListen(void* comm) {
   return guarded("closeListen", [&] {
     ListenComm* c = live(gListens, comm, "listen comm");
@@ -349,13 +385,9 @@ ncclResult_t isendV8(void* comm, void* data, int size, int tag, void*, void** re
 }
 ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void**,
                      void** request) {
-  if (n < 1 || n > int(kMaxGrouped)) return ncclInvalidArgument;
-  uint64_t s[kMaxGrouped];
-  for (int i = 0; i < n; ++i) {
-    if (sizes[i] < 0) return ncclInvalidArgument;
-    s[i] = static_cast<uint64_t>(sizes[i]);
-  }
-  return irecv(comm, n, data, s, tags, request);
+  if (n != 1 || sizes[0] < 0) return ncclInvalidArgument;  // maxRecvs is 1
+  const uint64_t size = static_cast<uint64_t>(sizes[0]);
+  return irecv(comm, n, data, &size, tags, request);
 }
 
 // ---- v11 adapters ----------------------------------------------------------------------------
@@ -379,10 +411,9 @@ ncclResult_t isendV11(void* comm, void* data, size_t size, int tag, void*, void*
 }
 ncclResult_t irecvV11(void* comm, int n, void** data, size_t* sizes, int* tags, void**, void**,
                       void** request) {
-  if (n < 1 || n > int(kMaxGrouped)) return ncclInvalidArgument;
-  uint64_t s[kMaxGrouped];
-  for (int i = 0; i < n; ++i) s[i] = sizes[i];
-  return irecv(comm, n, data, s, tags, request);
+  if (n != 1) return ncclInvalidArgument;  // maxRecvs is 1
+  const uint64_t size = sizes[0];
+  return irecv(comm, n, data, &size, tags, request);
 }
 // The rails are already one device; NCCL may only ask to merge that one device with itself.
 template <typename VProps>

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -14,12 +16,60 @@
 #include "control/control_server.h"
 #include "control/prometheus.h"
 #include "control/rail_routes.h"
+#include "nccl/engine_link.h"
 
 namespace nezha::ncclnet {
 
+namespace {
+
+// The plugin's own striping, stall detection and redial are gone: each connection runs on the
+// runtime's engine (docs/nccl.md "One engine"). A job that still sets their knobs would get
+// silently different behaviour, so init fails and names what to set instead.
+struct RetiredKnob {
+  const char* name;
+  const char* replacement;
+};
+constexpr RetiredKnob kRetiredKnobs[] = {
+    {"NEZHA_NCCL_STALL_MS",
+     "NEZHA_WATCHDOG_MS (a rail that moves nothing while another moves data) and "
+     "NEZHA_PROGRESS_FLOOR_MS (a rail that moves nothing at all)"},
+    {"NEZHA_NCCL_READMIT_MS", "NEZHA_READMIT_HOLDDOWN_MS (how long a failed rail stays out)"},
+    {"NEZHA_NCCL_CHUNK",
+     "the learned split per message size (NEZHA_MIN_SLICE_BYTES: the least a rail is given)"},
+};
+
+void refuseRetiredKnobs() {
+  for (const RetiredKnob& k : kRetiredKnobs) {
+    if (std::getenv(k.name) != nullptr) {
+      throw ConfigError(strCat(k.name, " is retired: the plugin runs the runtime's engine; set ",
+                               k.replacement, " instead (docs/nccl.md \"Knobs\")"));
+    }
+  }
+}
+
+Options engineOptions(const std::vector<PluginRail>& rails, const std::vector<RailSpec>& specs) {
+  Options o;
+  for (const PluginRail& r : rails) {
+    for (const RailSpec& spec : specs) {
+      if (spec.name != r.name) continue;
+      o.rails.push_back(spec);
+      o.rails.back().address = r.ip;
+    }
+  }
+  readEngineKnobsFromEnv(o);
+  o.rank = 0;  // each link sets its own rank of two (nccl/pending_link.h)
+  o.worldSize = 2;
+  validateOptions(o);
+  return o;
+}
+
+}  // namespace
+
 PluginConfig PluginConfig::fromEnv() {
+  refuseRetiredKnobs();
   PluginConfig c;
-  for (const auto& r : parseRails(paramString("NEZHA_RAILS"))) {
+  const std::vector<RailSpec> specs = parseRails(paramString("NEZHA_RAILS"));
+  for (const auto& r : specs) {
     // A SHARP rail reduces in the switches (NCCL reaches that through CollNet, not through a
     // net plugin's point-to-point stripes); libnezha uses it, this plugin leaves it out.
     if (r.transport == "sharp") continue;
@@ -42,9 +92,6 @@ PluginConfig PluginConfig::fromEnv() {
     throw ConfigError(strCat("NEZHA_RAILS lists ", c.rails.size(),
                              " rails; the NCCL plugin's connect handle holds at most ", kMaxRails));
   }
-  c.chunkBytes = static_cast<uint32_t>(paramBytes("NEZHA_NCCL_CHUNK", kMinChunk, kMaxChunk));
-  c.stall = std::chrono::milliseconds(paramInt("NEZHA_NCCL_STALL_MS", 50, 600000));
-  c.readmitInterval = std::chrono::milliseconds(paramInt("NEZHA_NCCL_READMIT_MS", 10, 600000));
   c.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
   c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
@@ -63,6 +110,7 @@ PluginConfig PluginConfig::fromEnv() {
         "plugin\")");
   }
   checkTokenStrength(c.jobToken);
+  c.engine = engineOptions(c.rails, specs);
   return c;
 }
 
@@ -112,35 +160,48 @@ void PluginContext::startControl() {
   info(strCat("control endpoint on ", at.host, ":", control_->port()));
 }
 
+PluginContext::Totals PluginContext::totals() const {
+  Totals t;
+  t.sent.railBytes.assign(config_.rails.size(), 0);
+  t.received.railBytes.assign(config_.rails.size(), 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  t.sent.add(closedSent_);
+  t.received.add(closedReceived_);
+  for (const EngineLink* link : links_)
+    (link->sending() ? t.sent : t.received).add(link->counters());
+  return t;
+}
+
+// The runtime's metric names (comm/control_status.cc), so one dashboard reads both
+// integrations; labelled with the job, this process's local rank and the rail.
 std::string PluginContext::metricsText() const {
+  const Totals t = totals();
+  LinkCounters all = t.sent;
+  all.add(t.received);
   PrometheusText p({{"job", config_.jobName}, {"local_rank", std::to_string(config_.localRank)}});
-  struct Family {
-    const char* name;
-    const char* help;
-    std::atomic<uint64_t> RailCounters::*field;
+  auto byRailReason = [&](const char* name, const char* help,
+                          const LinkCounters::ByRailReason& counts) {
+    p.family(name, "counter", help);
+    for (const auto& [key, n] : counts)
+      p.sample({{"rail", key.first}, {"reason", key.second}}, double(n));
   };
-  static const Family families[] = {
-      {"nezha_nccl_rail_sent_bytes_total",
-       "Bytes the NCCL plugin sent on the rail and the peer acknowledged.",
-       &RailCounters::bytesSent},
-      {"nezha_nccl_rail_received_bytes_total",
-       "Bytes the NCCL plugin received on the rail into posted receives.",
-       &RailCounters::bytesReceived},
-      {"nezha_nccl_rail_failures_total",
-       "Times the rail failed while carrying NCCL traffic (error, lost carrier, stall).",
-       &RailCounters::failures},
-      {"nezha_nccl_rail_readmissions_total",
-       "Times a failed rail came back after its probe was acknowledged.",
-       &RailCounters::readmissions},
-      {"nezha_nccl_rail_replayed_chunks_total",
-       "Chunks a failed rail held that went to the other rails.", &RailCounters::chunksReplayed},
-  };
-  for (const auto& f : families) {
-    p.family(f.name, "counter", f.help);
-    for (size_t i = 0; i < config_.rails.size(); ++i) {
-      p.sample({{"rail", config_.rails[i].name}}, double((counters_[i].*f.field).load()));
-    }
-  }
+  byRailReason("nezha_runtime_failovers_total",
+               "Rails that left a connection's split, by reason (carrier, watchdog, slow, "
+               "transport, error, peer).",
+               all.failovers);
+  byRailReason("nezha_runtime_readmissions_total",
+               "Rails that re-entered a connection's split after their probe passed.",
+               all.readmissions);
+  byRailReason("nezha_runtime_readmission_rejections_total",
+               "Re-admission attempts that did not pass, by reason (probe, slow).",
+               all.readmissionRejections);
+  byRailReason("nezha_runtime_drains_total",
+               "Rails drained through the control endpoint (reason operator), per connection.",
+               all.drains);
+  p.family("nezha_runtime_rail_bytes_total", "counter",
+           "Message bytes the rail carried (sent and received, every connection).");
+  for (size_t i = 0; i < config_.rails.size(); ++i)
+    p.sample({{"rail", config_.rails[i].name}}, double(all.railBytes[i]));
   p.family("nezha_nccl_rail_drained", "gauge",
            "1 while the operator has the rail drained through the control endpoint, else 0.");
   for (size_t i = 0; i < config_.rails.size(); ++i)
@@ -175,7 +236,24 @@ bool PluginContext::setDrained(size_t rail, bool drain) {
     if (others == 0) return false;
   }
   drained_[rail] = drain;
+  const auto what = drain ? FailoverEngine::Request::kDrain : FailoverEngine::Request::kRestore;
+  for (EngineLink* link : links_) link->request(static_cast<int>(rail), what);
   return true;
+}
+
+void PluginContext::attach(EngineLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.push_back(link);
+  for (size_t r = 0; r < config_.rails.size(); ++r) {
+    if (drained(r)) link->request(static_cast<int>(r), FailoverEngine::Request::kDrain);
+  }
+}
+
+void PluginContext::detach(EngineLink* link) {
+  const LinkCounters last = link->counters();
+  std::lock_guard<std::mutex> lock(mu_);
+  (link->sending() ? closedSent_ : closedReceived_).add(last);
+  links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
 }
 
 void PluginContext::noteFailure(const std::string& what) {
@@ -184,19 +262,30 @@ void PluginContext::noteFailure(const std::string& what) {
 }
 
 std::string PluginContext::statsJson() const {
+  const Totals t = totals();
+  auto perRail = [](const LinkCounters::ByRailReason& counts, const std::string& rail) {
+    uint64_t n = 0;
+    for (const auto& [key, c] : counts) n += key.first == rail ? c : 0;
+    return n;
+  };
   std::string out = "{\"rails\":[";
   for (size_t i = 0; i < config_.rails.size(); ++i) {
-    const auto& c = counters_[i];
-    out += strCat(i ? "," : "", "{\"name\":\"", config_.rails[i].name,
-                  "\",\"bytes_sent\":", c.bytesSent.load(),
-                  ",\"bytes_received\":", c.bytesReceived.load(),
-                  ",\"failures\":", c.failures.load(), ",\"readmissions\":", c.readmissions.load(),
-                  ",\"chunks_replayed\":", c.chunksReplayed.load(),
+    const std::string& name = config_.rails[i].name;
+    const uint64_t failures = perRail(t.sent.failovers, name) + perRail(t.received.failovers, name);
+    const uint64_t readmissions =
+        perRail(t.sent.readmissions, name) + perRail(t.received.readmissions, name);
+    out += strCat(i ? "," : "", "{\"name\":\"", name, "\",\"bytes_sent\":", t.sent.railBytes[i],
+                  ",\"bytes_received\":", t.received.railBytes[i], ",\"failures\":", failures,
+                  ",\"readmissions\":", readmissions,
                   ",\"drained\":", drained(i) ? "true" : "false", "}");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::string last = t.received.lastFailure.empty() ? t.sent.lastFailure : t.received.lastFailure;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lastFailure_.empty()) last = lastFailure_;
+  }
   std::string escaped;
-  for (char ch : lastFailure_) {
+  for (char ch : last) {
     if (ch == '"' || ch == '\\') escaped += '\\';
     escaped += (static_cast<unsigned char>(ch) < 0x20) ? ' ' : ch;
   }

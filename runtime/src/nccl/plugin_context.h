@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "control/request_auth.h"
+#include "nccl/engine_link.h"
 #include "nccl/frame.h"
 #include "nccl/net_abi.h"
+#include "nezha/nezha.hpp"
 
 namespace nezha {
 class ControlServer;
@@ -32,6 +34,10 @@ struct PluginRail {
 
 struct PluginConfig {
   std::vector<PluginRail> rails;
+  // What every connection's engine runs with (nccl/engine_link.h): the rails above as RailSpecs
+  // and the runtime's own knobs (NEZHA_WATCHDOG_MS, NEZHA_READMIT_HOLDDOWN_MS, ...), read as the
+  // runtime reads them (comm/config.h readEngineKnobsFromEnv). Rank and size are set per link.
+  Options engine;
   uint32_t chunkBytes = 128 * 1024;
   std::chrono::milliseconds stall{750};
   std::chrono::milliseconds readmitInterval{200};
@@ -46,8 +52,8 @@ struct PluginConfig {
   // the control endpoint's drain/restore requests. Required.
   std::string jobToken;
 
-  // Reads NEZHA_RAILS, NEZHA_NCCL_*, NEZHA_TCP_CONGESTION and the job token; throws ConfigError
-  // naming the variable.
+  // Reads NEZHA_RAILS, NEZHA_NCCL_*, the engine's knobs and the job token; throws ConfigError
+  // naming the variable, and for a retired plugin-only knob that is set, its replacement.
   static PluginConfig fromEnv();
 };
 
@@ -74,16 +80,23 @@ class PluginContext {
   // Drained by the operator: the comms of this process take the rail out of both directions
   // (senders stop using it, receivers drop it and stop listening on it) until it is restored.
   bool drained(size_t rail) const { return drained_[rail].load(std::memory_order_relaxed); }
-  // False (and nothing changes) when draining it would leave no rail.
+  // False (and nothing changes) when draining it would leave no rail. Reaches every live
+  // connection's engine (EngineLink::request), applied at its next agreed round.
   bool setDrained(size_t rail, bool drained);
-  // Prometheus text of the counters below (nezha_nccl_* families).
+  // The connections the operator's drains and restores reach: a link joins when its comm is
+  // handed to NCCL (taking the rails drained so far out at once) and leaves before it is closed.
+  void attach(EngineLink* link);
+  void detach(EngineLink* link);
+  // Prometheus text of what every connection's engine did, closed ones included (the runtime's
+  // nezha_runtime_* names), and the drained gauge.
   std::string metricsText() const;
   const PluginConfig& config() const { return config_; }
   RailCounters& counters(size_t rail) { return counters_[rail]; }
   // NCCL's logger when it gave one, else stderr for warnings (the harness runs without NCCL).
   void warn(const std::string& msg) const;
   void info(const std::string& msg) const;
-  // {"rails":[{"name":..,"bytes_sent":..,...}],"last_failure":".."}
+  // {"rails":[{"name":..,"bytes_sent":..,"bytes_received":..,"failures":..,"readmissions":..,
+  //   "drained":..}],"last_failure":".."}: the same totals as metricsText().
   std::string statsJson() const;
   void noteFailure(const std::string& what);
 
@@ -95,6 +108,12 @@ class PluginContext {
   ControlRequestVerifier verifier_;
   mutable std::mutex mu_;
   std::string lastFailure_;
+  std::vector<EngineLink*> links_;            // under mu_
+  LinkCounters closedSent_, closedReceived_;  // of links detached already, under mu_
+  struct Totals {
+    LinkCounters sent, received;
+  };
+  Totals totals() const;
   std::unique_ptr<ControlServer> control_;
 };
 

@@ -58,6 +58,7 @@ std::vector<std::vector<Fd>> PeerMesh::connect(const JobTable& job, Deadline dea
   HandshakeAcceptor::Options ao;
   ao.listener = strCat("rail ", spec_.name);
   ao.perConnection = std::min(kHandshakeDeadline, ioTimeout_);
+  ao.maxPendingPerSource = kMaxPendingPerSource;
   HandshakeAcceptor acceptor(listenFd, token_, ao);
   int expected = (size_ - 1 - rank_) * conns;
   while (expected > 0) {

@@ -22,6 +22,13 @@ namespace nezha {
 
 class PeerMesh {
  public:
+  // Pending handshakes one source address may hold on a rail's listener; beyond it the source's
+  // oldest idle one is evicted, so a flood from one host cannot push out a genuine peer's
+  // connection, nor a rebuilt rail's (docs/security.md "Hostile input"). Genuine dialers hold
+  // one pending handshake per rank (each dials its streams one after another); ranks of one node
+  // share the source address, so the cap sits far above the ranks a node runs.
+  static constexpr size_t kMaxPendingPerSource = 64;
+
   // Who this rank is on which rail, and its address there (dials come from it).
   PeerMesh(const Options& o, int railIndex, const std::string& address);
 

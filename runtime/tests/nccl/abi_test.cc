@@ -2,15 +2,19 @@
 // tables, with the member order of NVIDIA's published net_v8.h / net_v11.h / net_v12.h pinned
 // (offset of every member, size of every struct, x86-64/aarch64 LP64), and misuse answered
 // with error codes: a handle of random bytes, a handle whose scratch names no connection, a
-// comm used after its close, a request that is not one.
+// comm used after its close, a request that is not one. Messages cross a connection exactly
+// through the tables alone, and a retired plugin-only knob fails init naming its replacement.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "nccl/net_abi.h"
 
@@ -132,19 +136,22 @@ class NcclPlugin : public ::testing::Test {
     ncclNetCommConfig_v12_t config{-1};
     ASSERT_EQ(v12_->init(&ctx, 1, &config, nullptr, nullptr), ncclSuccess);
   }
-  // A connected pair over the plugin's loopback rail.
+  // A connected pair over the plugin's loopback rail, polled as NCCL's proxy thread does:
+  // connect() and accept() return a null comm until the connection's set-up (on the plugin's
+  // own thread) is done, or an error code if it failed (NEZHA_NCCL_CONNECT_TIMEOUT_MS).
   void connectPair(void** send, void** recv) {
     char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
     void* listen = nullptr;
     ASSERT_EQ(v12_->listen(nullptr, 0, handle, &listen), ncclSuccess);
     *send = *recv = nullptr;
-    for (int i = 0; i < 200000 && (*send == nullptr || *recv == nullptr); ++i) {
+    while (*send == nullptr || *recv == nullptr) {
       if (*send == nullptr) {
         ASSERT_EQ(v12_->connect(nullptr, 0, handle, send, nullptr), ncclSuccess);
       }
       if (*recv == nullptr) {
         ASSERT_EQ(v12_->accept(listen, recv, nullptr), ncclSuccess);
       }
+      std::this_thread::yield();
     }
     ASSERT_NE(*send, nullptr);
     ASSERT_NE(*recv, nullptr);
@@ -169,7 +176,7 @@ TEST_F(NcclPlugin, ExportsV12V11AndV8UnderOneName) {
   EXPECT_EQ(p.vProps.ndevs, 1);
   EXPECT_EQ(p.railId, -1);
   EXPECT_EQ(p.planeId, -1);
-  EXPECT_EQ(p.maxRecvs, 8);
+  EXPECT_EQ(p.maxRecvs, 1);  // a connection's messages match in posting order
   ncclNetVDeviceProps_v12_t merge{2, {0, 0, 0, 0, 0, 0, 0, 0}};
   int d = -1;
   EXPECT_EQ(v12_->makeVDevice(&d, &merge), ncclInvalidUsage);
@@ -232,6 +239,67 @@ TEST_F(NcclPlugin, InitWithoutAJobTokenFailsNamingTheVariables) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("NEZHA_JOB_TOKEN_FILE and NEZHA_JOB_TOKEN are both unset"), std::string::npos)
       << err;
+}
+
+// Polls a request as NCCL's proxy thread does; the size test() reports.
+int waitDone(const ncclNet_v12_t* net, void* request) {
+  int done = 0, size = -1;
+  while (done == 0) {
+    EXPECT_EQ(net->test(request, &done, &size), ncclSuccess);
+    if (::testing::Test::HasFailure()) return -1;
+  }
+  return size;
+}
+
+TEST_F(NcclPlugin, MessagesCrossAConnectionExactlyThroughTheTables) {
+  init();
+  void *send = nullptr, *recv = nullptr;
+  connectPair(&send, &recv);
+  ASSERT_FALSE(HasFatalFailure());
+  for (size_t bytes : {size_t(0), size_t(1), size_t(4097), size_t(1) << 20}) {
+    std::vector<unsigned char> out(bytes), in(bytes + 64, 0);
+    for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(i * 7 + bytes);
+    void *sreq = nullptr, *rreq = nullptr;
+    // The receive is posted after the send: isend never waits for it.
+    ASSERT_EQ(v12_->isend(send, out.data(), bytes, 0, nullptr, nullptr, &sreq), ncclSuccess);
+    void* data[1] = {in.data()};
+    size_t sizes[1] = {in.size()};
+    int tags[1] = {0};
+    ASSERT_EQ(v12_->irecv(recv, 1, data, sizes, tags, nullptr, nullptr, &rreq), ncclSuccess);
+    EXPECT_EQ(waitDone(v12_, sreq), static_cast<int>(bytes));
+    EXPECT_EQ(waitDone(v12_, rreq), static_cast<int>(bytes));  // the size sent, not the room
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin())) << bytes << " bytes";
+  }
+  // Grouped receives are not offered (maxRecvs 1): asking for two is an error code.
+  char a[8], b[8];
+  void* data[2] = {a, b};
+  size_t sizes[2] = {8, 8};
+  int tags[2] = {0, 0};
+  void* request = nullptr;
+  EXPECT_EQ(v12_->irecv(recv, 2, data, sizes, tags, nullptr, nullptr, &request),
+            ncclInvalidArgument);
+  EXPECT_EQ(v12_->closeSend(send), ncclSuccess);
+  EXPECT_EQ(v12_->closeRecv(recv), ncclSuccess);
+}
+
+// Runs in a process of its own (ctest runs each test so): the plugin keeps one context per
+// process, created by the first init that succeeds.
+TEST_F(NcclPlugin, RetiredKnobsFailInitNamingTheirReplacement) {
+  const std::pair<const char*, const char*> retired[] = {
+      {"NEZHA_NCCL_STALL_MS", "NEZHA_WATCHDOG_MS"},
+      {"NEZHA_NCCL_READMIT_MS", "NEZHA_READMIT_HOLDDOWN_MS"},
+      {"NEZHA_NCCL_CHUNK", "NEZHA_MIN_SLICE_BYTES"},
+  };
+  for (const auto& [knob, replacement] : retired) {
+    setenv(knob, "100", 1);
+    testing::internal::CaptureStderr();
+    void* ctx = nullptr;
+    EXPECT_EQ(v12_->init(&ctx, 1, nullptr, nullptr, nullptr), ncclInvalidUsage) << knob;
+    const std::string err = testing::internal::GetCapturedStderr();
+    unsetenv(knob);
+    EXPECT_NE(err.find(std::string(knob) + " is retired"), std::string::npos) << err;
+    EXPECT_NE(err.find(replacement), std::string::npos) << err;
+  }
 }
 
 }  // namespace

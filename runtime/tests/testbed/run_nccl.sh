@@ -66,7 +66,7 @@ bed_up 4 3
 # 1. The contract NCCL relies on, per ABI version: tags, grouped receives (n up to 8), receives
 # larger than the send, 0-byte and multi-chunk messages, many requests in flight, every byte.
 for v in 12 11 8; do
-  if run p2p$v 3 3 NEZHA_NCCL_CHUNK=64K -- --mode p2p --version "$v" --iters 120 --bytes 1500000 &&
+  if run p2p$v 3 3 NEZHA_MIN_SLICE_BYTES=64K -- --mode p2p --version "$v" --iters 120 --bytes 1500000 &&
     all_ok p2p$v 3; then
     pass "p2p over ABI v$v, 3 ranks x 3 rails: $(get p2p$v 0 "j['groups']") groups, $(get p2p$v 0 "j['bytes_checked']") bytes checked on rank 0"
   else
@@ -105,7 +105,7 @@ until_ring_running() { until_exists "$WORK/$1/running" "$2" "ring loop $1"; }
 # fail over on the rank that sends over it, and it must come back and carry data again after the fault ends.
 fault_run() { # name fault-on fault-off
   local name=$1 on=$2 off=$3
-  run "$name" 2 2 NEZHA_NCCL_STALL_MS=500 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 &
+  run "$name" 2 2 NEZHA_WATCHDOG_MS=500 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 &
   local job=$!
   until_ring_running "$name" "$job" # the fault must land while transfers run
   $on
@@ -159,7 +159,7 @@ else
 fi
 
 # 4. Every rail gone: a clear error on the sending side, never a hang or a wrong result.
-run alldown 2 1 NEZHA_NCCL_STALL_MS=300 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 --timeout-ms 20000 &
+run alldown 2 1 NEZHA_WATCHDOG_MS=300 NEZHA_PROGRESS_FLOOR_MS=300 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 --timeout-ms 20000 &
 job=$!
 until_ring_running alldown "$job"
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -I INPUT -i r0 -j DROP
@@ -167,8 +167,9 @@ until_ring_running alldown "$job"
 wait $job || true
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -D INPUT -i r0 -j DROP
 "$TESTBED" exec --name "$BED" --host 1 -- iptables -D OUTPUT -o r0 -j DROP
-if grep -q "every rail to the peer is down" "$WORK"/alldown.err.*; then
-  pass "all rails black-holed: '$(grep -ho "every rail to the peer is down[^\"]*" "$WORK"/alldown.err.* | head -1 | cut -c1-140)'"
+# The engine's words for it (failover/ "no rail left"): the operation names the last rail tried.
+if [ "$(grep -l "no rail left to finish it on" "$WORK"/alldown.err.* | wc -l)" = 2 ]; then
+  pass "all rails black-holed, both ranks: '$(grep -ho "no rail left to finish it on[^\"]*" "$WORK"/alldown.err.* | head -1 | cut -c1-160)'"
 else
   fail "all rails down: no clear error"
   show alldown 2
@@ -183,7 +184,7 @@ job=$!
 metrics=""
 for ((t = 0; t < 100; t++)); do # until the endpoint answers with traffic counted (bounded, 10 s)
   metrics=$("$TESTBED" exec --name "$BED" --host 0 -- curl -sf http://127.0.0.1:9434/metrics || true)
-  grep -q 'nezha_nccl_rail_sent_bytes_total{job="bed",local_rank="0",rail="r1"} [1-9]' <<<"$metrics" && break
+  grep -q 'nezha_runtime_rail_bytes_total{job="bed",local_rank="0",rail="r1"} [1-9]' <<<"$metrics" && break
   sleep 0.1
 done
 post=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/status || true)

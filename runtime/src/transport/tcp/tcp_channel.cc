@@ -16,6 +16,25 @@
 namespace nezha {
 
 TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address)
+    : TcpChannel(o, railIndex, address, Listen::kNow) {}
+
+TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address,
+                       std::vector<Fd> streams, Fd control)
+    : TcpChannel(o, railIndex, address, Listen::kNever) {
+  NEZHA_ENFORCE(size_ == 2 && rank_ >= 0 && rank_ < 2,
+                "adopted connections need a two-rank job, not rank ", rank_, " of ", size_);
+  NEZHA_ENFORCE(static_cast<int>(streams.size()) == nstreams_, streams.size(),
+                " data connections adopted, ", nstreams_, " streams per peer configured");
+  // The same socket options as connections this channel opens itself (buffers, no delay,
+  // user timeout, congestion control).
+  for (const Fd& fd : streams) applyTuning(fd.get(), tuning_);
+  std::vector<std::vector<Fd>> conns(2);
+  conns[1 - rank_] = std::move(streams);
+  conns[1 - rank_].push_back(std::move(control));
+  install(std::move(conns));
+}
+
+TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& address, Listen listen)
     : spec_(o.rails.at(railIndex)),
       address_(address),
       rail_(railIndex),
@@ -35,7 +54,7 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
   tuning_.noDelay = true;
   // Data connections: unacknowledged data older than the I/O timeout means the path is gone.
   tuning_.userTimeout = o.ioTimeout;
-  listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
+  if (listen == Listen::kNow) listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
 }
 
 RailEndpoint TcpChannel::endpoint() const {
@@ -55,6 +74,11 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
       [&](int from, int to, int stream) { return purpose(job.session, from, to, stream); },
       rejected_);
   listen_.reset();  // no more peers will come
+  install(std::move(streams_));
+}
+
+void TcpChannel::install(std::vector<std::vector<Fd>> conns) {
+  streams_ = std::move(conns);
   control_.clear();
   control_.resize(size_);
   for (int p = 0; p < size_; ++p) {

@@ -24,6 +24,12 @@ class TcpChannel : public Transport {
  public:
   // Opens the rail's listening socket now so its port can be published at rendezvous.
   TcpChannel(const Options& o, int railIndex, const std::string& address);
+  // A rail of a two-rank job whose connections were opened and authenticated elsewhere (the
+  // NCCL plugin's rail acceptor, nccl/rail_acceptor.h): `streams` (o.streamsPerPeer data
+  // connections to the other rank) and the control connection. Connected already: no listener,
+  // no connect(). A rebuild of the rail (re-admission) makes an ordinary channel instead.
+  TcpChannel(const Options& o, int railIndex, const std::string& address, std::vector<Fd> streams,
+             Fd control);
 
   RailEndpoint endpoint() const override;
   // Dials lower ranks, accepts higher ones (peer_mesh.h).
@@ -44,6 +50,10 @@ class TcpChannel : public Transport {
   void setProgressWatch(ProgressWatch fn) override { guard_.setWatch(std::move(fn)); }
 
  private:
+  enum class Listen { kNow, kNever };
+  TcpChannel(const Options& o, int railIndex, const std::string& address, Listen listen);
+  // Takes each peer's connections ([peer][stream], the control connection last) into use.
+  void install(std::vector<std::vector<Fd>> conns);
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
   void waitForProgress(const StreamQueues& sq);
