@@ -206,13 +206,13 @@ bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPT
 	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
 
 .PHONY: bench-cc
-bench-cc: build-runtime build-bench ## Congestion control for striping, bed on the machine's default: Nezha adaptive with the runtime's choice (NEZHA_TCP_CONGESTION=auto) vs the host's default vs cubic, Gloo on the best rail; 3 ranks, 1-64 MiB; latest-cc.* (~5 min).
+bench-cc: build-runtime build-bench ## Congestion control for striping, bed on the machine's default: Nezha adaptive with the runtime's choice (NEZHA_TCP_CONGESTION=auto) vs the host's default vs cubic, Gloo on the best rail; 3 ranks, 1-64 MiB; latest-cc.* (~4 min).
 	NEZHA_BENCH_RANKS=3 $(PYTHON) -m bench.run_bench --kind cc --scenario homogeneous --scenario heterogeneous \
 	  --series nezha-adaptive --series nezha-adaptive-hostcc --series nezha-adaptive-cubic --series gloo-best-rail \
 	  --min-bytes 1M --max-bytes 64M
 
 .PHONY: bench-faults
-bench-faults: build-runtime build-bench ## Fault timing (cut, black hole, gray) with the bed on the machine's default congestion control: stall, pace while out, share back after the heal, PASS/MISS; latest-faults.* (~6 min).
+bench-faults: build-runtime build-bench ## Fault timing (cut, black hole, gray) with the bed on the machine's default congestion control: stall, pace while out, share back after the heal, PASS/MISS; latest-faults.* (~4.5 min).
 	$(PYTHON) -m bench.run_bench --chaos --kind faults --series nezha-adaptive --series gloo-best-rail
 
 .PHONY: bench-failover
