@@ -223,7 +223,8 @@ struct FailoverEvent {
   // rejected re-admissions "probe" (it failed) or "slow" (below the bandwidth floor); drains
   // "operator".
   std::string reason;
-  // Re-admissions and rejected ones: the bandwidth the probe measured (bytes/s, agreed).
+  // Re-admissions and rejected ones: the bandwidth the probe measured (bytes/s, agreed); for a
+  // probe stopped early as slow, the floor's bandwidth it could not reach (an upper bound).
   double measuredBandwidth = 0;
 };
 struct Metrics {
