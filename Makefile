@@ -200,10 +200,24 @@ BENCH_TCP_CC ?= reno
 BENCH_CC_FLAG = $(if $(BENCH_TCP_CC),--tcp-cc $(BENCH_TCP_CC))
 
 .PHONY: bench
-bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run and the NCCL plugin benchmark (~50 min; quiet machine).
+bench: build-runtime build-bench ## Benchmarks on the rail test bed vs Gloo, MPTCP, Gloo hand-split and static split, then the rail-failure chaos run (on BENCH_TCP_CC, and the fault timing on the machine's default) and the NCCL plugin benchmark (~55 min; quiet machine).
 	$(PYTHON) -m bench.run_bench $(BENCH_CC_FLAG)
 	$(PYTHON) -m bench.run_bench --chaos $(BENCH_CC_FLAG)
+	$(MAKE) --no-print-directory bench-faults-run
 	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
+
+.PHONY: bench-cc
+bench-cc: build-runtime build-bench ## Congestion control for striping, bed on the machine's default: Nezha adaptive with the runtime's choice (NEZHA_TCP_CONGESTION=auto) vs the host's default vs cubic, Gloo on the best rail; 3 ranks, 1-64 MiB; latest-cc.* (~4 min).
+	NEZHA_BENCH_RANKS=3 $(PYTHON) -m bench.run_bench --kind cc --scenario homogeneous --scenario heterogeneous \
+	  --series nezha-adaptive --series nezha-adaptive-hostcc --series nezha-adaptive-cubic --series gloo-best-rail \
+	  --min-bytes 1M --max-bytes 64M
+
+.PHONY: bench-faults
+bench-faults: build-runtime build-bench bench-faults-run ## Fault timing (cut, black hole, gray) with the bed on the machine's default congestion control: stall, pace while out, share back after the heal, PASS/MISS; latest-faults.* (~4.5 min; also part of make bench, next to the chaos run on BENCH_TCP_CC).
+
+.PHONY: bench-faults-run
+bench-faults-run:
+	$(PYTHON) -m bench.run_bench --chaos --kind faults --series nezha-adaptive --series gloo-best-rail
 
 .PHONY: bench-failover
 bench-failover: build-runtime ## Failure timing: all rails down -> error on every rank, restore -> share back; vs the knobs off, PASS/MISS (~3 min).

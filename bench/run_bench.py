@@ -27,7 +27,7 @@ from .harness.config import FULL_BANDS, QUICK_BANDS, SCENARIOS, draw_scenarios, 
 from .harness.goals import evaluate_all
 from .harness.results import SUITE_KIND, latest_name
 from .harness.runner import RunContext, log, run_scenario
-from .harness.series import SERIES, by_name, paired_args, warmup_for
+from .harness.series import OPT_IN_SERIES, SERIES, by_name, paired_args, warmup_for
 from .harness.sizes import clip_bands, parse_bytes
 from .harness.testbed import Testbed, TestbedError
 
@@ -59,6 +59,9 @@ def parse_args(argv):
     ap.add_argument("--report", metavar="JSON",
                     help="re-judge the goals of an earlier result JSON, rewrite its .txt and print it; runs nothing")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and time estimate, run nothing")
+    ap.add_argument("--kind", default=None, metavar="NAME",
+                    help="results kind: files <kind>-<stamp>.* and latest-<kind>.* (default bench, chaos with "
+                         "--chaos); a kind other than bench never rewrites bench/README.md")
     a = ap.parse_args(argv)
     bands = list(QUICK_BANDS if a.quick else FULL_BANDS)
     try:
@@ -71,7 +74,7 @@ def parse_args(argv):
                 raise ValueError(f"--series: unknown chaos series {bad[0]!r} (want one of {', '.join(known)})")
             a.series_specs = []
         else:
-            a.series_specs = by_name(a.series) if a.series else list(SERIES)
+            a.series_specs = by_name(a.series) if a.series else [s for s in SERIES if s.name not in OPT_IN_SERIES]
     except ValueError as e:
         ap.error(str(e))
     a.bands = clip_bands(bands, lo, hi)
@@ -142,7 +145,12 @@ DEFAULT_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resu
 def publishes_readme(a, tun) -> bool:
     """A run that writes the repository's results/latest.json rewrites bench/README.md from it, so
     the two never disagree (tests/test_random_scenarios.py checks it)."""
-    return not a.chaos and os.path.realpath(tun.results_dir) == os.path.realpath(DEFAULT_RESULTS)
+    return (not a.chaos and result_kind(a) == SUITE_KIND
+            and os.path.realpath(tun.results_dir) == os.path.realpath(DEFAULT_RESULTS))
+
+
+def result_kind(a) -> str:
+    return a.kind or ("chaos" if a.chaos else SUITE_KIND)
 
 
 def rereport(path: str) -> int:
@@ -270,13 +278,13 @@ def main(argv=None) -> int:
 
         if a.chaos:
             plot_fn = plot_chaos
-    paths = report.write_outputs(doc, tun.results_dir, stamp, plot_fn, prefix="chaos" if a.chaos else "bench")
+    paths = report.write_outputs(doc, tun.results_dir, stamp, plot_fn, prefix=result_kind(a))
     print()
     print(report.summary_text(doc), end="")
     print()
     for suffix, p in paths.items():
         shown = os.path.relpath(p) if not os.path.relpath(p).startswith("..") else p
-        log(f"{suffix}: {shown} (and {latest_name('chaos' if a.chaos else SUITE_KIND, suffix)})")
+        log(f"{suffix}: {shown} (and {latest_name(result_kind(a), suffix)})")
     if publishes_readme(a, tun):
         report.update_readme(README, doc)
         log(f"README: {os.path.relpath(README)} latest results rewritten")

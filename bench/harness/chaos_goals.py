@@ -10,7 +10,9 @@ from .goals import INCOMPLETE, MISS, PASS
 NEZHA, SURVIVOR = "nezha-adaptive", "gloo-best-rail"
 STALL_GOAL_S, STALL_AIM_S = 0.200, 0.050
 THROUGHPUT_GOAL = 0.95
-SHARE_BACK_GOAL_S = 2.0
+# Restore/heal -> the rail carries its share again, for every kind of fault (cut, black hole,
+# gray), with the re-admission probe kept (runtime/src/failover/readmission.cc).
+SHARE_BACK_GOAL_S = 1.0
 
 
 def _metrics(chaos: dict, name: str) -> Optional[dict]:
@@ -46,8 +48,10 @@ def evaluate_chaos(chaos: dict) -> list[dict]:
 
 
 HOLE_DETECT_GOAL_S = 1.0
-HOLE_THROUGHPUT_GOAL = 0.9
+HOLE_STALL_GOAL_S = 0.5  # the op in flight, beyond the surviving rails' pace
+HOLE_THROUGHPUT_GOAL = 0.95
 GRAY_STALL_GOAL_S = 1.0
+GRAY_PACE_GOAL = 0.95
 
 
 def _fault_series(chaos: dict, kind: str, name: str) -> Optional[dict]:
@@ -80,20 +84,40 @@ def evaluate_faults(chaos: dict) -> list[dict]:
                  "value": throughput, "verdict": _judge(throughput, lambda v: v >= HOLE_THROUGHPUT_GOAL)})
     rows.append({"id": "hole-no-readmit", "text": "black hole: no re-admission while the hole lasts",
                  "value": readmitted, "verdict": _judge(readmitted, lambda v: v == 0)})
+    hole_m = _ok_metrics(nz)
+    rows.append(_at_most("hole-stall", f"black hole: stall of the op in flight <= {HOLE_STALL_GOAL_S} s",
+                         hole_m.get("stall_s"), HOLE_STALL_GOAL_S))
+    rows.append(_at_most("hole-share-back", f"black hole: heal -> rail carrying its share <= {SHARE_BACK_GOAL_S:.0f} s",
+                         hole_m.get("share_back_after_restore_s"), SHARE_BACK_GOAL_S))
     g = _fault_series(chaos, "gray", NEZHA)
-    stall = None
-    if g and g.get("metrics") and not g["metrics"]["failed"]:
-        stall = g["metrics"].get("worst_gap_excess_s")
-    rows.append({"id": "gray-stall", "text": f"gray rail (1/40 speed): worst stall <= {GRAY_STALL_GOAL_S:.0f} s",
-                 "value": stall, "verdict": _judge(stall, lambda v: v <= GRAY_STALL_GOAL_S)})
+    gray_m = _ok_metrics(g)
+    rows.append(_at_most("gray-stall", f"gray rail (1/40 speed): worst stall <= {GRAY_STALL_GOAL_S:.0f} s",
+                         gray_m.get("worst_gap_excess_s"), GRAY_STALL_GOAL_S))
+    during = gray_m.get("algbw_during_cut_gbps")
+    alone = _ok_metrics(_fault_series(chaos, "gray", SURVIVOR)).get("algbw_during_cut_gbps")
+    pace = during / alone if during is not None and alone else None
+    rows.append({"id": "gray-pace", "text": f"gray rail: pace while it is out >= {GRAY_PACE_GOAL} x the surviving rail",
+                 "value": pace, "verdict": _judge(pace, lambda v: v >= GRAY_PACE_GOAL)})
+    rows.append(_at_most("gray-share-back", f"gray rail: heal -> rail carrying its share <= {SHARE_BACK_GOAL_S:.0f} s",
+                         gray_m.get("share_back_after_restore_s"), SHARE_BACK_GOAL_S))
     return rows
+
+
+def _ok_metrics(series: Optional[dict]) -> dict:
+    """A series' metrics when it ran and survived; {} otherwise (its goals are INCOMPLETE)."""
+    m = series.get("metrics") if series else None
+    return m if m and not m.get("failed") else {}
+
+
+def _at_most(goal_id: str, text: str, value: Optional[float], limit: float) -> dict:
+    return {"id": goal_id, "text": text, "value": value, "verdict": _judge(value, lambda v: v <= limit)}
 
 
 def chaos_goals_text(chaos: dict) -> str:
     rows = []
     for g in evaluate_faults(chaos):
         v = g["value"]
-        shown = ("n/a" if v is None else f"{v:.3f}" if g["id"] == "hole-throughput"
+        shown = ("n/a" if v is None else f"{v:.3f}" if g["id"] in ("hole-throughput", "gray-pace")
                  else str(v) if g["id"] == "hole-no-readmit" else f"{v * 1e3:.0f} ms")
         rows.append(f"  {g['verdict']:10s} {g['text']}: {shown}")
     faults = ["goals (black hole and gray rail):", *rows]

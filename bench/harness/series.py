@@ -18,6 +18,9 @@ class SeriesSpec:
     # gloo-bench on every rail at fixed shares, several launches, best split per size
     # (harness.hand_split); only on scenarios with >= 2 rails and at >= 16 MiB.
     hand_split: bool = False
+    # NEZHA_TCP_CONGESTION for nezha-bench; "" = the runtime's default (auto). The cc series
+    # compare the runtime's choice with the host's default on the same bed, in the same run.
+    tcp_congestion: str = ""
 
 
 SERIES = (
@@ -27,7 +30,13 @@ SERIES = (
     SeriesSpec("gloo-best-rail", "Gloo ring, best rail", "gloo"),
     SeriesSpec("gloo-mptcp", "Gloo ring over MPTCP (all rails)", "gloo", mptcp=True),
     SeriesSpec("gloo-hand-split", "Gloo ring, hand split at the best static ratio", "gloo", hand_split=True),
+    SeriesSpec("nezha-adaptive-hostcc", "Nezha adaptive, host's congestion control", "nezha",
+               policy="adaptive", tcp_congestion="host"),
+    SeriesSpec("nezha-adaptive-cubic", "Nezha adaptive, cubic", "nezha", policy="adaptive",
+               tcp_congestion="cubic"),
 )
+# Series a plain run leaves out: the congestion-control comparison (--series, make bench-cc).
+OPT_IN_SERIES = ("nezha-adaptive-hostcc", "nezha-adaptive-cubic")
 THEORETICAL = (
     ("ceiling", "sum-of-rails ceiling (TBF rates)"),
     ("ceiling-iperf", "sum-of-rails ceiling (iperf3-measured)"),
@@ -109,6 +118,7 @@ class Launch:
             "NEZHA_RENDEZVOUS": self.rendezvous,
             "NEZHA_JOB_TOKEN": self.token,
             "NEZHA_POLICY": self.spec.policy,
+            **({"NEZHA_TCP_CONGESTION": self.spec.tcp_congestion} if self.spec.tcp_congestion else {}),
         }
 
 

@@ -31,8 +31,8 @@ SIZES = [1 << k for k in range(10, 29)]  # 1 KiB .. 256 MiB
 RANKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 SCHEMES = ("all-to-all", "tree", "epoch")
 # Detection before failover (runtime/README.md "Failover"): a link event seen by netlink and
-# told on the control mesh (~milliseconds), or the progress watchdog for a black hole (800 ms).
-DETECTION = {"link event": 0.005, "black hole (watchdog)": 0.8}
+# told on the control mesh (~milliseconds), or the progress watchdog for a black hole (400 ms).
+DETECTION = {"link event": 0.005, "black hole (watchdog)": 0.4}
 
 
 def fmt_size(b):

@@ -143,7 +143,7 @@ def _series(stall, link, during, back, failed=False):
 def test_chaos_goals_pass_miss_and_incomplete():
     from bench.harness.chaos_goals import evaluate_chaos
 
-    chaos = {"series": {"nezha-adaptive": _series(0.12, 0.03, 0.096, 1.4),
+    chaos = {"series": {"nezha-adaptive": _series(0.12, 0.03, 0.096, 0.8),
                         "gloo-best-rail": _series(0.0, 0.0, 0.1, None)}}
     verdicts = {g["id"]: g["verdict"] for g in evaluate_chaos(chaos)}
     assert verdicts == {"chaos-stall": "PASS", "chaos-stall-aim": "PASS", "chaos-throughput": "PASS",
@@ -168,28 +168,36 @@ def _hole_run(detect_s, ops_after, readmit_at=None):
              "failovers": [{"t_unix": T0 + det, "rail": "r1", "reason": "watchdog"}],
              "readmissions": [] if readmit_at is None else [{"t_unix": T0 + readmit_at, "rail": "r1"}]}
     return {"t0_unix": T0, "events": {"cut_unix": hole, "restore_unix": healed}, "trace": trace,
-            "metrics": {"failed": False, "worst_gap_excess_s": 0.4}}
+            "metrics": {"failed": False, "worst_gap_excess_s": 0.4, "stall_s": detect_s / 2,
+                        "share_back_after_restore_s": None if readmit_at is None else 0.5}}
 
 
 def test_fault_goals_black_hole_and_gray():
     from bench.harness.chaos_goals import evaluate_faults
 
     control = {"metrics": {"failed": False, "algbw_during_cut_gbps": 10.0}}
+    gray = {"metrics": {"failed": False, "worst_gap_excess_s": 0.6, "algbw_during_cut_gbps": 9.6,
+                        "share_back_after_restore_s": 0.7}}
     chaos = {"faults": {"blackhole": {"series": {"nezha-adaptive": _hole_run(0.8, 99),
                                                  "gloo-best-rail": control}},
-                        "gray": {"series": {"nezha-adaptive": {"metrics": {"failed": False,
-                                                                           "worst_gap_excess_s": 0.6}}}}}}
+                        "gray": {"series": {"nezha-adaptive": gray, "gloo-best-rail": control}}}}
     got = {g["id"]: (g["verdict"], g["value"]) for g in evaluate_faults(chaos)}
     assert got["hole-detect"][0] == "PASS" and got["hole-detect"][1] == pytest.approx(0.8)
     # 99 ops of 1 GB in 9.2 s = 10.76 GB/s against the survivor's 10 GB/s.
     assert got["hole-throughput"][0] == "PASS" and got["hole-throughput"][1] == pytest.approx(99 / 9.2 / 10, rel=1e-3)
     assert got["hole-no-readmit"] == ("PASS", 0)
     assert got["gray-stall"] == ("PASS", 0.6)
+    assert got["hole-stall"] == ("PASS", 0.4)
+    assert got["hole-share-back"] == ("INCOMPLETE", None)  # never re-admitted in this trace
+    assert got["gray-pace"][0] == "PASS" and got["gray-pace"][1] == pytest.approx(0.96)
+    assert got["gray-share-back"] == ("PASS", 0.7)
 
     chaos["faults"]["blackhole"]["series"]["nezha-adaptive"] = _hole_run(1.5, 50, readmit_at=15.0)
-    chaos["faults"]["gray"]["series"]["nezha-adaptive"]["metrics"]["worst_gap_excess_s"] = 2.5
+    chaos["faults"]["blackhole"]["series"]["nezha-adaptive"]["metrics"].update(share_back_after_restore_s=1.2)
+    gray["metrics"].update(worst_gap_excess_s=2.5, algbw_during_cut_gbps=9.0, share_back_after_restore_s=4.5)
     got = {g["id"]: g["verdict"] for g in evaluate_faults(chaos)}
-    assert got == {"hole-detect": "MISS", "hole-throughput": "MISS", "hole-no-readmit": "MISS", "gray-stall": "MISS"}
+    assert got == {"hole-detect": "MISS", "hole-throughput": "MISS", "hole-no-readmit": "MISS", "hole-stall": "MISS",
+                   "hole-share-back": "MISS", "gray-stall": "MISS", "gray-pace": "MISS", "gray-share-back": "MISS"}
 
     got = {g["id"]: g["verdict"] for g in evaluate_faults({})}
     assert set(got.values()) == {"INCOMPLETE"}

@@ -7,7 +7,7 @@ import pytest
 from bench.sim.des import algorithms, collective, control
 from bench.sim.des.collective import RailRun, run_alone
 from bench.sim.des.engine import Engine
-from bench.sim.des.failover import run_failover
+from bench.sim.des.failover import WATCHDOG, run_failover
 from bench.sim.des.fit import fit_rail, link_for
 from bench.sim.des.network import Link, Network
 from bench.sim.des.op import learn_ratios, run_op
@@ -198,7 +198,7 @@ def test_failover_replays_exactly_the_missing_chunks(kind, frac):
         assert 0 < lead < len(failed)
     assert r.detected_at > r.fail_at
     if kind == "black hole":
-        assert r.detected_at - r.fail_at >= 0.8 - 1e-9  # the watchdog window
+        assert r.detected_at - r.fail_at >= WATCHDOG - 1e-9  # the watchdog window
     else:
         assert r.detected_at - r.fail_at < 0.01
 

@@ -1,7 +1,7 @@
 import pytest
 
 from bench.harness.config import Scenario
-from bench.harness.series import SERIES, by_name, make_launch, warmup_for
+from bench.harness.series import OPT_IN_SERIES, SERIES, by_name, make_launch, warmup_for
 from bench.harness.sizes import Band
 
 SPECS = {s.name: s for s in SERIES}
@@ -36,6 +36,20 @@ def test_nezha_launch_env_carries_all_rails_and_policy():
     assert env["NEZHA_RAILS"] == "r0=r0:tcp,r1=r1:tcp"
     assert (env["NEZHA_RANK"], env["NEZHA_WORLD_SIZE"], env["NEZHA_POLICY"]) == ("2", "4", "static")
     assert env["NEZHA_RENDEZVOUS"] == "10.100.0.10:29501" and len(env["NEZHA_JOB_TOKEN"]) == 64
+
+
+def test_cc_series_set_the_runtimes_congestion_control_and_the_others_leave_its_default():
+    assert launch("nezha-adaptive-hostcc").env(0)["NEZHA_TCP_CONGESTION"] == "host"
+    assert launch("nezha-adaptive-cubic").env(0)["NEZHA_TCP_CONGESTION"] == "cubic"
+    assert "NEZHA_TCP_CONGESTION" not in launch("nezha-adaptive").env(0)
+
+
+def test_a_plain_run_leaves_the_cc_series_out():
+    from bench.run_bench import parse_args
+
+    names = [s.name for s in parse_args([]).series_specs]
+    assert "nezha-adaptive" in names and not set(OPT_IN_SERIES) & set(names)
+    assert [s.name for s in parse_args(["--series", "nezha-adaptive-hostcc"]).series_specs] == ["nezha-adaptive-hostcc"]
 
 
 def test_gloo_launch_binds_best_rail():

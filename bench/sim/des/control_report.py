@@ -143,7 +143,7 @@ def lines(res, measured=None):
                          f"{r['control_bytes_per_rank'] / 1e3:.0f} kB |")
     L += ["", "The retire round's vector holds a flag per rank and leaving rail (N + 1 doubles), so even as a "
           "dissemination it sends O(N log N) bytes per rank in O(log N) messages; the all-to-all sends O(N^2) bytes. "
-          "Detection does not depend on the round: a link event is ~1 ms, a black hole the 800 ms watchdog, a whole "
+          "Detection does not depend on the round: a link event is ~1 ms, a black hole the 400 ms watchdog, a whole "
           "host the heartbeats' silence (table above).", ""]
     L += ["Control traffic per rank (PASS/MISS):", ""]
     for name, ok, detail in checks(res):

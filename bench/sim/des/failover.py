@@ -1,10 +1,10 @@
 """A rail failing under a hot operation, as failover.cc handles it (failover on, the default):
 
   1. the attempt: every rail runs its chunks; the failed rail carries nothing from t_fail on
-  2. detection: a gray rail (40x slower) by the watchdog's "slow" verdict, max(800 ms, 4 x the
+  2. detection: a gray rail (40x slower) by the watchdog's "slow" verdict, max(400 ms, 3 x the
      slice's prediction) after the other rails finished; a link event (netlink on the rank that lost carrier, then a RAIL_DOWN notice to
      every peer on the control mesh: peers abort the rail at once), or for a black hole the
-     progress watchdog (nothing arrived on the rail for NEZHA_WATCHDOG_MS = 800 ms while another
+     progress watchdog (nothing arrived on the rail for NEZHA_WATCHDOG_MS = 400 ms while another
      rail moved or finished); the no-progress deadline max(1 s, 4 x predicted) is the backstop
   3. agreeOnAttempt: one all-to-all round of 7 doubles per rail (failed flags, -chunks done...);
      if the dead rail is the mesh's primary (lowest) rail the first copies are lost and the
@@ -26,10 +26,10 @@ from .network import Network
 from .op import ROUND_FIELDS, rail_parts
 from .scheduler import chunked, split_count, to_weights
 
-WATCHDOG = 0.8  # NEZHA_WATCHDOG_MS
+WATCHDOG = 0.4  # NEZHA_WATCHDOG_MS (the runtime's default)
 PROGRESS_FLOOR = 1.0  # NEZHA_PROGRESS_FLOOR_MS
 LINK_EVENT = 0.001  # netlink carrier loss to the rank's handler (assumed: one netlink message)
-SLOW_FACTOR = 4.0  # NEZHA_SLOW_FACTOR
+SLOW_FACTOR = 3.0  # NEZHA_SLOW_FACTOR (the runtime's default)
 GRAY = 40.0  # a gray rail: this many times slower (the brief's failure model)
 KINDS = ("link event", "black hole", "gray")
 

@@ -116,11 +116,14 @@ struct Options {
   // slice's predicted time), capped by ioTimeout, so a slow rail is not taken for a dead one.
   std::chrono::milliseconds progressFloor{1000};
   // A failed rail re-enters the split once its link has been up (and it failed no earlier than)
-  // this long on every rank; doubles per re-admission (flap damping). 0 = never re-admit.
-  std::chrono::milliseconds readmitHoldDown{500};
+  // this long on every rank; doubles per re-admission (flap damping), not per rejected probe:
+  // a rail must carry its share within a second of its heal (failover/readmission.cc).
+  // 0 = never re-admit.
+  std::chrono::milliseconds readmitHoldDown{300};
   // Progress watchdog: a rail whose slice moves nothing for this long while another rail of the
-  // same operation moves data fails (black hole, carrier up); 0 = off.
-  std::chrono::milliseconds watchdog{800};
+  // same operation moves data fails (black hole, carrier up); 0 = off. It bounds the stall of
+  // the operation in flight when a rail turns into a black hole (goal: <= 0.5 s).
+  std::chrono::milliseconds watchdog{400};
   // Every rank sends a heartbeat on every rail's control connection to its O(log N)
   // dissemination neighbours every peerSilence / 5; a neighbour heard on no rail for this long
   // is unreachable (all rails between us down, or its host gone) and the verdict is flooded to
@@ -135,7 +138,7 @@ struct Options {
   // A slice still running max(watchdog, slowFactor x its predicted time) after every other rail
   // finished its part fails as slow (gray failure); it comes back through re-admission with the
   // share its probe measures.
-  double slowFactor = 4;
+  double slowFactor = 3;
   // A re-admitted rail whose measured share of the job's bandwidth is below this stays out.
   double slowFloor = 0.02;
   // Control endpoint "host:port" or ":port" = the default-route interface (GET /status,
@@ -161,11 +164,12 @@ struct Options {
   // TCP rails: ask for an immediate ACK after every receive on a data socket, so a sender
   // limited by its congestion window never waits out the peer's delayed-ACK timer (40 ms).
   bool tcpQuickAck = true;
-  // TCP rails: the data sockets' congestion control (TCP_CONGESTION), e.g. "cubic" or "reno";
-  // empty = the host's default. One flow stalling stalls the whole split operation, so a default
-  // that pauses flows on purpose (BBR v1 drains each flow to 4 packets for ~200 ms every 10 s)
-  // costs a multi-rail job more than one bulk flow (NEZHA_TCP_CONGESTION).
-  std::string tcpCongestion;
+  // TCP rails: the sockets' congestion control (TCP_CONGESTION): "auto" = reno, else cubic
+  // (whichever this network namespace may use), "host" = the host's default, or a name such as
+  // "cubic". One flow stalling stalls the whole split operation, so a host default that pauses
+  // flows on purpose (BBR v1 drains each flow to 4 packets for ~200 ms every 10 s) costs a
+  // multi-rail job more than one bulk flow (src/base/congestion_control.h; NEZHA_TCP_CONGESTION).
+  std::string tcpCongestion = "auto";
   size_t minSliceBytes = 32 << 10;  // a hot split never gives a rail less than this
   double tuneGain = 0.6;            // step of the online ratio update (0..1]
   bool verbose = false;
@@ -219,7 +223,8 @@ struct FailoverEvent {
   // rejected re-admissions "probe" (it failed) or "slow" (below the bandwidth floor); drains
   // "operator".
   std::string reason;
-  // Re-admissions and rejected ones: the bandwidth the probe measured (bytes/s, agreed).
+  // Re-admissions and rejected ones: the bandwidth the probe measured (bytes/s, agreed); for a
+  // probe stopped early as slow, the floor's bandwidth it could not reach (an upper bound).
   double measuredBandwidth = 0;
 };
 struct Metrics {

@@ -31,17 +31,17 @@ const std::vector<Param>& allParams() {
       {"NEZHA_ROUND_FREE_BYTES", "64K",
        "cold allreduce/allgather/reduce_scatter up to this size skip the per-op agreement round "
        "(a later round confirms them; 0 = a round after every op)"},
-      {"NEZHA_READMIT_HOLDDOWN_MS", "500",
+      {"NEZHA_READMIT_HOLDDOWN_MS", "300",
        "a failed rail re-enters after its link is up this long on all ranks (0 = never)"},
       {"NEZHA_JOB_NAME", "", "the job's name: the job label of the runtime's metrics"},
-      {"NEZHA_WATCHDOG_MS", "800",
+      {"NEZHA_WATCHDOG_MS", "400",
        "a rail that moves nothing this long while another rail moves data fails (0 = off)"},
       {"NEZHA_PEER_SILENCE_MS", "500",
        "a peer heard on no rail this long (heartbeats every 1/5 of it) is unreachable (0 = off)"},
       {"NEZHA_WAVE_BYTES", "8M",
        "while a failed rail may return, large ops run in waves of this much per rail with a round "
        "between them, where it can re-enter (0 = at op boundaries only)"},
-      {"NEZHA_SLOW_FACTOR", "4",
+      {"NEZHA_SLOW_FACTOR", "3",
        "a slice still running this many times its prediction (and the watchdog) after the others "
        "finished "
        "fails as slow"},
@@ -65,9 +65,10 @@ const std::vector<Param>& allParams() {
       {"NEZHA_TCP_QUICKACK", "1",
        "TCP rails: 1 = immediate ACK after every receive on a data socket (no delayed-ACK "
        "stalls), 0 = the kernel's delayed ACKs"},
-      {"NEZHA_TCP_CONGESTION", "",
-       "TCP rails: the data sockets' congestion control (e.g. cubic, reno, dctcp); empty = the "
-       "host's default"},
+      {"NEZHA_TCP_CONGESTION", "auto",
+       "TCP rails: the sockets' congestion control: auto = reno, else cubic (whichever this "
+       "namespace may use; they suit striping, BBR v1 does not), host = the host's default, or a "
+       "name (e.g. cubic, dctcp)"},
       {"NEZHA_MIN_SLICE_BYTES", "32K", "smallest per-rail slice of a split operation (<= 1G)"},
       {"NEZHA_PREFLIGHT", "degrade",
        "a rail failing the start-up check: fail | degrade (start without it) | wait | off"},

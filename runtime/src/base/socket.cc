@@ -214,6 +214,13 @@ int msLeft(Deadline deadline) {
   return static_cast<int>(std::min<long long>(left.count(), 1 << 30));
 }
 
+// A connect whose SYN got no answer this long is tried again with a fresh socket, instead of
+// waiting out the kernel's SYN retransmits (1 s, then 3 s, 7 s, ...): over a path that drops
+// packets until it heals (a black hole, a rail cut and restored) the connection then forms
+// within this of the heal, which is what re-admits a rail (failover/readmission.cc). Rails and
+// the rendezvous are in one data centre, with round trips far below it.
+constexpr std::chrono::milliseconds kSynAnswerWindow{250};
+
 Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const std::string& iface,
              Deadline deadline, int rail, const std::string& what, const SocketTuning& tuning) {
   struct sockaddr_in dst;
@@ -240,14 +247,17 @@ Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const st
     setNonBlocking(fd.get(), true);
     int rc = ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&dst), sizeof(dst));
     int err = rc == 0 ? 0 : errno;
+    bool unanswered = false;
     if (err == EINPROGRESS) {
       struct pollfd p = {fd.get(), POLLOUT, 0};
-      int n = ::poll(&p, 1, std::max(1, msLeft(deadline)));
+      const int window = static_cast<int>(kSynAnswerWindow.count());
+      int n = ::poll(&p, 1, std::max(1, std::min(window, msLeft(deadline))));
       if (n == 1) {
         socklen_t len = sizeof(err);
         getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       } else {
         err = ETIMEDOUT;
+        unanswered = true;
       }
     }
     if (err == 0) {
@@ -256,6 +266,7 @@ Fd connectTo(const std::string& ip, int port, const std::string& srcIp, const st
     }
     lastError = std::strerror(err);
     if (Clock::now() >= deadline) break;
+    if (unanswered) continue;  // waited a whole window already: a fresh SYN at once
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
     if (Clock::now() >= deadline) break;

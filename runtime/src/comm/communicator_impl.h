@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/congestion_control.h"
 #include "base/rail_worker.h"
 #include "bootstrap/rendezvous.h"
 #include "collectives/collectives.h"
@@ -40,6 +41,8 @@ struct Communicator::Impl {
   OpReport last;
   Metrics metrics;
   JobTable job;
+  // NEZHA_TCP_CONGESTION as resolved at start (the init log line and /status say it).
+  CongestionChoice congestion;
 
   // ---- construction (communicator_setup.cc) ------------------------------------------------
   struct StartState {

@@ -31,6 +31,7 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
                                       : AlgoTable::parse(m.o.algoTable, "algorithm table",
                                                          m.o.ringThreshold, m.o.chainThreshold);
   m.algo = m.algoTable.options();
+  m.congestion = resolveCongestionControl(m.o.tcpCongestion, "NEZHA_TCP_CONGESTION");
   m.describeRails();
   m.engine = std::make_unique<FailoverEngine>(m.o, m.rails, m.metrics, [&m](int rail) {
     return makeTransport(m.o, rail, m.rails[rail].address);
@@ -47,9 +48,11 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   m.startControl();
   if (m.preflight.result == "waiting") waitForPreflightRails();
   if (m.o.verbose && m.o.rank == 0) {
-    std::fprintf(stderr, "nezha: %d ranks, policy %s, cold rail %s, cold threshold %zu bytes\n",
+    std::fprintf(stderr,
+                 "nezha: %d ranks, policy %s, cold rail %s, cold threshold %zu bytes, TCP "
+                 "congestion control %s\n",
                  m.o.worldSize, toString(m.o.policy), m.rails[m.sched->coldRail()].name.c_str(),
-                 m.sched->coldThreshold());
+                 m.sched->coldThreshold(), m.congestion.describe().c_str());
   }
 }
 

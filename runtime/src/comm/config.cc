@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/congestion_control.h"
 #include "base/error.h"
 #include "base/params.h"
 #include "base/socket.h"
@@ -200,7 +201,7 @@ void validateOptions(const Options& o) {
     throw ConfigError(strCat("streams per peer ", o.streamsPerPeer, " must be in [1, 16]"));
   }
   if (o.tuneInterval < 1) throw ConfigError("tune interval must be >= 1");
-  if (!o.tcpCongestion.empty()) checkCongestionControl(o.tcpCongestion, "NEZHA_TCP_CONGESTION");
+  resolveCongestionControl(o.tcpCongestion, "NEZHA_TCP_CONGESTION");
   if (!(o.tuneGain > 0 && o.tuneGain <= 1)) throw ConfigError("tune gain must be in (0, 1]");
 }
 

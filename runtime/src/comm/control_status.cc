@@ -72,6 +72,11 @@ void Impl::publish() {
   st["rank"] = o.rank;
   st["world_size"] = o.worldSize;
   st["ops"] = metrics.ops;
+  // The TCP rails' congestion control: what NEZHA_TCP_CONGESTION asked and what the sockets run.
+  Json cc = Json::object();
+  cc["setting"] = congestion.setting;
+  cc["algorithm"] = congestion.algorithm;
+  st["tcp_congestion_control"] = cc;
   Json rs = Json::array();
   const std::vector<int> openPeers = mesh ? mesh->openPeers() : std::vector<int>{};
   for (size_t r = 0; r < rails.size(); ++r) {

@@ -84,6 +84,7 @@ FailoverEngine::FailoverEngine(const Options& options, std::vector<RailInfo>& ra
   holdDown_.assign(nr, o_.readmitHoldDown);
   drained_.assign(nr, false);
   reprobed_.assign(nr, false);
+  retrying_.assign(nr, false);
 }
 
 FailoverEngine::~FailoverEngine() = default;

@@ -133,6 +133,9 @@ class FailoverEngine {
   std::string railState(size_t rail) const;
   // The rail's bandwidth was measured by a re-admission probe.
   bool reprobed(size_t rail) const { return reprobed_[rail]; }
+  // How long the rail waits before its next re-admission attempt (NEZHA_READMIT_HOLDDOWN_MS,
+  // doubled per re-admission).
+  std::chrono::milliseconds holdDown(size_t rail) const { return holdDown_[rail]; }
   // Failed for good (every rail gone, ranks disagreed): the first fatal error, else "".
   const std::string& failure() const { return failure_; }
 
@@ -165,7 +168,8 @@ class FailoverEngine {
   // A rail being rebuilt in the background (connect + probe on the rail's own thread). Shared
   // with that task, which may outlive a rebuild the job gave up on.
   struct Rebuild {
-    enum State : int { kRunning = 0, kOk = 1, kFailed = 2 };
+    // kSlow: the bandwidth probe ran past the time that already puts the rail below the floor.
+    enum State : int { kRunning = 0, kOk = 1, kFailed = 2, kSlow = 3 };
     uint64_t gen = 0;
     std::unique_ptr<Transport> transport;
     TaskHandle task;
@@ -173,6 +177,10 @@ class FailoverEngine {
     std::string error;             // written by the task before state
     double latency = 0, bulk = 0;  // probe seconds, written by the task before state
     size_t probeBytes = 0;
+    // Bytes/s a rail needs to earn NEZHA_SLOW_FLOOR next to the others (agreed values, so the
+    // same on every rank); 0 = no floor applies. The probe gives up once it cannot reach it.
+    double floorBandwidth = 0;
+    std::atomic<bool> tooSlow{false};  // set by the probe's watch when it gives up as slow
     Clock::time_point started;
   };
 
@@ -210,6 +218,7 @@ class FailoverEngine {
   void startRebuilds(const std::vector<int>& railsReady);
   void settleQuickRebuilds();
   void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
+  double floorBandwidth(int rail) const;
   void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;
   void advanceRebuilds(const std::vector<double>& failed, const std::vector<double>& notDone);
   void rejectRebuild(int rail, const std::shared_ptr<Rebuild>& rb, const std::string& reason,
@@ -261,6 +270,9 @@ class FailoverEngine {
   std::vector<std::shared_ptr<Rebuild>> rebuilds_;               // null = none; owner's thread
   std::vector<std::shared_ptr<Rebuild>> abandoned_;              // given up, task still running
   std::vector<bool> reprobed_;
+  // The rail's last rebuild was rejected (it is being retried while still faulty): the boundary
+  // that starts the next one does not wait for it (settleQuickRebuilds).
+  std::vector<bool> retrying_;
 
   // Drain/restore per rail.
   std::vector<std::unique_ptr<std::atomic<int>>> controlRequest_;  // set by the HTTP thread

@@ -7,11 +7,19 @@
 //      rebuild (connect with a deadline, a latency probe and a bandwidth probe allreduce on the
 //      new connections) runs on the rail's own thread — the rail carries no slices meanwhile —
 //      so a black hole costs the job nothing: the connect simply times out in the background.
-//   3. Decide: every later agreement carries, per rebuilding rail, "failed here" and "not done
-//      here". Any failure abandons it on every rank (hold-down doubles: flap damping); when every
-//      rank is done, the probe times are max-reduced and the rail re-enters with the share its
-//      measured bandwidth earns (a rail that became slow comes back small), unless that share is
-//      below NEZHA_SLOW_FLOOR — then it stays out, as slow, and is probed again later.
+//   3. Decide: every later agreement carries, per rebuilding rail, "failed here" (or "too slow
+//      here") and "not done here". Any failure abandons it on every rank, and it is tried again
+//      one hold-down later; when every rank is done, the probe times are max-reduced and the
+//      rail re-enters with the share its measured bandwidth earns (a rail that became slow comes
+//      back small), unless that share is below NEZHA_SLOW_FLOOR — then it stays out, as slow,
+//      and is probed again one hold-down later.
+//
+// Recovery within a second of the heal (bench/README.md, "Chaos scenario"): a rejected probe
+// does not lengthen the wait for the next one (only a rail that fails again after coming back
+// waits twice as long: flap damping), a rebuild's connect sends a fresh SYN every quarter
+// second (base/socket.cc) instead of the kernel's 1 s, 3 s, ... retransmits, so a rebuild
+// running when a black hole closes connects right after, and a bandwidth probe stops as soon as
+// the rail can no longer reach the floor, so a gray rail is re-probed about every second.
 //
 // Connections carry the rail's new generation in their handshake (`session/rail<i>/gen<g>`):
 // nothing of an old generation can be taken for the new one.
@@ -27,15 +35,25 @@ namespace nezha {
 
 namespace {
 constexpr std::chrono::milliseconds kMaxHoldDown{60000};
-// A rebuild's connect must finish within this (or the progress floor, if longer).
+// A rebuild's connect must finish within this (or the progress floor, if longer). Meanwhile it
+// knocks with a fresh SYN every quarter second, so a black hole that closes while it runs is
+// noticed at once; one that closes in the hold-down between two attempts, at the next.
 constexpr std::chrono::milliseconds kConnectBudget{2000};
 // The whole probe (latency + bandwidth) must finish within this: a rail too slow for it is
 // rejected as slow and tried again later.
 constexpr std::chrono::milliseconds kProbeBudget{5000};
 constexpr size_t kMinProbeBytes = 64 << 10;
 // How long the operation boundary that starts a rebuild waits for it (connect + probe of a
-// healthy rail take tens of milliseconds here); longer ones go on in the background.
+// healthy rail take tens of milliseconds here); longer ones go on in the background. Retries of
+// a rail still faulty are not waited for: they would cost the job this much each time.
 constexpr std::chrono::milliseconds kQuickRebuild{200};
+// The probe stops once its bulk allreduce has run this much longer than the floor's bandwidth
+// allows (margin for the latency the measurement subtracts and for a busy machine).
+constexpr double kSlowProbeMargin = 1.25;
+// Rounds of the bandwidth probe; the fastest counts. A rail that heals while the first runs (a
+// gray rail back at its rate) is measured at its healed speed by the next, not at the mix of
+// both, which would bring it back with a sliver of its share.
+constexpr int kBulkProbeRounds = 2;
 }  // namespace
 
 bool FailoverEngine::readyLocally(int r) const {
@@ -91,7 +109,7 @@ void FailoverEngine::settleQuickRebuilds() {
   const size_t n = rails_.size();
   const auto until = std::chrono::steady_clock::now() + kQuickRebuild;
   for (size_t r = 0; r < n; ++r) {
-    if (rebuilds_[r]) {
+    if (rebuilds_[r] && !retrying_[r]) {
       rebuilds_[r]->task.waitFor(std::max(until - std::chrono::steady_clock::now(),
                                           std::chrono::steady_clock::duration::zero()));
     }
@@ -109,6 +127,7 @@ void FailoverEngine::launchRebuild(int r, const std::shared_ptr<Rebuild>& rb, Jo
   rebuilds_[r] = rb;
   const size_t floats = std::max(o_.probeBytes, kMinProbeBytes) / 4;
   rb->probeBytes = floats * 4;
+  rb->floorBandwidth = floorBandwidth(r);
   const auto connectBudget = std::max(kConnectBudget, o_.progressFloor);
   // The task owns what it touches (rb, a copy of the table); it never touches the
   // communicator's state, so it may outlive a rebuild the job has given up on.
@@ -135,19 +154,36 @@ void FailoverEngine::launchRebuild(int r, const std::shared_ptr<Rebuild>& rb, Jo
           for (int i = 0; i < kLatencyProbeRounds; ++i) {
             rb->latency = std::min(rb->latency, timeTinyAllreduce(t, probeScratch));
           }
-          std::vector<float> bulk(floats, 1.0f);
-          auto t0 = Clock::now();
-          nezha::allreduce(t, reinterpret_cast<char*>(bulk.data()), floats, DataType::kFloat32,
-                           ReduceOp::kSum, probeScratch, algo_);
-          rb->bulk = std::chrono::duration<double>(Clock::now() - t0).count();
-          if (bulk[floats - 1] != static_cast<float>(jt.ranks.size())) {
-            throw RailError(-1, "probe allreduce gave a wrong result");
+          // Past this a round's bandwidth is below the floor whatever comes: stop as slow.
+          const auto slowAfter =
+              rb->floorBandwidth > 0
+                  ? std::chrono::duration<double>(
+                        kSlowProbeMargin * static_cast<double>(rb->probeBytes) / rb->floorBandwidth)
+                  : std::chrono::duration<double>(kProbeBudget);
+          rb->bulk = 1e30;
+          for (int round = 0; round < kBulkProbeRounds; ++round) {
+            std::vector<float> bulk(floats, 1.0f);
+            const auto t0 = Clock::now();
+            t.setProgressWatch([start, t0, slowAfter, rb](Clock::time_point) -> std::string {
+              if (Clock::now() - start >= kProbeBudget) {
+                return strCat("probe did not finish within ", kProbeBudget.count(), " ms");
+              }
+              if (Clock::now() - t0 < slowAfter) return "";
+              rb->tooSlow = true;
+              return strCat("probe slower than the floor's ", rb->floorBandwidth / 1e6, " MB/s");
+            });
+            nezha::allreduce(t, reinterpret_cast<char*>(bulk.data()), floats, DataType::kFloat32,
+                             ReduceOp::kSum, probeScratch, algo_);
+            rb->bulk = std::min(rb->bulk, std::chrono::duration<double>(Clock::now() - t0).count());
+            if (bulk[floats - 1] != static_cast<float>(jt.ranks.size())) {
+              throw RailError(-1, "probe allreduce gave a wrong result");
+            }
           }
           t.setProgressWatch(nullptr);
           rb->state = Rebuild::kOk;
         } catch (const std::exception& e) {
           rb->error = e.what();
-          rb->state = Rebuild::kFailed;
+          rb->state = rb->tooSlow ? Rebuild::kSlow : Rebuild::kFailed;
         }
       },
       &rb->task);
@@ -158,7 +194,9 @@ void FailoverEngine::rebuildFlags(size_t r, double& failedHere, double& notDone)
   failedHere = notDone = 0;
   if (!rebuilds_[r]) return;
   const int st = rebuilds_[r]->state.load();
-  failedHere = st == Rebuild::kFailed || linkDown_[r]->load() ? 1 : 0;
+  // 2 = too slow, 1 = failed: the max over the ranks keeps "slow" when one rank timed the rail
+  // out (its peers' probes then fail as the connection goes).
+  failedHere = st == Rebuild::kSlow ? 2 : st == Rebuild::kFailed || linkDown_[r]->load() ? 1 : 0;
   notDone = st == Rebuild::kRunning ? 1 : 0;
 }
 
@@ -168,7 +206,14 @@ void FailoverEngine::advanceRebuilds(const std::vector<double>& failed,
   std::vector<int> finishing;
   for (size_t r = 0; r < rails_.size(); ++r) {
     if (!rebuilds_[r]) continue;
-    if (failed[r] > 0) {
+    if (failed[r] > 1) {
+      std::shared_ptr<Rebuild> rb = std::move(rebuilds_[r]);
+      // The rail is below the floor's bandwidth: that bound is what was measured.
+      rejectRebuild(static_cast<int>(r), rb, "slow",
+                    strCat("the bandwidth probe could not reach the floor's ",
+                           rb->floorBandwidth / 1e6, " MB/s"),
+                    rb->floorBandwidth);
+    } else if (failed[r] > 0) {
       std::shared_ptr<Rebuild> rb = std::move(rebuilds_[r]);
       const std::string why = rb->state == Rebuild::kFailed ? rb->error : "failed on a peer";
       rejectRebuild(static_cast<int>(r), rb, "probe", why, 0);
@@ -213,7 +258,7 @@ void FailoverEngine::rejectRebuild(int r, const std::shared_ptr<Rebuild>& rb,
   if (rb->transport) rb->transport->abort();  // a task still connecting fails at once
   if (rb->state == Rebuild::kRunning) abandoned_.push_back(rb);  // reaped when its task ends
   failedAt_[r] = std::chrono::steady_clock::now();
-  holdDown_[r] = std::min(2 * holdDown_[r], kMaxHoldDown);
+  retrying_[r] = true;  // tried again one hold-down later, unchanged (see the top of this file)
   FailoverEvent ev = railEvent(r, reason);
   ev.localError = why;
   ev.measuredBandwidth = bandwidth;
@@ -250,6 +295,7 @@ void FailoverEngine::installRail(int r, const std::shared_ptr<Rebuild>& rb, doub
   rails_[r].latencySeconds = latency;
   rails_[r].bandwidthBytesPerSecond = bandwidth;
   reprobed_[r] = true;
+  retrying_[r] = false;
   sched_->remeasure(r, latency, bandwidth);
   std::vector<bool> alive = sched_->alive();
   alive[r] = true;
@@ -268,6 +314,18 @@ void FailoverEngine::installRail(int r, const std::shared_ptr<Rebuild>& rb, doub
     std::fprintf(stderr, "nezha: rank %d: rail %s re-admitted after op %llu (%.1f MB/s)\n", o_.rank,
                  ev.rail.c_str(), static_cast<unsigned long long>(ev.op), bandwidth / 1e6);
   }
+}
+
+// The bandwidth (bytes/s, as the probe measures it) at which rail r's share next to the rails in
+// the split now is exactly NEZHA_SLOW_FLOOR; 0 when no floor applies (none set, or an offload
+// rail, which carries no byte slices). From the scheduler's agreed values: the same everywhere.
+double FailoverEngine::floorBandwidth(int r) const {
+  if (o_.slowFloor <= 0 || sched_->isOffload(r)) return 0;
+  // share(own) = own / (own + others), so one share at any reference bandwidth gives `others`.
+  const double reference = 1e9;
+  const double share = sched_->shareNextToOthers(r, reference, sched_->alive());
+  const double others = reference * (1 - share) / share;
+  return o_.slowFloor / (1 - o_.slowFloor) * others;
 }
 
 FailoverEvent FailoverEngine::railEvent(int r, const std::string& reason) const {

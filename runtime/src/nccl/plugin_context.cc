@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/congestion_control.h"
 #include "base/error.h"
 #include "base/params.h"
 #include "base/socket.h"
@@ -96,8 +97,9 @@ PluginConfig PluginConfig::fromEnv() {
   c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
   c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
   c.jobName = paramString("NEZHA_JOB_NAME");
-  c.tcpCongestion = paramString("NEZHA_TCP_CONGESTION");
-  if (!c.tcpCongestion.empty()) checkCongestionControl(c.tcpCongestion, "NEZHA_TCP_CONGESTION");
+  c.tcpCongestion =
+      resolveCongestionControl(paramString("NEZHA_TCP_CONGESTION"), "NEZHA_TCP_CONGESTION")
+          .socketOption;
   c.connectTimeout =
       std::chrono::milliseconds(paramInt("NEZHA_NCCL_CONNECT_TIMEOUT_MS", 100, 3600000));
   // Refused at init rather than connecting unauthenticated: the handle's nonce crosses NCCL's

@@ -46,7 +46,8 @@ struct PluginConfig {
   std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: /status, /metrics, signed drain/restore
   int localRank = 0;
   std::string jobName;
-  // NEZHA_TCP_CONGESTION: the rail sockets' congestion control; empty = the host's default.
+  // NEZHA_TCP_CONGESTION resolved (src/base/congestion_control.h): the name the rail sockets
+  // set, or empty = the host's default.
   std::string tcpCongestion;
   // NEZHA_JOB_TOKEN_FILE or NEZHA_JOB_TOKEN: what every rail connection proves, and what signs
   // the control endpoint's drain/restore requests. Required.

@@ -273,6 +273,23 @@ TEST(FailoverEngineTest, HealedRailComesBackOnlyAfterItsProbePasses) {
   EXPECT_EQ(EngineRig::railsOf(back.done), (std::vector<int>{0, 1}));
 }
 
+// A rail still faulty is probed again one hold-down after each refused probe, not ever later (it
+// must carry its share within a second of its heal); only a rail that comes back and fails
+// again waits twice as long (flap damping).
+TEST(FailoverEngineTest, RefusedProbesKeepTheHoldDownReadmissionsDoubleIt) {
+  EngineRig rig(2, std::chrono::milliseconds(1));
+  const auto in = EngineRig::ramp(kLarge);
+  std::vector<float> out;
+  rig.scripted[1]->breakNow();
+  rig.rebuildsFail = true;
+  rig.copyOp(in, out);
+  runUntil(rig, [&] { return rig.metrics.rejectedReadmissions.size() >= 3; });
+  EXPECT_EQ(rig.engine->holdDown(1), std::chrono::milliseconds(1));
+  rig.rebuildsFail = false;
+  runUntil(rig, [&] { return !rig.metrics.readmissions.empty(); });
+  EXPECT_EQ(rig.engine->holdDown(1), std::chrono::milliseconds(2));
+}
+
 TEST(FailoverEngineTest, NoReadmissionWhileTheLinkIsDown) {
   EngineRig rig(2, std::chrono::milliseconds(1));
   const auto in = EngineRig::ramp(kLarge);

@@ -8,11 +8,13 @@
 #include "base/error.h"
 #include "nccl/comm_util.h"
 #include "nccl/frame.h"
+#include "tcp_sockets.h"
 
 namespace nezha::ncclnet {
 namespace {
 
 using namespace loopback;  // NOLINT: the loopback helpers
+using nezha::testing::tcpSocketsRunning;
 
 TEST(NcclComm, StrayAndGarbledConnectionsCostNothing) {
   PluginContext ctx(loopbackConfig(2), nullptr);
@@ -57,22 +59,6 @@ TEST(NcclComm, MessagesOfEverySizeStripedOverTwoRails) {
     EXPECT_EQ(roundTrip(p, data, size + 100, static_cast<int>(size % 1000)), data) << size;
   }
   EXPECT_GT(ctx.counters(0).bytesSent.load() + ctx.counters(1).bytesSent.load(), uint64_t(1) << 20);
-}
-
-// Every IPv4 TCP socket this process holds that runs `cc` (each test runs in its own process).
-int tcpSocketsRunning(const std::string& cc) {
-  int count = 0;
-  for (int fd = 0; fd < 1024; ++fd) {
-    int type = 0, domain = 0;
-    socklen_t len = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
-    len = sizeof domain;
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) continue;
-    char name[16] = {};
-    len = sizeof name;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 && cc == name) ++count;
-  }
-  return count;
 }
 
 TEST(NcclComm, RailSocketsRunTheCongestionControlAsked) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/congestion_control.h"
 #include "base/error.h"
 #include "base/sha256.h"
 
@@ -50,7 +51,8 @@ TcpChannel::TcpChannel(const Options& o, int railIndex, const std::string& addre
       guard_(o.ioTimeout),
       mesh_(o, railIndex, address) {
   tuning_.buffer = o.socketBuffer;
-  tuning_.congestion = o.tcpCongestion;
+  tuning_.congestion =
+      resolveCongestionControl(o.tcpCongestion, "NEZHA_TCP_CONGESTION").socketOption;
   tuning_.noDelay = true;
   // Data connections: unacknowledged data older than the I/O timeout means the path is gone.
   tuning_.userTimeout = o.ioTimeout;
