@@ -71,13 +71,18 @@ restore_rail 1 1
 restored_at=$(date +%s.%N)
 wait $job || true
 T=$WORK/cut.trace.json
+# r1 carries data again: its mean share of the ops since its re-admission. Not one op's share:
+# the split is re-tuned every few ops and the rdma double's share here moves between about 0.08
+# and 0.22 from op to op (a rail never re-admitted has 0).
+r1_share_after_readmission="(lambda s: sum(s) / max(len(s), 1))([x[1] for x in t['op_split'][t['readmissions'][0]['op']:]])"
 if all_rc cut 2 0 && [ "$(trace_get "$T" "t['check']")" = ok ] &&
   [ "$(trace_get "$T" "[(f['rail'], 1 in f['ranks']) for f in t['failovers']]")" = "[('r1', True)]" ] &&
   [ "$(trace_get "$T" "[f['rail'] for f in t['readmissions']]")" = "['r1']" ] &&
-  [ "$(trace_get "$T" "t['op_split'][-1][1] > 0.1")" = True ]; then
+  [ "$(trace_get "$T" "$r1_share_after_readmission > 0.05")" = True ]; then
   pass "rdma rail cut and restored: exact over $(trace_get "$T" "t['completed']") ops, r1 out" \
     "($(trace_get "$T" "t['failovers'][0]['reason']")), re-admitted with new QPs" \
-    "$(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $restored_at, 2)") s after the restore"
+    "$(trace_get "$T" "round(t['readmissions'][0]['t_unix'] - $restored_at, 2)") s after the restore," \
+    "carrying $(trace_get "$T" "round(100 * $r1_share_after_readmission)") % of each op since"
 else
   fail "rdma rail cut and restored"
   show_events "$T" "$restored_at"
