@@ -198,10 +198,11 @@ def report(points):
     L += ["", "Runs per point, oldest first (scenario verdict, start-up, cut -> agreed, kill -> every peer errored, "
           "load average before/after), and how many of the latest passed in a row:", ""]
     for s in points:
+        history = s.get("history") or [run_record(s)]  # a point not merged with earlier runs is its own
         runs = "; ".join(f"{r['measured_utc']} {'PASS' if r['scenario_passed'] else 'FAIL'} {fmt(r['startup_s'], 's')}, "
                          f"{fmt(r['failover_agreed_s'], 'ms')}, {fmt(r['kill_error_max_s'], 'ms')}, "
-                         f"load {r['load'][0]:.2f} / {r['load'][1]:.2f}" for r in s["history"])
-        L.append(f"- N={s['ranks']} ({s['knobs']}): {passes_in_a_row(s['history'])} in a row; {runs}")
+                         f"load {r['load'][0]:.2f} / {r['load'][1]:.2f}" for r in history)
+        L.append(f"- N={s['ranks']} ({s['knobs']}): {passes_in_a_row(history)} in a row; {runs}")
     L += ["", "Errors the killed rank's peers exited with (distinct lines, first two per N), and a collective's "
           "error where one failed:", ""]
     for s in points:

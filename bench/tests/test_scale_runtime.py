@@ -1,7 +1,7 @@
 """The scale run's judging (bench/run_scale_runtime.py): targets, simulator error, the table."""
 import pytest
 
-from bench.run_scale_runtime import judge, parse_ranks, report, sim_error, sockets_bound, summarize
+from bench.run_scale_runtime import judge, parse_ranks, passes_in_a_row, report, sim_error, sockets_bound, summarize
 
 
 def measurement(n=8, sockets=20, rss=10 << 20, agreed=0.05, startup=1.5, killed_after=(0.1, 0.2)):
@@ -40,6 +40,13 @@ def test_report_prints_miss_honestly():
     s["judged"], s["sim_error"] = judge(s), {}
     text = report([s])
     assert "| 8 | defaults | 2 | 1.50 s PASS | 30 (24) MISS |" in text
+    assert "- N=8 (defaults): 1 in a row;" in text  # a point without kept runs is one run
+
+
+def test_runs_in_a_row_count_back_from_the_latest_failure():
+    runs = [{"scenario_passed": ok} for ok in (True, False, True, True, True)]
+    assert passes_in_a_row(runs) == 3
+    assert passes_in_a_row(runs[:2]) == 0
 
 
 def test_rank_counts_are_validated():
