@@ -94,6 +94,9 @@ func installOn(t *testing.T, version, binDir string) {
 	if warned == wantPolicy {
 		t.Errorf("Kubernetes %s: NOTES warn about the missing policy: %v, want %v\n%s", version, warned, !wantPolicy, out)
 	}
+	if !strings.Contains(out, "NetworkPolicy (networkPolicy.chartPods=true): the operator's pod admits only") {
+		t.Errorf("Kubernetes %s: NOTES do not say what the chart pods' NetworkPolicies admit\n%s", version, out)
+	}
 }
 
 // minorOf is the minor version of "v1.<minor>.<patch>".

@@ -37,8 +37,8 @@ func podSpecsIn(v any) []map[string]any {
 }
 
 // TestSamplesAndDocsShowWorkersThatPassRestricted: a namespace for training can enforce Pod
-// Security "restricted" only if the workers users copy from Nezha's samples and install guide
-// comply; each of their pod specs is submitted as a pod (dry run) to a real API server enforcing
+// Security "restricted" only if the workers users copy from Nezha's samples and install guide,
+// and the chart's Trainer runtime, comply; each of their pod specs is submitted as a pod (dry run) to a real API server enforcing
 // it.
 func TestSamplesAndDocsShowWorkersThatPassRestricted(t *testing.T) {
 	sources := map[string]string{}
@@ -60,6 +60,10 @@ func TestSamplesAndDocsShowWorkersThatPassRestricted(t *testing.T) {
 	for i, m := range yamlBlock.FindAllStringSubmatch(string(doc), -1) {
 		sources[fmt.Sprintf("docs/install.md block %d", i)] = m[1]
 	}
+	// The chart's own Trainer runtime is a worker template too: its node pods run in the users'
+	// training namespaces.
+	sources["chart templates/trainer-runtime.yaml"] = runHelm(t, "template", releaseName, chartDir, "--kube-version", kubeVersion,
+		"--show-only", "templates/trainer-runtime.yaml", "--set", "trainer.enabled=true", "--set", "trainer.image=train:1")
 	_, _, c := startAPIServer(t, "")
 	createPSANamespace(t, c, "training", "restricted")
 	checked := 0

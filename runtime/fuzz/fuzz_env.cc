@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/congestion_control.h"
 #include "base/params.h"
+#include "base/socket.h"
 #include "comm/config.h"
 #include "control/control_address.h"
 #include "nezha/nezha.hpp"
@@ -13,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
       case 0:
         nezha::parseRails(text);
         break;
@@ -35,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                      text.find('\n') == std::string::npos
                                          ? std::string()
                                          : text.substr(text.find('\n') + 1));
+        break;
+      case 6:
+        // NEZHA_TCP_CONGESTION. A well-formed name goes to the kernel (setsockopt), which as
+        // root may exec modprobe for it: fuzz the parsing, not the module loader.
+        if (text == "auto" || text == "host" || !nezha::isCongestionControlName(text))
+          nezha::resolveCongestionControl(text, "NEZHA_TCP_CONGESTION");
         break;
     }
   } catch (const nezha::ConfigError&) {

@@ -135,13 +135,15 @@ int setCongestion(int fd, const std::string& name) {
 
 }  // namespace
 
-void checkCongestionControl(const std::string& name, const std::string& source) {
+bool isCongestionControlName(const std::string& name) {
   // The kernel's TCP_CA_NAME_MAX is 16 with the NUL.
-  const bool wellFormed =
-      !name.empty() && name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-      });
-  if (!wellFormed) {
+  return !name.empty() && name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+void checkCongestionControl(const std::string& name, const std::string& source) {
+  if (!isCongestionControlName(name)) {
     throw ConfigError(strCat(source, "=\"", name,
                              "\" is not a congestion control name (want e.g. cubic, reno, dctcp)"));
   }

@@ -58,6 +58,9 @@ struct SocketTuning {
 // has, and a namespace only those in net.ipv4.tcp_allowed_congestion_control without
 // CAP_NET_ADMIN.
 void checkCongestionControl(const std::string& name, const std::string& source);
+// The name's form only (what checkCongestionControl tests before asking the kernel): 1-15 of
+// [a-z0-9_], the kernel's TCP_CA_NAME_MAX.
+bool isCongestionControlName(const std::string& name);
 
 // Listening socket bound to `ip:port` and, when iface is non-empty, to the device itself so
 // its traffic can never be routed through another NIC. port 0 picks a free port.
