@@ -5,6 +5,7 @@
 #   hack/build-kube.sh kind      + kubeadm, kube-proxy (the locally built kind node image)
 #   hack/build-kube.sh envtest-oldest  kube-apiserver and etcd of KUBE_OLDEST_VERSION, the oldest
 #                                      Kubernetes the chart claims (make test-chart-matrix)
+#   hack/build-kube.sh node-oldest     the node set of KUBE_OLDEST_VERSION (make e2e-oldest)
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging repos with
 # ./staging), so we build from a small wrapper module that pins every staging repo instead.
 set -euo pipefail
@@ -17,9 +18,13 @@ case "$set_name" in
   envtest) cmds=(kube-apiserver kubectl) ;;
   node) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet) ;;
   kind) cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy) ;;
-  envtest-oldest)
-    # Same cache layout, another version: kube-<version>/bin holds its kube-apiserver and etcd.
-    cmds=(kube-apiserver)
+  envtest-oldest|node-oldest)
+    # Same cache layout, another version: kube-<version>/bin holds its binaries and etcd.
+    if [ "$set_name" = envtest-oldest ]; then
+      cmds=(kube-apiserver)
+    else
+      cmds=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet)
+    fi
     pinned_etcd="$NEZHA_KUBE_BIN/etcd"
     KUBE_VERSION=$KUBE_OLDEST_VERSION
     KUBE_STAGING_VERSION=$KUBE_OLDEST_STAGING_VERSION
@@ -28,7 +33,7 @@ case "$set_name" in
     # The pinned etcd serves every Kubernetes version from 1.29 on: reuse it instead of a rebuild.
     if [ -x "$pinned_etcd" ] && [ ! -e "$NEZHA_KUBE_BIN/etcd" ]; then cp "$pinned_etcd" "$NEZHA_KUBE_BIN/etcd"; fi
     ;;
-  *) echo "build-kube.sh: unknown set '$set_name' (want envtest, node, kind or envtest-oldest)" >&2; exit 2 ;;
+  *) echo "build-kube.sh: unknown set '$set_name' (want envtest, node, kind, envtest-oldest or node-oldest)" >&2; exit 2 ;;
 esac
 
 mkdir -p "$NEZHA_KUBE_BIN"

@@ -14,6 +14,13 @@ STATE_DIR = os.environ.get("NEZHA_CLUSTER_DIR", "/var/lib/nezha-cluster")
 EXTRA_PLUGIN = "nzt-macvlan"
 
 
+def kube_version():
+    """The Kubernetes version the local cluster runs: hack/versions.sh's KUBE_VERSION, which
+    NEZHA_KUBE_RELEASE=oldest turns into the oldest the chart claims (`make e2e-oldest`)."""
+    return subprocess.run(["bash", "-c", f"source {REPO}/hack/versions.sh && echo $KUBE_VERSION"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def local_cluster(*args, check=True, timeout=1800, env=None):
     proc = subprocess.run([LOCAL_CLUSTER, *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import cluster_host_state as host_state
-from cluster_helpers import EXTRA_PLUGIN, STATE_DIR, local_cluster
+from cluster_helpers import EXTRA_PLUGIN, STATE_DIR, kube_version, local_cluster
 
 # No registry in the name, as the chart names Nezha's images: containerd and the kubelet must
 # agree on the normalised name.
@@ -28,7 +28,7 @@ def test_up_gives_a_ready_node(cluster):
     node = cluster.get("node", cluster.node)
     ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"][0]
     assert ready["status"] == "True", ready
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.33.13"
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == kube_version()
     addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert addresses["InternalIP"] == "10.250.0.1"
     # The NetworkAttachmentDefinition CRD came from the client module and is served.

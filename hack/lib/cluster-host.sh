@@ -176,8 +176,19 @@ cluster_shared_files() {
     id=$(basename "$sandbox")
     for f in /var/lib/cni/results/*-"$id"-*; do [ ! -e "$f" ] || echo "$f"; done
   done
+  local target pod_dir
   for f in /var/log/containers/*; do
-    [ -L "$f" ] && [[ $(readlink "$f") == "$NEZHA_CLUSTER_DIR"/* ]] && echo "$f"
+    [ -L "$f" ] || continue
+    target=$(readlink "$f")
+    if [[ $target == "$NEZHA_CLUSTER_DIR"/* ]]; then
+      echo "$f"
+    elif [[ $target == /var/log/pods/* ]]; then
+      # A kubelet before 1.30 ignores podLogsDir and logs under /var/log/pods/<ns>_<pod>_<uid>/;
+      # the pod is ours when our kubelet's root dir knows its uid.
+      pod_dir=${target#/var/log/pods/}
+      pod_dir=${pod_dir%%/*}
+      [ -d "$NEZHA_CLUSTER_DIR/kubelet/pods/${pod_dir##*_}" ] && echo "$f"
+    fi
   done
   local address
   for f in "$NEZHA_CLUSTER_DIR"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
