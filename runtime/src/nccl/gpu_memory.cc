@@ -80,6 +80,11 @@ GpuMemory::GpuMemory(const Options& engine) {
 
 std::unique_ptr<Registration> GpuMemory::registerPointer(void* data, size_t bytes) const {
   auto reg = std::make_unique<Registration>();
+  // A buffer of no bytes (NCCL's 0-byte messages) is never read or written: nothing to pin.
+  if (bytes == 0) {
+    reg->regions_.resize(devices_.size());
+    return reg;
+  }
   for (size_t r = 0; r < devices_.size(); ++r) {
     reg->regions_.push_back(
         devices_[r] == nullptr

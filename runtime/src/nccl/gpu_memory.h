@@ -81,8 +81,9 @@ class GpuMemory {
   const MemoryPath& path() const { return path_; }
   const std::vector<RailMemory>& rails() const { return rails_; }
 
-  // regMr: `bytes` at `data` with ibv_reg_mr on every rdma rail. Throws InvalidArgument for
-  // a null or empty buffer, RailError naming the rail and errno when a registration fails.
+  // regMr: `bytes` at `data` with ibv_reg_mr on every rdma rail; no bytes register nothing.
+  // Throws InvalidArgument for a null buffer of some bytes, RailError naming the rail and errno
+  // when a registration fails.
   std::unique_ptr<Registration> registerPointer(void* data, size_t bytes) const;
   // regMrDmaBuf: `bytes` of dma-buf `fd` from `offset`, addressed as [data, data + bytes)
   // (iova = data, as NCCL's IB transport registers), with ibv_reg_dmabuf_mr on every rdma rail.

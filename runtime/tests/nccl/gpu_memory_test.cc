@@ -142,6 +142,10 @@ TEST_F(GpuMemoryTest, RegistersHostMemoryOnEveryRdmaRail) {
   EXPECT_FALSE(reg->regions()[1]->dmabuf());
   EXPECT_EQ(reg->regions()[1]->address(), reinterpret_cast<uintptr_t>(host.data()));
   EXPECT_THROW(memory.registerPointer(nullptr, 16), InvalidArgument);
+  // A 0-byte buffer (NCCL's harness registers those for 0-byte messages) pins nothing.
+  auto empty = memory.registerPointer(nullptr, 0);
+  ASSERT_EQ(empty->regions().size(), 2u);
+  EXPECT_EQ(empty->regions()[1], nullptr);
 }
 
 // ---- the plugin, loaded as NCCL loads it, on one rdma rail -----------------------------------
