@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "nccl/comm_error.h"
 #include "nccl/engine_link.h"
+#include "nccl/gpu_memory.h"
 #include "nccl/handle.h"
 #include "nccl/live_set.h"
 #include "nccl/net_abi.h"
@@ -39,6 +40,9 @@ namespace {
 
 std::mutex gInitMu;
 std::unique_ptr<PluginContext> gContext;  // see the comment at the top
+// What NCCL's buffers may be and where its registrations live (nccl/gpu_memory.h); made with
+// gContext and, like it, never replaced.
+std::unique_ptr<GpuMemory> gMemory;
 
 // A listen comm: its connection's set-up, started by listen() (the rails' listeners are open).
 struct ListenComm {
@@ -62,6 +66,7 @@ LiveSet<PendingLink> gConnecting;  // named by a connect handle's scratch until 
 LiveSet<LinkComm> gSends;
 LiveSet<LinkComm> gRecvs;
 LiveSet<Request> gRequests;
+LiveSet<Registration> gRegistrations;  // regMr's handles, until deregMr
 
 template <typename T>
 T* live(const LiveSet<T>& set, void* p, const char* what) {
@@ -103,8 +108,10 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   if (gContext) return ncclSuccess;
   try {
     auto ctx = std::make_unique<PluginContext>(PluginConfig::fromEnv(), logger);
+    auto memory = std::make_unique<GpuMemory>(ctx->config().engine);
     ctx->startControl();
     gContext = std::move(ctx);
+    gMemory = std::move(memory);
   } catch (const std::exception& e) {
     // NCCL falls back to its own transports when a plugin's init fails; say so loudly, and
     // name NCCL_NET=nezha as the way to make that fatal instead (the operator sets it).
@@ -120,11 +127,10 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
   std::string rails;
   for (const auto& r : gContext->config().rails)
     rails += strCat(rails.empty() ? "" : " ", r.name, "=", r.iface, "/", r.ip);
-  // NCCL hands the plugin host memory it staged (docs/nccl.md "GPU memory"); the line says so,
-  // as an operator reading NCCL's log needs to know.
-  gContext->info(strCat("using rails ", rails,
-                        " as one device on the runtime's failover engine, host-staged "
-                        "(ptrSupport NCCL_PTR_HOST)"));
+  // Whether NCCL hands the plugin its GPU buffers or host memory it staged (docs/nccl.md "GPU
+  // memory"), and why: an operator reading NCCL's log needs to know.
+  gContext->info(strCat("using rails ", rails, " as one device on the runtime's failover engine, ",
+                        gMemory->path().describe()));
   return ncclSuccess;
 }
 
@@ -143,7 +149,7 @@ void fillCommon(P* props) {
   props->name = name;
   props->pciPath = nullptr;       // a virtual device: NCCL places it at the CPU
   props->guid = 0x6e657a6861ull;  // "nezha"
-  props->ptrSupport = NCCL_PTR_HOST;
+  props->ptrSupport = gMemory->path().ptrSupport();
   props->regIsGlobal = 0;
   props->speed = static_cast<int>(std::min<uint64_t>(mbps, INT_MAX));
   props->port = 1;
@@ -264,25 +270,63 @@ ncclResult_t accept(void* listenComm, void** recvComm) {
   });
 }
 
-ncclResult_t regMr(void*, void* data, size_t, int type, void** mhandle) {
-  if (type != NCCL_PTR_HOST) {
-    if (gContext) {
-      gContext->warn(
-          "GPU memory registration asked for, but this build moves host memory only "
-          "(GPUDirect RDMA comes with the verbs transport; see docs/nccl.md)");
+// GPU memory only when the plugin said it takes it (ptrSupport); NCCL then registers its GPU
+// buffers, otherwise only the host buffers it stages through.
+void requireMemoryType(int type) {
+  if (type == NCCL_PTR_HOST || (type == NCCL_PTR_CUDA && gMemory->path().zeroCopy)) return;
+  throw CommError(ncclInternalError,
+                  strCat("registration of ", type == NCCL_PTR_CUDA ? "GPU" : "unknown",
+                         " memory (type ", type, ") asked for, but the plugin is ",
+                         gMemory->path().describe(), " (docs/nccl.md \"GPU memory\")"));
+}
+
+// The registration's errors as NCCL result codes; the handle NCCL keeps until deregMr.
+template <typename F>
+ncclResult_t registerWith(const char* call, void** mhandle, F&& makeRegistration) {
+  *mhandle = nullptr;
+  return guarded(call, [&] {
+    if (!gMemory) throw CommError(ncclInvalidUsage, "called before init");
+    std::unique_ptr<Registration> reg;
+    try {
+      reg = makeRegistration();
+    } catch (const InvalidArgument& e) {
+      throw CommError(ncclInvalidArgument, e.what());
+    } catch (const RailError& e) {
+      throw CommError(ncclSystemError, e.what());
     }
-    return ncclInternalError;
-  }
-  *mhandle = data == nullptr ? reinterpret_cast<void*>(1) : data;  // host memory needs no pinning
-  return ncclSuccess;
+    gRegistrations.add(reg.get());
+    *mhandle = reg.release();
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int,
+// ibv_reg_mr of the buffer on every rdma rail (none on tcp rails).
+ncclResult_t regMr(void*, void* data, size_t size, int type, void** mhandle) {
+  return registerWith("regMr", mhandle, [&] {
+    requireMemoryType(type);
+    return gMemory->registerPointer(data, size);
+  });
+}
+
+// ibv_reg_dmabuf_mr of the dma-buf on every rdma rail. NCCL passes a dma-buf only when
+// ptrSupport has NCCL_PTR_DMABUF; host memory without one registers as in regMr.
+ncclResult_t regMrDmaBuf(void*, void* data, size_t size, int type, uint64_t offset, int fd,
                          void** mhandle) {
-  return regMr(comm, data, size, type, mhandle);
+  return registerWith("regMrDmaBuf", mhandle, [&] {
+    requireMemoryType(type);
+    if (type == NCCL_PTR_HOST && fd < 0) return gMemory->registerPointer(data, size);
+    return gMemory->registerDmabuf(data, size, offset, fd);
+  });
 }
 
-ncclResult_t deregMr(void*, void*) { return ncclSuccess; }
+ncclResult_t deregMr(void*, void* mhandle) {
+  return guarded("deregMr", [&] {
+    Registration* reg = live(gRegistrations, mhandle, "memory handle");
+    gRegistrations.remove(reg);
+    delete reg;  // releases its memory regions
+    return ncclSuccess;
+  });
+}
 
 ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** request) {
   *request = nullptr;

@@ -56,6 +56,26 @@ hole_rail() {
 }
 addr() { "$TESTBED" addr --name "$BED" --host "$1" --rail "$2"; }
 
+# rdma_fixtures HOSTS RAILS: the fixture sysfs tree $RDMA_SYSFS.H of each host H for the
+# libibverbs test double: device nzdbl_rK behind interface rK, port 1, RoCE v2 GID 0 =
+# ::ffff:<the rail's address>, the layout discovery.h documents for real HCAs.
+rdma_fixtures() {
+  local h k root dev port a b c d
+  for ((h = 0; h < $1; h++)); do
+    for ((k = 0; k < $2; k++)); do
+      root=$RDMA_SYSFS.$h dev=nzdbl_r$k
+      port=$root/class/infiniband/$dev/ports/1
+      mkdir -p "$root/class/net/r$k/device/infiniband/$dev" "$port/gids" "$port/gid_attrs/ndevs" \
+        "$port/gid_attrs/types"
+      IFS=. read -r a b c d <<<"$(addr "$h" "$k")"
+      printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d" >"$port/gids/0"
+      echo Ethernet >"$port/link_layer"
+      echo "r$k" >"$port/gid_attrs/ndevs/0"
+      echo "RoCE v2" >"$port/gid_attrs/types/0"
+    done
+  done
+}
+
 # run_job NAME HOSTS RAILS [VAR=VALUE ...] -- BENCH_ARGS...
 # Starts one nezha-bench per host, waits for all; exit codes land in $WORK/NAME.rc.I, output in
 # $WORK/NAME.log.I. Returns 0 iff every rank exited 0.

@@ -3,13 +3,18 @@
 # namespace, load libnccl-net-nezha.so and drive it as NCCL's proxy does. Every scenario checks
 # every byte (p2p) or every element (ring allreduce) on every rank.
 #
-#   run_nccl.sh PLUGIN_SO HARNESS TESTBED_SH
+#   run_nccl.sh PLUGIN_SO HARNESS TESTBED_SH [IBVERBS_DOUBLE_DIR]
+#
+# With IBVERBS_DOUBLE_DIR (builds with the verbs transport), the last scenario runs a tcp rail
+# beside an rdma rail: the libibverbs test double (tests/doubles/ibverbs) on LD_LIBRARY_PATH and
+# a fixture sysfs tree per host (lib.sh rdma_fixtures), as run_rdma.sh does.
 #
 # Bed name `nzn1` (4 hosts x 3 rails, unshaped); torn down on exit.
 set -euo pipefail
 PLUGIN=$(realpath "$1")
 HARNESS=$(realpath "$2")
 TESTBED=$(realpath "$3")
+IBV_DOUBLE=${4:+$(realpath "$4")}
 LOG_PREFIX=nccl-testbed
 # shellcheck source=runtime/tests/testbed/lib.sh
 source "$(dirname "$(realpath "$0")")/lib.sh"
@@ -25,12 +30,15 @@ run() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local spec="" k i pids=()
-  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:tcp"; done
+  # TRANSPORTS="tcp rdma": rail k's transport (default tcp); RDMA_SYSFS: as lib.sh's run_job.
+  local spec="" k i pids=() transports=() hostenv=()
+  read -r -a transports <<<"${TRANSPORTS:-}"
+  for ((k = 0; k < rails; k++)); do spec+="${spec:+,}r$k=r$k:${transports[$k]:-tcp}"; done
   mkdir -p "$WORK/$name"
   for ((i = 0; i < hosts; i++)); do
+    [ -z "${RDMA_SYSFS:-}" ] || hostenv=(NEZHA_RDMA_SYSFS_ROOT="$RDMA_SYSFS.$i" LD_LIBRARY_PATH="$IBV_DOUBLE")
     "$TESTBED" exec --name "$BED" --host "$i" -- env NEZHA_RAILS="$spec" NEZHA_JOB_TOKEN="$TOKEN" \
-      "${envs[@]}" \
+      "${hostenv[@]}" "${envs[@]}" \
       "$HARNESS" --plugin "$PLUGIN" --rank "$i" --world "$hosts" --dir "$WORK/$name" "$@" \
       >"$WORK/$name.out.$i" 2>"$WORK/$name.err.$i" &
     pids+=($!)
@@ -196,6 +204,34 @@ if grep -q 'rail="r1"} [1-9]' <<<"$metrics" && "$METRICSLINT" <<<"$metrics" && [
 else
   fail "endpoint: metrics '$(head -c 300 <<<"$metrics")', POST $post, unsigned drain $drain"
   show endpoint 2
+fi
+
+# 6. A tcp rail (r0) beside an rdma rail (r1, the libibverbs test double) in every connection:
+# p2p and ring allreduce exact with both rails carrying data, and a cut of the rdma rail in the
+# middle of an allreduce loop (its queue pairs fail, it is rebuilt and comes back).
+if [ -n "$IBV_DOUBLE" ]; then
+  [ -e "$IBV_DOUBLE/libibverbs.so.1" ] || { fail "no libibverbs double in $IBV_DOUBLE"; exit 1; }
+  RDMA_SYSFS=$WORK/sysfs
+  rdma_fixtures 4 3
+  export TRANSPORTS="tcp rdma"
+  if run mixed_p2p 2 2 NEZHA_MIN_SLICE_BYTES=64K -- --mode p2p --version 12 --iters 60 --bytes 1500000 &&
+    all_ok mixed_p2p 2; then
+    pass "mixed tcp + rdma rails, p2p over ABI v12: $(get mixed_p2p 0 "j['bytes_checked']") bytes checked on rank 0"
+  else
+    fail "mixed tcp + rdma rails, p2p"
+    show mixed_p2p 2
+  fi
+  if run mixed_ring 2 2 -- --mode ring --bytes 3000000 --iters 4 && all_ok mixed_ring 2 &&
+    [ "$(rail_stat mixed_ring 0 0 bytes_sent)" -gt 0 ] && [ "$(rail_stat mixed_ring 0 1 bytes_sent)" -gt 0 ]; then
+    pass "mixed tcp + rdma rails, ring allreduce exact; rank 0 bytes r0 (tcp) $(rail_stat mixed_ring 0 0 bytes_sent), r1 (rdma) $(rail_stat mixed_ring 0 1 bytes_sent)"
+  else
+    fail "mixed tcp + rdma rails, ring allreduce (or a rail left idle)"
+    show mixed_ring 2
+  fi
+  fault_run mixed_cut cut_on cut_off
+  unset TRANSPORTS RDMA_SYSFS
+else
+  log "SKIP mixed tcp + rdma rails: no IBVERBS_DOUBLE_DIR (a build without the verbs transport)"
 fi
 
 testbed_end

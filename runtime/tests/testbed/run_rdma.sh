@@ -25,21 +25,7 @@ HOSTS=3
 RAILS=2
 bed_up "$HOSTS" "$RAILS"
 
-# The fixture tree of host H: device nzdbl_rK behind interface rK, port 1, RoCE v2 GID 0 =
-# ::ffff:<the rail's address>, the layout discovery.h documents for real HCAs.
-for ((h = 0; h < HOSTS; h++)); do
-  for ((k = 0; k < RAILS; k++)); do
-    root=$RDMA_SYSFS.$h dev=nzdbl_r$k
-    port=$root/class/infiniband/$dev/ports/1
-    mkdir -p "$root/class/net/r$k/device/infiniband/$dev" "$port/gids" "$port/gid_attrs/ndevs" \
-      "$port/gid_attrs/types"
-    IFS=. read -r a b c d <<<"$(addr "$h" "$k")"
-    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d" >"$port/gids/0"
-    echo Ethernet >"$port/link_layer"
-    echo "r$k" >"$port/gid_attrs/ndevs/0"
-    echo "RoCE v2" >"$port/gid_attrs/types/0"
-  done
-done
+rdma_fixtures "$HOSTS" "$RAILS"
 
 # ---- exact collectives ---------------------------------------------------------------------
 Q=(--quiet --check --warmup 1 --iters 2)

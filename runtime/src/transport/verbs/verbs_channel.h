@@ -78,6 +78,13 @@ class VerbsChannel : public Transport {
   // protection domain, and release it before the channel goes.
   const VerbsDevice& device() const { return *device_; }
 
+  // Whether exchange() posts an IoOp's bytes from a caller's registered memory region (zero
+  // copy, what GPU buffers need: the CPU cannot touch them) rather than copying them through
+  // the staging rings below. Not yet: the IoOps carry no memory handle and receives land in
+  // the rings (see the top of this file). The NCCL plugin stays host-staged while this is false
+  // (nccl/gpu_memory.h).
+  static constexpr bool kPostsFromCallerMemory = false;
+
   // Staging: slots per peer and direction, and bytes per slot (= the largest chunk).
   static constexpr int kSlots = 16;
   static constexpr size_t kSlotBytes = 128 << 10;
