@@ -56,6 +56,9 @@ struct Args {
   uint64_t slot = 512 * 1024;  // ring mode: bytes per isend (NCCL: buffer size / NCCL_STEPS)
   int iters = 10;
   double seconds = 0;  // ring: run at least this long (loop mode for failure scenarios)
+  // ring --seconds loop: stop early, at the next operation, once DIR/<stopFile> exists (a
+  // scenario that checks something while traffic flows ends the loop when it is done).
+  std::string stopFile;
   uint32_t seed = 1;
   int timeoutMs = 60000;
   int idleSleepUs = 0;
@@ -73,7 +76,7 @@ void usage() {
       "         [--mode p2p|ring|stream] [--transport plugin|plain --iface IF] [--version "
       "8|11|12]\n"
       "         [--bytes B] [--iters K] [--seconds S] [--seed N] [--timeout-ms MS] [--slot B]\n"
-      "         [--idle-sleep-us US]\n");
+      "         [--idle-sleep-us US] [--stop-file NAME]\n");
   std::exit(2);
 }
 
@@ -101,6 +104,7 @@ Args parseArgs(int argc, char** argv) {
                                 {"timeout-ms", required_argument, nullptr, 'T'},
                                 {"slot", required_argument, nullptr, 'L'},
                                 {"idle-sleep-us", required_argument, nullptr, 'I'},
+                                {"stop-file", required_argument, nullptr, 'X'},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   Args a;
@@ -151,6 +155,9 @@ Args parseArgs(int argc, char** argv) {
         break;
       case 'I':
         a.idleSleepUs = static_cast<int>(parseNumber("--idle-sleep-us", optarg));
+        break;
+      case 'X':
+        a.stopFile = optarg;
         break;
       default:
         usage();
@@ -691,8 +698,12 @@ bool anotherOp(const Args& a, RingTransport& t, int ops, Clock::time_point t0) {
   if (ops < a.iters) return true;  // the same on every rank
   if (a.seconds <= 0) return false;
   uint8_t known = 0;  // 0 unknown, 1 continue, 2 stop
-  if (a.rank == 0)
-    known = std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds ? 1 : 2;
+  if (a.rank == 0) {
+    const bool timeLeft = std::chrono::duration<double>(Clock::now() - t0).count() < a.seconds;
+    const bool stopAsked =
+        !a.stopFile.empty() && ::access((a.dir + "/" + a.stopFile).c_str(), F_OK) == 0;
+    known = timeLeft && !stopAsked ? 1 : 2;
+  }
   for (int step = 0; step < a.world - 1; ++step) {
     uint8_t out = known, in = 0;
     if (a.mode == "stream") {  // one direction only: rank 0 tells rank 1

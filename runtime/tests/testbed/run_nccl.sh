@@ -185,18 +185,21 @@ fi
 
 # 5. The plugin's control endpoint (NEZHA_NCCL_CONTROL_ADDR) while traffic flows: /metrics
 # passes promtool's checks and counts bytes per rail, a wrong method is refused and an unsigned
-# drain is refused (signed drain/restore: tests/nccl/plugin_control_test.cc).
+# drain is refused (signed drain/restore: tests/nccl/plugin_control_test.cc). The loop runs until
+# the checks are done (--stop-file; 60 s at most), so they never race its end on a slow host.
 run endpoint 2 2 NEZHA_NCCL_CONTROL_ADDR=127.0.0.1:9434 NEZHA_JOB_NAME=bed -- \
-  --mode ring --bytes 4000000 --iters 1 --seconds 4 &
+  --mode ring --bytes 4000000 --iters 1 --seconds 60 --stop-file stop &
 job=$!
+until_ring_running endpoint "$job"
 metrics=""
-for ((t = 0; t < 100; t++)); do # until the endpoint answers with traffic counted (bounded, 10 s)
+for ((t = 0; t < 100; t++)); do # until the endpoint answers with traffic counted (bounded)
   metrics=$("$TESTBED" exec --name "$BED" --host 0 -- curl -sf http://127.0.0.1:9434/metrics || true)
   grep -q 'nezha_runtime_rail_bytes_total{job="bed",local_rank="0",rail="r1"} [1-9]' <<<"$metrics" && break
   sleep 0.1
 done
 post=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/status || true)
 drain=$("$TESTBED" exec --name "$BED" --host 0 -- curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9434/rails/r1/drain || true)
+touch "$WORK/endpoint/stop"
 wait $job || true
 if grep -q 'rail="r1"} [1-9]' <<<"$metrics" && "$METRICSLINT" <<<"$metrics" && [ "$post" = 405 ] &&
   [ "$drain" = 401 ] && all_ok endpoint 2; then
