@@ -104,8 +104,10 @@ class EngineLink {
 
   void loop();
   void run(Unit& u);
-  // Step 1: the sender's size and the receiver's capacity, agreed on both ends.
-  uint64_t exchangeSize(const Unit& u);
+  // The head operation: the sender's size and the receiver's room cross in the engine's
+  // operation headers (failover/op_header.h), with the payload when it fits in the head.
+  // Returns the size sent; throws CommError on both ends when it exceeds the room.
+  uint64_t runHead(Unit& u);
   // Every tuneInterval operations both ends agree on the slice timings (scheduler.h).
   void agreeOnTimings(uint64_t op);
   // The link's thread, between units: copies what the engine recorded into counters_.
@@ -118,6 +120,9 @@ class EngineLink {
   std::unique_ptr<ControlMesh> mesh_;
   std::unique_ptr<Scheduler> sched_;
   uint64_t nextOp_ = 0;  // the link's thread
+  // Messages up to this size ride in the head operation (NEZHA_ROUND_FREE_BYTES, so they skip
+  // the round like the communicator's small operations; 64 KiB when that is 0).
+  const uint64_t headLimit_;
 
   mutable std::mutex mu_;
   LinkCounters counters_;  // under mu_
