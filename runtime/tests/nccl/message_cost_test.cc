@@ -8,6 +8,7 @@
 // "Cost per message" records a run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -91,8 +92,12 @@ TEST(NcclMessageCost, DISABLED_OldPathVersusEngine) {
     std::vector<uint8_t> out(bytes, 7), in(bytes, 0);
     oldPathSeconds(old, out, in, 2);  // warm both paths at this size
     engineSeconds(links, out, in, 2);
-    const double before = oldPathSeconds(old, out, in, n) / n * 1e6;
-    const double after = engineSeconds(links, out, in, n) / n * 1e6;
+    // The least of five alternating runs: the dev machine is shared, and load only adds time.
+    double before = 1e300, after = 1e300;
+    for (int rep = 0; rep < 5; ++rep) {
+      before = std::min(before, oldPathSeconds(old, out, in, n) / n * 1e6);
+      after = std::min(after, engineSeconds(links, out, in, n) / n * 1e6);
+    }
     std::printf("%10zu %8d %12.1f %12.1f %8.2f\n", bytes, n, before, after, after / before);
     EXPECT_EQ(in, out);
   }
