@@ -8,11 +8,15 @@
 // Each posted message is one unit of work, run by the link's own thread in posting order (NCCL
 // matches a connection's sends and receives in order, so unit k on the sender is unit k on the
 // receiver):
-//   1. a header operation on the cold rail: the sender's size and the receiver's capacity cross
-//      (NCCL tells the receiver only how much it may receive);
-//   2. the message as one engine operation split by the scheduler, each slice a send (sender)
-//      or receive (receiver) of its byte range on its rail; a failed rail's slices are redone on
-//      the survivors from the sender's buffer, which NCCL keeps until the send completes.
+//   1. the head, one operation on the cold rail: both ends send the engine's operation header
+//      (failover/op_header.h), the sender's size and the receiver's room (NCCL tells the
+//      receiver only how much it may receive); a message up to NEZHA_ROUND_FREE_BYTES follows
+//      its header, so it is one operation, and one that skips its round (each end needs the
+//      other's header to finish, as in a small allreduce: failover_engine.h, round-free);
+//   2. a larger message as a second operation split by the scheduler, each slice a send
+//      (sender) or receive (receiver) of its byte range on its rail; a failed rail's slices are
+//      redone on the survivors from the sender's buffer, which NCCL keeps until the send
+//      completes.
 // post() and test() only touch a queue under a mutex, so NCCL's proxy thread never waits on the
 // network (the engine's operations block; they run on the link's thread).
 //
