@@ -11,13 +11,15 @@
 namespace nezha {
 namespace {
 
+// The decoder's error message, or "" when it accepted the bytes.
 std::string refusal(const std::string& bytes, uint64_t expectedOp) {
+  std::string why;
   try {
     decodeOpHeader(bytes, expectedOp);
   } catch (const Error& e) {
-    return e.what();
+    why = e.what();
   }
-  return "";
+  return why;
 }
 
 TEST(OpHeader, RoundTripsAtItsFixedSize) {
