@@ -231,7 +231,7 @@ uint64_t EngineLink::runHead(Unit& u) {
   auto peerHeader = std::make_shared<std::string>();
   const size_t room = sending ? 0 : std::min<uint64_t>(u.bytes, headLimit_);
   Plan plan;
-  engine_.runOp(
+  const FailoverEngine::Outcome ran = engine_.runOp(
       OpKind::kBroadcast,
       [this] {
         Plan p;
@@ -254,7 +254,7 @@ uint64_t EngineLink::runHead(Unit& u) {
   u.moved = size;
   u.railBytes.assign(rails_.size(), 0);
   if (size > 0 && size <= headLimit_) {
-    u.railBytes[plan.slices.at(0).rail] = size;
+    for (const Slice& s : ran.done) u.railBytes[s.rail] = size;  // the rail it finished on
     u.railsUsed = 1;
   }
   return size;
