@@ -4,7 +4,7 @@
 // peer must know about this operation (the NCCL plugin: the size sent and the room posted,
 // nccl/engine_link.h) in the operation itself instead of an operation of its own, and the
 // operation number lets each end check that the peer is in the same operation.
-// Pure functions, so the decoder can be fuzzed (runtime/fuzz/fuzz_op_header.cc).
+// Pure functions, so the decoder can be fuzzed (runtime/fuzz/fuzz_mesh_frame.cc feeds it too).
 #pragma once
 
 #include <cstddef>
