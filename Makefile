@@ -26,7 +26,7 @@ ifneq ($(words $(E2E_KIND))$(filter auto 1 0,$(E2E_KIND)),1$(strip $(E2E_KIND)))
 $(error make e2e: E2E_KIND must be auto, 1 or 0, not '$(E2E_KIND)')
 endif
 endif
-FUZZ_TARGETS    := fuzz_table fuzz_algo_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame fuzz_qp_address
+FUZZ_TARGETS    := fuzz_table fuzz_algo_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_handle fuzz_qp_address
 SAN_FLAGS       := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEZHA_WERROR=ON
 export NEZHA_CACHE
 

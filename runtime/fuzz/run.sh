@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$build"
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_frame fuzz_qp_address)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_table fuzz_env fuzz_rendezvous fuzz_handshake fuzz_mesh_frame fuzz_http fuzz_nccl_handle fuzz_qp_address)
 for target in "${targets[@]}"; do
   mkdir -p "corpus-$target"
   echo "fuzz: $target for ${seconds}s"

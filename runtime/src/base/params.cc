@@ -85,10 +85,6 @@ const std::vector<Param>& allParams() {
        "sharp rails: the SHARP collective library to dlopen (default libsharp_coll.so on the "
        "loader path; it ships with HPC-X / DOCA-OFED)"},
       // The NCCL net plugin (libnccl-net-nezha.so) reads NEZHA_RAILS and these.
-      {"NEZHA_NCCL_CHUNK", "128K", "NCCL plugin: bytes per striped chunk (4K..64M)"},
-      {"NEZHA_NCCL_STALL_MS", "750",
-       "NCCL plugin: a rail whose in-flight bytes go unacknowledged this long fails"},
-      {"NEZHA_NCCL_READMIT_MS", "200", "NCCL plugin: how often a failed rail redials"},
       {"NEZHA_NCCL_CONNECT_TIMEOUT_MS", "10000",
        "NCCL plugin: how long a connection may wait for its first rail"},
       {"NEZHA_NCCL_CONTROL_ADDR", "",

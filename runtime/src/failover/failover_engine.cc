@@ -679,9 +679,10 @@ bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Sli
 // agreement) and every kConfirmEvery operations, a round confirms the kept operation. A rank
 // that finished an operation is never more than one ahead of one that did not: finishing the
 // next one needs every rank's part.
-bool FailoverEngine::roundFree(OpKind op, const Plan& plan) const {
+bool FailoverEngine::roundFree(OpKind op, const Plan& plan, bool twoWay) const {
   if (!o_.failover || o_.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
-  if (op != OpKind::kAllreduce && op != OpKind::kAllgather && op != OpKind::kReduceScatter) {
+  if (!twoWay && op != OpKind::kAllreduce && op != OpKind::kAllgather &&
+      op != OpKind::kReduceScatter) {
     return false;  // a broadcast root finishes without its peers; barriers are rare
   }
   if (plan.units * plan.unitBytes > o_.roundFreeBytes) return false;
@@ -730,7 +731,7 @@ void FailoverEngine::runUnit(const std::function<void(Channel&, Scratch&)>& fn) 
 FailoverEngine::Outcome FailoverEngine::runOp(OpKind op, const std::function<Plan()>& makePlan,
                                               const char* in, size_t inBytes, char* out,
                                               size_t outBytes, bool copyIn, const MakeSliceFn& make,
-                                              Plan& plan) {
+                                              Plan& plan, bool twoWay) {
   // In place, a run overwrites the inputs a replay (or a second run) needs: they are copied
   // first, once, and every run reads the copy.
   std::vector<char> preserved;
@@ -743,7 +744,7 @@ FailoverEngine::Outcome FailoverEngine::runOp(OpKind op, const std::function<Pla
     const char* from = preserved.empty() ? in : preserved.data();
     std::unique_ptr<Kept> next;
     const char* src = from;
-    if (roundFree(op, plan)) {
+    if (roundFree(op, plan, twoWay)) {
       next = std::make_unique<Kept>();
       next->op = currentOp_;
       next->plan = plan;

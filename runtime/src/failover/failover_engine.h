@@ -98,9 +98,13 @@ class FailoverEngine {
   void checkUsable() const;
   // Plans (again after a redo of a kept operation) and runs one operation; `in`/`inBytes` are
   // what a redo needs kept, `outBytes` the size of its output; `copyIn`: the operation would
-  // overwrite inputs a replay needs, so it runs from a copy.
+  // overwrite inputs a replay needs, so it runs from a copy. `twoWay`: every rank sends to and
+  // receives from its peer in every slice (an exchange of operation headers, op_header.h), so
+  // no rank can finish before its peer started: such an operation may skip its round like a
+  // small allreduce whatever its kind.
   Outcome runOp(OpKind op, const std::function<Plan()>& makePlan, const char* in, size_t inBytes,
-                char* out, size_t outBytes, bool copyIn, const MakeSliceFn& make, Plan& plan);
+                char* out, size_t outBytes, bool copyIn, const MakeSliceFn& make, Plan& plan,
+                bool twoWay = false);
   // A small control task (barrier) as a one-unit operation on the cold rail, with the same
   // failover as data slices. `fn` must be re-runnable.
   void runUnit(const std::function<void(Channel&, Scratch&)>& fn);
@@ -206,7 +210,7 @@ class FailoverEngine {
   [[noreturn]] void allRailsDown(const std::vector<std::string>& errors);
   std::vector<int> ownLinksDown() const;
   std::string railError(int rail, const std::string& what);
-  bool roundFree(OpKind op, const Plan& plan) const;
+  bool roundFree(OpKind op, const Plan& plan, bool twoWay) const;
   bool continuesKept(const Plan& plan) const;
   uint64_t eventOpNumber() const;
   FailoverEvent railEvent(int rail, const std::string& reason) const;

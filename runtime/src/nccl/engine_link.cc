@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "failover/op_header.h"
 #include "nccl/comm_error.h"
 #include "schedule/algo_table.h"
 #include "schedule/probe.h"
@@ -13,7 +14,9 @@ namespace nezha::ncclnet {
 
 namespace {
 
-constexpr int kPeerOf[2] = {EngineLink::kSender, EngineLink::kReceiver};  // by rank
+// The head's payload limit when NEZHA_ROUND_FREE_BYTES is 0 (every operation then holds its
+// round): the knob's default, so a small message is still one operation.
+constexpr uint64_t kDefaultHeadBytes = 64 << 10;
 
 std::vector<RailInfo> railInfos(const Options& o) {
   std::vector<RailInfo> rails;
@@ -32,9 +35,11 @@ std::vector<std::string> railNames(const Options& o) {
 
 EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
                        const JobTable& job)
-    : o_(options), rails_(railInfos(o_)), engine_(o_, rails_, metrics_, [this](int rail) {
-        return makeTransport(o_, rail, rails_[rail].address);
-      }) {
+    : o_(options),
+      rails_(railInfos(o_)),
+      engine_(o_, rails_, metrics_,
+              [this](int rail) { return makeTransport(o_, rail, rails_[rail].address); }),
+      headLimit_(o_.roundFreeBytes > 0 ? o_.roundFreeBytes : kDefaultHeadBytes) {
   if (o_.worldSize != 2 || (o_.rank != kSender && o_.rank != kReceiver)) {
     throw ConfigError(strCat("EngineLink: rank ", o_.rank, " of ", o_.worldSize,
                              " (a connection is rank 1 sending to rank 0)"));
@@ -182,28 +187,82 @@ void EngineLink::agreeOnTimings(uint64_t op) {
   ++metrics_.agreements;
 }
 
-uint64_t EngineLink::exchangeSize(const Unit& u) {
-  engine_.beginOp(nextOp_++);
-  uint64_t mine = u.bytes, theirs = 0;
-  engine_.runUnit([&](Channel& ch, Scratch&) {
-    std::vector<IoOp> ops{IoOp::send(kPeerOf[o_.rank], &mine, sizeof mine),
-                          IoOp::recv(kPeerOf[o_.rank], &theirs, sizeof theirs)};
-    ch.exchange(ops);
-  });
-  const uint64_t size = o_.rank == kSender ? mine : theirs;
-  const uint64_t capacity = o_.rank == kSender ? theirs : mine;
+namespace {
+
+// The head operation's slice (both ends, the same plan: one unit on the cold rail). Both ends
+// send their operation header; the sender's payload follows its header when the message fits in
+// the head. The receiver reads the sender's header first, so it learns the size before it reads
+// a byte of payload: a message larger than its room is read into scratch, never into `out`.
+// Re-runnable: reads only `in` (the kept copy when the operation is redone).
+FailoverEngine::MakeSliceFn makeHeadSlice(bool sending, uint64_t op, uint64_t headLimit,
+                                          std::shared_ptr<std::string> peerHeader) {
+  return [=](const char* in, char* out) -> FailoverEngine::SliceFn {
+    return [=](Channel& ch, Scratch& scratch, const Slice&) {
+      const int peer = sending ? EngineLink::kReceiver : EngineLink::kSender;
+      std::string theirs(kOpHeaderBytes, '\0');
+      const OpHeader mine = decodeOpHeader(std::string(in, kOpHeaderBytes), op);
+      const size_t sent = sending && mine.value <= headLimit ? mine.value : 0;
+      // Ops match one for one on both ends (channel.h): the header and the payload are two.
+      std::vector<IoOp> ops{IoOp::send(peer, in, kOpHeaderBytes),
+                            IoOp::recv(peer, theirs.data(), kOpHeaderBytes)};
+      if (sent > 0) ops.push_back(IoOp::send(peer, in + kOpHeaderBytes, sent));
+      ch.exchange(ops);
+      if (!sending) {
+        const uint64_t size = decodeOpHeader(theirs, op).value;
+        if (size > 0 && size <= headLimit) {
+          const bool fits = size <= mine.value;  // else the link fails it; `out` stays untouched
+          std::vector<IoOp> data{IoOp::recv(peer, fits ? out : scratch.get(0, size), size)};
+          ch.exchange(data);
+        }
+      }
+      *peerHeader = std::move(theirs);
+    };
+  };
+}
+
+}  // namespace
+
+uint64_t EngineLink::runHead(Unit& u) {
+  const uint64_t op = nextOp_++;
+  engine_.beginOp(op);
+  const bool sending = o_.rank == kSender;
+  std::string in = encodeOpHeader(OpHeader{op, u.bytes});
+  if (sending && u.bytes <= headLimit_) in.append(u.data, u.bytes);
+  auto peerHeader = std::make_shared<std::string>();
+  const size_t room = sending ? 0 : std::min<uint64_t>(u.bytes, headLimit_);
+  Plan plan;
+  const FailoverEngine::Outcome ran = engine_.runOp(
+      OpKind::kBroadcast,
+      [this] {
+        Plan p;
+        p.op = OpKind::kBroadcast;
+        p.units = 1;
+        p.unitBytes = headLimit_;
+        p.slices.push_back(Slice{sched_->coldRail(), 0, 1});
+        return p;
+      },
+      in.data(), in.size(), u.data, room, false, makeHeadSlice(sending, op, headLimit_, peerHeader),
+      plan, /*twoWay=*/true);
+  const uint64_t theirs = decodeOpHeader(*peerHeader, op).value;
+  const uint64_t size = sending ? u.bytes : theirs;
+  const uint64_t capacity = sending ? theirs : u.bytes;
   if (size > capacity) {
     throw CommError(ncclInvalidUsage,
                     strCat("message ", u.id, ": the sender's ", size, " bytes exceed the ",
                            capacity, " bytes the receiver posted"));
   }
+  u.moved = size;
+  u.railBytes.assign(rails_.size(), 0);
+  if (size > 0 && size <= headLimit_) {
+    for (const Slice& s : ran.done) u.railBytes[s.rail] = size;  // the rail it finished on
+    u.railsUsed = 1;
+  }
   return size;
 }
 
 void EngineLink::run(Unit& u) {
-  const uint64_t size = exchangeSize(u);
-  u.moved = size;
-  if (size == 0) return;
+  const uint64_t size = runHead(u);
+  if (size <= headLimit_) return;  // carried by the head operation
   const uint64_t op = nextOp_++;
   engine_.beginOp(op);
   agreeOnTimings(op);
@@ -220,7 +279,6 @@ void EngineLink::run(Unit& u) {
       OpKind::kBroadcast, [&] { return sched_->plan(OpKind::kBroadcast, size, 1); }, u.data, 0,
       u.data, 0, false, make, plan);
   if (!ran.replayed) sched_->record(plan, ran.secs);
-  u.railBytes.assign(rails_.size(), 0);
   for (const Slice& s : ran.done) u.railBytes[s.rail] += s.count;
   u.railsUsed = static_cast<int>(
       std::count_if(u.railBytes.begin(), u.railBytes.end(), [](uint64_t b) { return b > 0; }));

@@ -8,11 +8,15 @@
 // Each posted message is one unit of work, run by the link's own thread in posting order (NCCL
 // matches a connection's sends and receives in order, so unit k on the sender is unit k on the
 // receiver):
-//   1. a header operation on the cold rail: the sender's size and the receiver's capacity cross
-//      (NCCL tells the receiver only how much it may receive);
-//   2. the message as one engine operation split by the scheduler, each slice a send (sender)
-//      or receive (receiver) of its byte range on its rail; a failed rail's slices are redone on
-//      the survivors from the sender's buffer, which NCCL keeps until the send completes.
+//   1. the head, one operation on the cold rail: both ends send the engine's operation header
+//      (failover/op_header.h), the sender's size and the receiver's room (NCCL tells the
+//      receiver only how much it may receive); a message up to NEZHA_ROUND_FREE_BYTES follows
+//      its header, so it is one operation, and one that skips its round (each end needs the
+//      other's header to finish, as in a small allreduce: failover_engine.h, round-free);
+//   2. a larger message as a second operation split by the scheduler, each slice a send
+//      (sender) or receive (receiver) of its byte range on its rail; a failed rail's slices are
+//      redone on the survivors from the sender's buffer, which NCCL keeps until the send
+//      completes.
 // post() and test() only touch a queue under a mutex, so NCCL's proxy thread never waits on the
 // network (the engine's operations block; they run on the link's thread).
 //
@@ -104,8 +108,10 @@ class EngineLink {
 
   void loop();
   void run(Unit& u);
-  // Step 1: the sender's size and the receiver's capacity, agreed on both ends.
-  uint64_t exchangeSize(const Unit& u);
+  // The head operation: the sender's size and the receiver's room cross in the engine's
+  // operation headers (failover/op_header.h), with the payload when it fits in the head.
+  // Returns the size sent; throws CommError on both ends when it exceeds the room.
+  uint64_t runHead(Unit& u);
   // Every tuneInterval operations both ends agree on the slice timings (scheduler.h).
   void agreeOnTimings(uint64_t op);
   // The link's thread, between units: copies what the engine recorded into counters_.
@@ -118,6 +124,9 @@ class EngineLink {
   std::unique_ptr<ControlMesh> mesh_;
   std::unique_ptr<Scheduler> sched_;
   uint64_t nextOp_ = 0;  // the link's thread
+  // Messages up to this size ride in the head operation (NEZHA_ROUND_FREE_BYTES, so they skip
+  // the round like the communicator's small operations; 64 KiB when that is 0).
+  const uint64_t headLimit_;
 
   mutable std::mutex mu_;
   LinkCounters counters_;  // under mu_

@@ -1,6 +1,7 @@
 // What every comm of the plugin shares: the rails from NEZHA_RAILS (the same env contract as
 // libnezha, so the operator injects one topology for both integrations), the knobs, NCCL's
-// logger and the per-rail counters the harness and /metrics-style reports read.
+// logger, the live connections the operator's drains reach, and what /status and /metrics
+// report of them.
 #pragma once
 
 #include <array>
@@ -14,7 +15,7 @@
 
 #include "control/request_auth.h"
 #include "nccl/engine_link.h"
-#include "nccl/frame.h"
+#include "nccl/handle.h"
 #include "nccl/net_abi.h"
 #include "nezha/nezha.hpp"
 
@@ -38,9 +39,6 @@ struct PluginConfig {
   // and the runtime's own knobs (NEZHA_WATCHDOG_MS, NEZHA_READMIT_HOLDDOWN_MS, ...), read as the
   // runtime reads them (comm/config.h readEngineKnobsFromEnv). Rank and size are set per link.
   Options engine;
-  uint32_t chunkBytes = 128 * 1024;
-  std::chrono::milliseconds stall{750};
-  std::chrono::milliseconds readmitInterval{200};
   std::chrono::milliseconds connectTimeout{10000};
   bool verbose = false;     // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
   std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: /status, /metrics, signed drain/restore
@@ -56,16 +54,6 @@ struct PluginConfig {
   // Reads NEZHA_RAILS, NEZHA_NCCL_*, the engine's knobs and the job token; throws ConfigError
   // naming the variable, and for a retired plugin-only knob that is set, its replacement.
   static PluginConfig fromEnv();
-};
-
-// Counters per rail, summed over every comm of the process (atomics: NCCL may drive comms from
-// more than one proxy thread).
-struct RailCounters {
-  std::atomic<uint64_t> bytesSent{0};
-  std::atomic<uint64_t> bytesReceived{0};
-  std::atomic<uint64_t> failures{0};
-  std::atomic<uint64_t> readmissions{0};
-  std::atomic<uint64_t> chunksReplayed{0};
 };
 
 class PluginContext {
@@ -92,7 +80,6 @@ class PluginContext {
   // nezha_runtime_* names), and the drained gauge.
   std::string metricsText() const;
   const PluginConfig& config() const { return config_; }
-  RailCounters& counters(size_t rail) { return counters_[rail]; }
   // NCCL's logger when it gave one, else stderr for warnings (the harness runs without NCCL).
   void warn(const std::string& msg) const;
   void info(const std::string& msg) const;
@@ -104,7 +91,6 @@ class PluginContext {
  private:
   PluginConfig config_;
   ncclDebugLogger_t logger_;
-  std::array<RailCounters, kMaxRails> counters_{};
   std::array<std::atomic<bool>, kMaxRails> drained_{};
   ControlRequestVerifier verifier_;
   mutable std::mutex mu_;

@@ -238,6 +238,38 @@ TEST(EngineLinkTest, ACutRailFailsOverAndComesBackWithEveryMessageExact) {
   EXPECT_EQ(done[kS].rails, 2) << "r1 carries its share again";
 }
 
+// A message up to NEZHA_ROUND_FREE_BYTES is one engine operation: its size rides in the
+// operation header with the data, and the operation skips its round (every 16th holds one).
+// A cut of the rail they ride fails over; the messages stay exact.
+TEST(EngineLinkTest, SmallMessagesAreOneRoundFreeOperationAndSurviveACutOfTheirRail) {
+  auto links = connectLinks("link-small");
+  constexpr int kCutAt = 10;
+  int cut = -1;
+  for (int m = 0; m < 40; ++m) {
+    if (m == kCutAt) {
+      // The cold rail carried every message so far: cut that one.
+      const std::vector<uint64_t> bytes = links[kS]->counters().railBytes;
+      cut = bytes[0] > 0 ? 0 : 1;
+      ASSERT_EQ(bytes[1 - cut], 0u) << "small messages ride one rail";
+      for (int rank : {kS, kR}) {
+        EXPECT_EQ(links[rank]->metrics().roundFreeOps, uint64_t{kCutAt - 1})
+            << "rank " << rank << ": every operation but op 0 (a confirming round) skipped it";
+      }
+      links[kS]->abortRail(cut);
+    }
+    std::array<Done, 2> done;
+    const size_t size = m % 2 ? 4096 : (64 << 10);
+    ASSERT_TRUE(sendOne(links, m, size, done)) << "message " << m;
+    EXPECT_EQ(done[kR].bytes, size);
+    EXPECT_EQ(done[kS].rails, 1);
+  }
+  for (int rank : {kS, kR}) {
+    const Metrics& metrics = links[rank]->metrics();
+    ASSERT_EQ(metrics.failovers.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(metrics.failovers[0].rail, cut == 0 ? "r0" : "r1");
+  }
+}
+
 TEST(EngineLinkTest, RunsOnConnectionsOpenedElsewhereAndRebuildsACutRail) {
   auto links = adoptLinks("link-adopted");
   int afterReadmission = -1;

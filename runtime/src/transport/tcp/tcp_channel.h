@@ -25,7 +25,7 @@ class TcpChannel : public Transport {
   // Opens the rail's listening socket now so its port can be published at rendezvous.
   TcpChannel(const Options& o, int railIndex, const std::string& address);
   // A rail of a two-rank job whose connections were opened and authenticated elsewhere (the
-  // NCCL plugin's rail acceptor, nccl/rail_acceptor.h): `streams` (o.streamsPerPeer data
+  // NCCL engine link's test, tests/nccl/engine_link_test.cc): `streams` (o.streamsPerPeer data
   // connections to the other rank) and the control connection. Connected already: no listener,
   // no connect(). A rebuild of the rail (re-admission) makes an ordinary channel instead.
   TcpChannel(const Options& o, int railIndex, const std::string& address, std::vector<Fd> streams,

@@ -1,0 +1,36 @@
+#include "failover/op_header.h"
+
+#include "base/error.h"
+#include "base/wire.h"
+
+namespace nezha {
+
+namespace {
+constexpr uint32_t kMagic = 0x484f'5a4e;  // "NZOH" little-endian
+}  // namespace
+
+std::string encodeOpHeader(const OpHeader& header) {
+  WireWriter w;
+  w.u32(kMagic).u64(header.op).u64(header.value);
+  return w.data();
+}
+
+OpHeader decodeOpHeader(const std::string& bytes, uint64_t expectedOp) {
+  WireReader r(bytes, "operation header");
+  const uint32_t magic = r.u32();
+  if (magic != kMagic) {
+    throw Error(strCat("operation header: magic ", magic, " is not \"NZOH\" (the peer's stream is ",
+                       "out of step with this rank's)"));
+  }
+  OpHeader h;
+  h.op = r.u64();
+  h.value = r.u64();
+  r.finish();
+  if (h.op != expectedOp) {
+    throw Error(strCat("operation header: op ", h.op, " from the peer, but this rank is in op ",
+                       expectedOp, " (the two ends ran different operations)"));
+  }
+  return h;
+}
+
+}  // namespace nezha
