@@ -23,7 +23,7 @@ case "${NEZHA_KUBE_RELEASE:-newest}" in
     ;;
   *)
     echo "NEZHA_KUBE_RELEASE=${NEZHA_KUBE_RELEASE}: want newest or oldest" >&2
-    return 2 2>/dev/null || exit 2
+    return 2 # this file is only ever sourced
     ;;
 esac
 ETCD_VERSION=v3.5.35
