@@ -40,7 +40,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
 )
 
 // Rail states in the /status document.
