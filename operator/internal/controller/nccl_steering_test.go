@@ -216,34 +216,31 @@ func ncclActions(t *testing.T, action, result string) float64 {
 // TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin: an NCCL job's rails are steered as a
 // collective job's, through the plugin's endpoint (port 9434, signed with the job's credential).
 // The plugin applies a drain to its own process only, so every worker on a node whose agent
-// reports the rail down is asked, each once; when the agents report it up again every plugin
-// that has it drained is asked to restore. No runtime endpoint is asked: the job has none.
+// reports the rail down is asked, each once, and no other; when the agents report it up again
+// every plugin that has it drained is asked to restore. No runtime endpoint is asked: the job
+// has none.
 func TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin(t *testing.T) {
 	ns := newNamespace(t)
 	n0, n1 := ns+"-n0", ns+"-n1"
-	r0, r1 := runningJob(t, ns, "nccl", [2]string{n0, n1}, tu.MakeJob("nccl", ns).Integration(nezhav1.IntegrationNCCL))
+	// Ranks 0 and 1 share n0 (two processes there, as with two GPUs), rank 2 is on n1.
+	r0, r1 := runningJobOn(t, ns, "nccl", []string{n0, n0, n1}, tu.MakeJob("nccl", ns).Integration(nezhav1.IntegrationNCCL))
 	cred := jobCredential(t, ns, "nccl")
 	p0 := prober.plugins.serve(t, ns, "nccl-0", cred, r0, r1)
 	p1 := prober.plugins.serve(t, ns, "nccl-1", cred, r0, r1)
+	p2 := prober.plugins.serve(t, ns, "nccl-2", cred, r0, r1)
 	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
 	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
 	eventually(t, "healthy", conditionIs(ns, "nccl", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
 	drainsBefore, restoresBefore := ncclActions(t, "drain", "accepted"), ncclActions(t, "restore", "accepted")
 
-	// n1's agent reports r1 down: only the plugin on n1 is asked.
-	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", false).Obj())
-	eventually(t, "plugin on n1 drained", pluginIs(p1, map[string]bool{r1: true}, "drain "+r1))
-	eventually(t, "drained in status", drainedRailsAre(ns, "nccl", fmt.Sprintf("%s node=%s rank=1", r1, n1)))
+	// n0's agent reports r1 down: both plugins on n0 are asked, n1's is not.
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", false).Obj())
+	eventually(t, "rank 0's plugin drained", pluginIs(p0, map[string]bool{r1: true}, "drain "+r1))
+	eventually(t, "rank 1's plugin drained", pluginIs(p1, map[string]bool{r1: true}, "drain "+r1))
+	eventually(t, "drained in status", drainedRailsAre(ns, "nccl", fmt.Sprintf("%s node=%s rank=0", r1, n0)))
 	eventually(t, "drain event", eventSeen(ns, "nccl", corev1.EventTypeWarning, "RailDrained", fmt.Sprintf(
-		"draining rail %q: rail %q down on node %q: interface \"eth2\" operState=down carrier=false; rank 1's NCCL plugin on node %q accepted the drain and applies it to every connection of that process",
-		r1, r1, n1, n1)))
-	if err := pluginIs(p0, map[string]bool{})(); err != nil {
-		t.Errorf("the plugin on n0, whose node reports the rail up, was asked: %v", err)
-	}
-
-	// n0 quarantines r1 too: its plugin is asked as well (another process), n1's not again.
-	quarantineByHand(t, n0, r1)
-	eventually(t, "plugin on n0 drained", pluginIs(p0, map[string]bool{r1: true}, "drain "+r1))
+		"draining rail %q: rail %q down on node %q: interface \"eth2\" operState=down carrier=false; rank 0's NCCL plugin on node %q accepted the drain and applies it to every connection of that process",
+		r1, r1, n0, n0)))
 	eventually(t, "drains counted", func() error {
 		if got := ncclActions(t, "drain", "accepted") - drainsBefore; got != 2 {
 			return fmt.Errorf("nezha_operator_rail_actions_total{action=drain,result=accepted,endpoint=nccl} grew by %v, want 2", got)
@@ -251,16 +248,26 @@ func TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin(t *testing.T) {
 		return nil
 	})
 
-	// Both agents report it up and the quarantine is lifted: both plugins restore it.
-	setQuarantine(t, n0)
-	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
-	eventually(t, "plugin on n0 restored", pluginIs(p0, map[string]bool{}, "drain "+r1, "restore "+r1))
-	eventually(t, "plugin on n1 restored", pluginIs(p1, map[string]bool{}, "drain "+r1, "restore "+r1))
+	// n1 quarantines r1 too: its plugin is asked as well, n0's not again.
+	quarantineByHand(t, n1, r1)
+	eventually(t, "rank 2's plugin drained", pluginIs(p2, map[string]bool{r1: true}, "drain "+r1))
+	for i, p := range []*fakePlugin{p0, p1} {
+		if err := pluginIs(p, map[string]bool{r1: true}, "drain "+r1)(); err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+
+	// Both agents report it up and the quarantine is lifted: every plugin restores it.
+	setQuarantine(t, n1)
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	for i, p := range []*fakePlugin{p0, p1, p2} {
+		eventually(t, fmt.Sprintf("rank %d's plugin restored", i), pluginIs(p, map[string]bool{}, "drain "+r1, "restore "+r1))
+	}
 	eventually(t, "nothing drained in status", drainedRailsAre(ns, "nccl"))
 	eventually(t, "restore event", eventSeen(ns, "nccl", corev1.EventTypeNormal, "RailRestored",
 		fmt.Sprintf("restoring rail %q: every worker's node reports it up again; rank 0's NCCL plugin accepted the restore", r1)))
-	if got := ncclActions(t, "restore", "accepted") - restoresBefore; got != 2 {
-		t.Errorf("restores counted %v, want 2", got)
+	if got := ncclActions(t, "restore", "accepted") - restoresBefore; got != 3 {
+		t.Errorf("restores counted %v, want 3", got)
 	}
 	if calls := prober.callsIn(ns); len(calls) != 0 {
 		t.Errorf("the runtime endpoint was asked %+v; an NCCL-only job runs no runtime", calls)
