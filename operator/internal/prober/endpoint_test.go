@@ -34,14 +34,8 @@ func TestPluginStatusReadsDrainedPerRail(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := parsePluginStatus(strings.NewReader(tc.body))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorAsWanted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if d := cmp.Diff(tc.want, rep.Rails); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

@@ -56,20 +56,30 @@ func TestFailedRails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, pod := serve(t, tc.status, tc.body)
 			got, err := p.FailedRails(context.Background(), pod)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorAsWanted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
 		})
 	}
+}
+
+// errorAsWanted fails t unless err matches want (a substring; "": no error) and reports whether
+// the case ends there (an error was wanted and came).
+func errorAsWanted(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	return true
 }
 
 func TestReportReadsThePreflightSection(t *testing.T) {
