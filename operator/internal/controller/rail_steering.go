@@ -144,19 +144,23 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 	}
 	s := &steering{r: r, ctx: ctx, job: job, st: st}
 	for _, rail := range job.Spec.Rails {
-		pair, reason, down := firstAgentDown(health, rail)
+		pair, down := firstAgentDown(health, rail)
 		switch {
 		case down:
 			for _, ep := range controlEndpoints(job) {
-				rank, ok := s.ask(drainTargets(ep, obs, health, states[ep], rail, pair.node), ep, rail, prober.Drain)
+				first, ok := s.ask(drainTargets(ep, obs, health, states[ep], rail, pair.node), ep, rail, prober.Drain)
 				if !ok {
 					continue
 				}
 				if _, known := drained[rail]; !known {
-					drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: pair.node, Rank: rank, Reason: reason, Time: st.now}
+					// Named by the first process asked: the plugin's may be on another node whose
+					// agent reports the rail down than the first such node.
+					node := first.pod.Spec.NodeName
+					why, _ := health.agentDownOn(rail, node)
+					drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: node, Rank: first.rank, Reason: why, Time: st.now}
 					st.actionEvent(warning, nezhav1.ReasonRailDrained, fmt.Sprintf(
 						"draining rail %q: %s; rank %d's %s on node %q accepted the drain and applies it %s",
-						rail, reason, rank, endpointNoun(ep), pair.node, drainScope(ep)))
+						rail, why, first.rank, endpointNoun(ep), node, drainScope(ep)))
 				}
 				// Applied at the next operation: look again to see it done.
 				s.recheck = earliest(s.recheck, r.railActionInterval())
@@ -170,10 +174,10 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 			var nouns []string
 			for _, ep := range controlEndpoints(job) {
 				targets := restoreTargets(ep, obs, states[ep], rail, d.Node)
-				k, ok := s.ask(targets, ep, rail, prober.Restore)
+				first, ok := s.ask(targets, ep, rail, prober.Restore)
 				switch {
 				case ok:
-					rank = k
+					rank = first.rank
 					nouns = append(nouns, endpointNoun(ep))
 				case len(targets) > 0 || ep.AgreedAcrossRanks() || len(states[ep]) == 0:
 					// Not accepted yet, or no worker to ask, or no answer to go by: retried. The
@@ -218,11 +222,12 @@ func (s *steering) cred() (string, error) {
 	return s.credential, s.credErr
 }
 
-// ask sends action to every target and reports whether all of them accepted (and the lowest rank
-// asked); false when there was no target, or one was refused or rate-limited (retried later).
-func (s *steering) ask(targets []steerTarget, ep prober.Endpoint, rail string, action prober.Action) (int32, bool) {
+// ask sends action to every target and reports whether all of them accepted (and the first
+// target, the lowest rank); false when there was no target, or one was refused or rate-limited
+// (retried later).
+func (s *steering) ask(targets []steerTarget, ep prober.Endpoint, rail string, action prober.Action) (steerTarget, bool) {
 	if len(targets) == 0 {
-		return 0, false
+		return steerTarget{}, false
 	}
 	all := true
 	for _, t := range targets {
@@ -230,7 +235,7 @@ func (s *steering) ask(targets []steerTarget, ep prober.Endpoint, rail string, a
 		s.recheck = earliest(s.recheck, wait)
 		all = all && err == nil && wait == 0
 	}
-	return targets[0].rank, all
+	return targets[0], all
 }
 
 // askRuntime sends one rate-limited drain or restore to endpoint ep of target. wait > 0: not
@@ -281,7 +286,7 @@ func (r *MultiRailJobReconciler) railActionInterval() time.Duration {
 }
 
 // firstAgentDown returns the first (by node name) node whose agent reports rail down.
-func firstAgentDown(h railHealth, rail string) (railPair, string, bool) {
+func firstAgentDown(h railHealth, rail string) (railPair, bool) {
 	var best railPair
 	found := false
 	for p := range h.agentDown {
@@ -289,7 +294,7 @@ func firstAgentDown(h railHealth, rail string) (railPair, string, bool) {
 			best, found = p, true
 		}
 	}
-	return best, h.agentDown[best], found
+	return best, found
 }
 
 func sortedDrained(m map[string]nezhav1.DrainedRail) []nezhav1.DrainedRail {

@@ -87,7 +87,7 @@ func drainTargets(ep prober.Endpoint, obs observation, health railHealth, states
 	}
 	var out []steerTarget
 	for rank, pod := range obs.pods {
-		if pod.Status.Phase != corev1.PodRunning || !health.agentDownOn(rail, pod.Spec.NodeName) {
+		if _, down := health.agentDownOn(rail, pod.Spec.NodeName); !down || pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		if states[rank][rail] == prober.StateHealthy && otherRailInUse(states[rank], rail) {
