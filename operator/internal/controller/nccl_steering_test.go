@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -223,14 +224,8 @@ func TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin(t *testing.T) {
 	ns := newNamespace(t)
 	n0, n1 := ns+"-n0", ns+"-n1"
 	// Ranks 0 and 1 share n0 (two processes there, as with two GPUs), rank 2 is on n1.
-	r0, r1 := runningJobOn(t, ns, "nccl", []string{n0, n0, n1}, tu.MakeJob("nccl", ns).Integration(nezhav1.IntegrationNCCL))
-	cred := jobCredential(t, ns, "nccl")
-	p0 := prober.plugins.serve(t, ns, "nccl-0", cred, r0, r1)
-	p1 := prober.plugins.serve(t, ns, "nccl-1", cred, r0, r1)
-	p2 := prober.plugins.serve(t, ns, "nccl-2", cred, r0, r1)
-	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
-	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
-	eventually(t, "healthy", conditionIs(ns, "nccl", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
+	r0, r1, plugins := ncclJob(t, ns, "nccl", []string{n0, n0, n1}, nezhav1.IntegrationNCCL)
+	p0, p1, p2 := plugins[0], plugins[1], plugins[2]
 	drainsBefore, restoresBefore := ncclActions(t, "drain", "accepted"), ncclActions(t, "restore", "accepted")
 
 	// n0's agent reports r1 down: both plugins on n0 are asked, n1's is not.
@@ -272,6 +267,57 @@ func TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin(t *testing.T) {
 	if calls := prober.callsIn(ns); len(calls) != 0 {
 		t.Errorf("the runtime endpoint was asked %+v; an NCCL-only job runs no runtime", calls)
 	}
+}
+
+// ncclJob runs a job with the integrations given, one worker per entry of nodes, each with a
+// fake plugin whose rails are all in use, on nodes whose agents report every rail up.
+func ncclJob(t *testing.T, ns, name string, nodes []string, integrations ...nezhav1.Integration) (string, string, []*fakePlugin) {
+	t.Helper()
+	r0, r1 := runningJobOn(t, ns, name, nodes, tu.MakeJob(name, ns).Integration(integrations...))
+	cred := jobCredential(t, ns, name)
+	var plugins []*fakePlugin
+	for rank := range nodes {
+		plugins = append(plugins, prober.plugins.serve(t, ns, fmt.Sprintf("%s-%d", name, rank), cred, r0, r1))
+	}
+	for _, node := range slices.Compact(slices.Sorted(slices.Values(nodes))) {
+		putRailNode(t, tu.MakeRailNode(node).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	}
+	eventually(t, "healthy", conditionIs(ns, name, nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
+	return r0, r1, plugins
+}
+
+// TestJobsWithBothIntegrationsAreSteeredThroughBothEndpoints: a job that uses Nezha's collectives
+// and NCCL has its rail drained in the runtime (one request, agreed by every rank) and in every
+// plugin on the node; the drain is recorded once, and it is forgotten only when both restored it.
+func TestJobsWithBothIntegrationsAreSteeredThroughBothEndpoints(t *testing.T) {
+	ns := newNamespace(t)
+	n0, n1 := ns+"-n0", ns+"-n1"
+	r0, r1, plugins := ncclJob(t, ns, "both", []string{n0, n1}, nezhav1.IntegrationCollectives, nezhav1.IntegrationNCCL)
+	prober.setStates(ns, "both-0", bothHealthy(r0, r1))
+	prober.setStates(ns, "both-1", bothHealthy(r0, r1))
+	cred := jobCredential(t, ns, "both")
+
+	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", false).Obj())
+	eventually(t, "runtime asked", callsAre(ns, steerCall{"both-1", r1, runtimeprober.Drain, cred}))
+	eventually(t, "plugin on n1 drained", pluginIs(plugins[1], map[string]bool{r1: true}, "drain "+r1))
+	eventually(t, "recorded once", drainedRailsAre(ns, "both", fmt.Sprintf("%s node=%s rank=1", r1, n1)))
+	if err := pluginIs(plugins[0], map[string]bool{})(); err != nil {
+		t.Errorf("the plugin on n0, whose node reports the rail up, was asked: %v", err)
+	}
+
+	// The runtime refuses the restore at first: the rail stays recorded as the operator's.
+	prober.refuseOn(ns, "both-1", errors.New("POST http://10.0.0.2:9402/rails/x/restore: 503 Service Unavailable"))
+	putRailNode(t, tu.MakeRailNode(n1).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	eventually(t, "plugin restored", pluginIs(plugins[1], map[string]bool{}, "drain "+r1, "restore "+r1))
+	eventually(t, "runtime's refusal seen", eventSeen(ns, "both", corev1.EventTypeWarning, "RailActionFailed",
+		fmt.Sprintf("could not restore rail %q through pod both-1 (runtime)", r1)))
+	if err := drainedRailsAre(ns, "both", fmt.Sprintf("%s node=%s rank=1", r1, n1))(); err != nil {
+		t.Errorf("forgotten before the runtime restored it: %v", err)
+	}
+	prober.refuseOn(ns, "both-1", nil)
+	eventually(t, "forgotten once both restored", drainedRailsAre(ns, "both"))
+	eventually(t, "restore event", eventSeen(ns, "both", corev1.EventTypeNormal, "RailRestored",
+		fmt.Sprintf("restoring rail %q: every worker's node reports it up again; rank 1's runtime accepted the restore", r1)))
 }
 
 // setQuarantine sets node's RailNode spec.quarantinedRails, as an admin would.
