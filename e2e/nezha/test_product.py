@@ -390,9 +390,9 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
 
     def loop_runs():
         # pytest.fail, not assert: wait_for retries on AssertionError.
-        job = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE)
-        if job["status"].get("phase") in ("Succeeded", "Failed"):
-            pytest.fail(f"the harness loop ended before the test was done (raise --seconds in job-nccl-steer.yaml): {job['status']}")
+        status = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE).get("status", {})  # none yet right after apply
+        if status.get("phase") in ("Succeeded", "Failed"):
+            pytest.fail(f"the harness loop ended before the test was done (raise --seconds in job-nccl-steer.yaml): {status}")
 
     def bytes_on(rail):
         states = [plugin_rails(kube, p) for p in pods]
@@ -449,7 +449,7 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
 
     def finished():
         job = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE)
-        return job["status"].get("phase") in ("Succeeded", "Failed") and job
+        return job.get("status", {}).get("phase") in ("Succeeded", "Failed") and job
     job = wait_for(f"{NCCL_STEER_JOB}'s loop to end", finished)
     for pod in pods:
         log = kube.kubectl("logs", "-n", JOB_NAMESPACE, pod, "-c", "harness").stdout
