@@ -14,8 +14,9 @@
 #   build/images/operator.tar    nezha/operator:<tag>     /nezha-operator (static)
 #   build/images/rail-agent.tar  nezha/rail-agent:<tag>   /nezha-rail-agent, /nezha-rail (static)
 #   build/images/runtime.tar     nezha/runtime:<tag>      /opt/nezha/{bin,lib,include[,python]},
-#                                the shared libraries nezha-bench/nezha-tune need (as ldd names
-#                                them, dynamic loader included) and a static busybox as /bin/sh
+#                                the shared libraries nezha-bench/nezha-tune/nezha-nccl-harness need
+#                                (as ldd names them, dynamic loader included) and a static busybox
+#                                as /bin/sh
 #   build/images/train-example.tar  nezha/train-example:<tag>  (only with `train-example`)
 #                                Debian's python3.11, the pinned torch from the venv of
 #                                hack/setup-torch.sh (only the libraries torch loads: ~2.9 GB, not
@@ -31,7 +32,8 @@
 #   NEZHA_IMAGE_PREFIX    nezha              repository prefix (the chart's default image names);
 #                                            `make images REGISTRY=host[:port][/path]` sets it to
 #                                            REGISTRY/nezha (the chart's image.registry = REGISTRY)
-#   NEZHA_RUNTIME_BUILD   build/runtime      CMake build dir with nezha-bench, nezha-tune, libnezha
+#   NEZHA_RUNTIME_BUILD   build/runtime      CMake build dir with nezha-bench, nezha-tune, libnezha,
+#                                            the NCCL plugin and nezha-nccl-harness
 #                                            (`make build-runtime`); this script does not build it
 #   NEZHA_IMAGES_OUT      build/images       where tarballs (and their staging trees) go
 #   NEZHA_TORCH_BUILD     build/python-torch the nezha package built against the pinned torch
@@ -62,7 +64,7 @@ BUSYBOX=/bin/busybox
 validate() {
   validate_name
   local f
-  for f in nezha-bench nezha-tune libnezha.so libnccl-net-nezha.so; do
+  for f in nezha-bench nezha-tune nezha-nccl-harness libnezha.so libnccl-net-nezha.so; do
     [ -e "$NEZHA_RUNTIME_BUILD/$f" ] ||
       fail "NEZHA_RUNTIME_BUILD: $NEZHA_RUNTIME_BUILD/$f is missing (run: make build-runtime)"
   done
@@ -148,6 +150,10 @@ build_runtime() {
   rm -rf "$stage"
   mkdir -p "$opt/bin" "$opt/lib"
   cp "$NEZHA_RUNTIME_BUILD/nezha-bench" "$NEZHA_RUNTIME_BUILD/nezha-tune" "$opt/bin/"
+  # The plugin's stand-in for NCCL (runtime/tools/nccl_harness.cc): it loads the plugin through
+  # NVIDIA's published types and drives it as NCCL's proxy does, so an NCCL job's steering is
+  # checked end to end where no GPU and no NCCL are (e2e/nezha, docs/nccl.md).
+  cp "$NEZHA_RUNTIME_BUILD/nezha-nccl-harness" "$opt/bin/"
   cp -P "$NEZHA_RUNTIME_BUILD"/libnezha.so* "$opt/lib/"
   # The NCCL net plugin (spec.runtime.integration: nccl finds it through LD_LIBRARY_PATH).
   cp "$NEZHA_RUNTIME_BUILD/libnccl-net-nezha.so" "$opt/lib/"
@@ -159,7 +165,7 @@ build_runtime() {
   local real path applet
   while read -r real path; do
     args+=(--file "$real:$path")
-  done < <(shared_libs "$opt/bin/nezha-bench" "$opt/bin/nezha-tune" "$opt/lib/libnezha.so" \
+  done < <(shared_libs "$opt/bin/nezha-bench" "$opt/bin/nezha-tune" "$opt/bin/nezha-nccl-harness" "$opt/lib/libnezha.so" \
     "$opt/lib/libnccl-net-nezha.so")
   for applet in "${RUNTIME_APPLETS[@]}"; do
     args+=(--symlink "/bin/$applet=busybox")

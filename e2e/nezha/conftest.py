@@ -69,8 +69,9 @@ def kube(cluster):
 @pytest.fixture(scope="session")
 def images(cluster):
     """Build the three images (hack/images.sh) and import them into the cluster's containerd."""
-    if not (REPO / "build" / "runtime" / "nezha-bench").exists():
-        run(["make", "-C", REPO, "build-runtime"], timeout=1800)
+    # Always (ninja makes it a no-op when nothing changed): the images must carry this tree's
+    # runtime, NCCL plugin and harness, never a stale build's.
+    run(["make", "-C", REPO, "build-runtime"], timeout=1800)
     run([IMAGES_SH], timeout=1800)
     tarballs = run([IMAGES_SH, "--list"]).stdout.split()
     for tarball in tarballs:

@@ -33,6 +33,7 @@ LONG_JOB = "nze-long"
 OUTAGE_JOB = "nze-outage"
 CHAOS_JOB = "nze-chaos"
 STEER_JOB = "nze-steer"
+NCCL_STEER_JOB = "nze-nccl-steer"
 PREFLIGHT_JOB = "nze-preflight"
 # Time the operator gets to bring outage-era workers onto a recovered node (it reconciles on
 # RailNode changes, so this is generous).
@@ -349,6 +350,116 @@ def test_operator_drains_a_quarantined_rail_through_the_runtime_and_restores_it(
     assert not job["status"].get("drainedRails"), job["status"]
     assert job["status"]["phase"] == "Running", job["status"]
     kube.kubectl("delete", "multirailjob", STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
+
+
+def plugin_endpoint(kube, pod, path):
+    """GET path of the NCCL plugin's control endpoint in a worker (port 9434, through the API
+    server's pod proxy), or None while it does not answer."""
+    proc = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{pod}:9434/proxy{path}", check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def plugin_rails(kube, pod):
+    """The plugin's /status rails by name (bytes_sent, drained, ...), or None."""
+    body = plugin_endpoint(kube, pod, "/status")
+    return {r["name"]: r for r in json.loads(body)["rails"]} if body else None
+
+
+def metric(text, name, **labels):
+    """The value of the sample of family name whose labels include labels (0 if none)."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in (text or "").splitlines():
+        if line.startswith(name + "{") and all(w in line for w in want):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(kube, rails, tmp_path_factory):
+    """The same failure for an NCCL job: its process is nezha-nccl-harness driving
+    libnccl-net-nezha.so as NCCL's proxy does. The operator drains the rail through each
+    worker's plugin endpoint (signed with the job's token; the plugin applies it to its own
+    process, so both workers on the node are asked), the plugin stops using it and counts the
+    drain, lifting the quarantine restores it, and the allreduce loop ends with every element
+    exact."""
+    handles = tmp_path_factory.mktemp("nccl-handles")  # root-owned, on the node (one-node cluster)
+    manifest = handles.parent / "job-nccl-steer.yaml"
+    manifest.write_text((MANIFESTS / "job-nccl-steer.yaml").read_text().replace("HANDLES_DIR", str(handles)))
+    kube.apply(manifest)
+    pods = [f"{NCCL_STEER_JOB}-0", f"{NCCL_STEER_JOB}-1"]
+    drained_rail, kept_rail = RAIL_CLASSES[1], RAIL_CLASSES[0]
+
+    def loop_runs():
+        # pytest.fail, not assert: wait_for retries on AssertionError.
+        status = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE).get("status", {})  # none yet right after apply
+        if status.get("phase") in ("Succeeded", "Failed"):
+            pytest.fail(f"the harness loop ended before the test was done (raise --seconds in job-nccl-steer.yaml): {status}")
+
+    def bytes_on(rail):
+        states = [plugin_rails(kube, p) for p in pods]
+        return None if None in states else [s[rail]["bytes_sent"] for s in states]
+
+    def moving(rail, moves):
+        """A probe: true once rail's bytes_sent, on both workers, moved (moves) or stood still
+        (not moves) between two reads while the kept rail moved on both."""
+        last = {}
+
+        def probe():
+            loop_runs()
+            now, kept = bytes_on(rail), bytes_on(kept_rail)
+            before = last.get("v")
+            last["v"] = (now, kept)
+            if before is None or None in (now, kept, *before):
+                return False
+            kept_moved = all(b < a for b, a in zip(before[1], kept))
+            changed = [b != a for b, a in zip(before[0], now)]
+            return kept_moved and (all(changed) if moves else not any(changed)) and (before, now)
+        return probe
+
+    try:
+        wait_for("both plugins carrying data on both rails", moving(drained_rail, True))
+        set_quarantine(kube, [drained_rail])
+
+        def drained_in_both():
+            loop_runs()
+            states = [plugin_rails(kube, p) for p in pods]
+            ok = all(s and s[drained_rail]["drained"] and not s[kept_rail]["drained"] for s in states)
+            return ok and states
+        wait_for(f"{drained_rail} drained in both plugins", drained_in_both)
+        wait_for(f"{drained_rail} carrying nothing while drained", moving(drained_rail, False))
+        for pod in pods:
+            text = plugin_endpoint(kube, pod, "/metrics")
+            assert metric(text, "nezha_nccl_rail_drained", rail=drained_rail) == 1, text
+            assert metric(text, "nezha_runtime_drains_total", rail=drained_rail, reason="operator") >= 1, text
+        drains = events_of(kube, NCCL_STEER_JOB, "RailDrained")
+        assert drains and "NCCL plugin" in drains[0] and f'rail "{drained_rail}" quarantined' in drains[0], drains
+        job = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE)
+        assert [d["rail"] for d in job["status"].get("drainedRails", [])] == [drained_rail], job["status"]
+    finally:
+        set_quarantine(kube, [])
+
+    def restored_in_both():
+        loop_runs()
+        states = [plugin_rails(kube, p) for p in pods]
+        return all(s and not s[drained_rail]["drained"] for s in states) and states
+    wait_for(f"{drained_rail} restored in both plugins", restored_in_both)
+    wait_for(f"{drained_rail} carrying data again", moving(drained_rail, True))
+    assert events_of(kube, NCCL_STEER_JOB, "RailRestored"), "no RailRestored event"
+    assert len(events_of(kube, NCCL_STEER_JOB, "RailDrained")) == 1, "drained more than once"
+    assert not kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE)["status"].get("drainedRails")
+
+    def finished():
+        job = kube.get("multirailjob", NCCL_STEER_JOB, JOB_NAMESPACE)
+        return job.get("status", {}).get("phase") in ("Succeeded", "Failed") and job
+    job = wait_for(f"{NCCL_STEER_JOB}'s loop to end", finished)
+    for pod in pods:
+        log = kube.kubectl("logs", "-n", JOB_NAMESPACE, pod, "-c", "harness").stdout
+        results = [line for line in log.splitlines() if line.startswith('{"rank"')]
+        assert results, f"{pod} printed no result:\n{log[-4000:]}"
+        out = json.loads(results[-1])
+        assert out["check"] == "ok" and out["ops"] > 0, out
+        assert all(r["bytes_sent"] > 0 for r in out["stats"]["rails"]), out["stats"]
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    kube.kubectl("delete", "multirailjob", NCCL_STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
 
 
 def container_pid(kube, pod, container):

@@ -71,9 +71,10 @@ const (
 	// ControlPortName names ControlPort on every worker's first container, so monitors find the
 	// runtime's /metrics by name (the chart's PodMonitor).
 	ControlPortName = "nezha-control"
-	// NCCLControlPort is the NCCL plugin's read-only /status and /metrics
-	// (NEZHA_NCCL_CONTROL_ADDR=":9434"): inside the range the job's NetworkPolicy already opens
-	// for control ports, above the runtime's own ports of the first 32 local ranks.
+	// NCCLControlPort is the NCCL plugin's control endpoint, the runtime's routes (/status,
+	// /metrics, signed drain/restore; NEZHA_NCCL_CONTROL_ADDR=":9434"): inside the range the
+	// job's NetworkPolicy already opens for control ports, above the runtime's own ports of the
+	// first 32 local ranks.
 	NCCLControlPort = ControlPort + 32
 	// NCCLControlPortName names NCCLControlPort on the first container of an NCCL job.
 	NCCLControlPortName = "nezha-nccl"

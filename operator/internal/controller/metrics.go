@@ -28,8 +28,8 @@ var (
 	}, []string{"action"})
 	railActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nezha_operator_rail_actions_total",
-		Help: "Drain and restore requests sent to job runtimes' control endpoints, by action (drain, restore) and result (accepted, error).",
-	}, []string{"action", "result"})
+		Help: "Drain and restore requests sent to workers' control endpoints, by action (drain, restore), result (accepted, error) and endpoint (runtime, nccl).",
+	}, []string{"action", "result", "endpoint"})
 	workerPodsCreated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nezha_operator_worker_pods_created_total",
 		Help: "Worker pods created by the operator.",

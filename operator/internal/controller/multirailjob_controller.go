@@ -29,6 +29,7 @@ import (
 
 	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 	"github.com/nezha-project/nezha/operator/internal/builder"
+	"github.com/nezha-project/nezha/operator/internal/prober"
 )
 
 // conflictRetry is how soon a job is retried after its status write lost a race.
@@ -237,7 +238,10 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		}
 	}
 
-	states, preflights := r.probeRuntimes(ctx, obs)
+	states, preflights := r.probeRuntimes(ctx, job, obs)
+	// Only the runtime reports rails failed; the NCCL plugin reports drained or in use
+	// (internal/prober/endpoint.go).
+	runtime := states[prober.RuntimeEndpoint]
 	if rr.ready {
 		// Attachments can only be checked against networks that are known.
 		setRailsVerified(obs, desired, preflights, st)
@@ -248,10 +252,10 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		nodes[railNodes.Items[i].Name] = &railNodes.Items[i]
 	}
 	prevDown := st.prevDown
-	health := assessRailHealth(obs.workers, railNames, nodes, states.failed(), prevDown,
+	health := assessRailHealth(obs.workers, railNames, nodes, runtime.failed(), prevDown,
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
 	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
-	result.RequeueAfter = earliest(result.RequeueAfter, readmissionRecheck(health, states))
+	result.RequeueAfter = earliest(result.RequeueAfter, readmissionRecheck(health, runtime))
 	result.RequeueAfter = earliest(result.RequeueAfter, r.steerRails(ctx, job, obs, health, states, st))
 	placed := map[string]bool{}
 	for _, w := range obs.workers {
@@ -347,9 +351,10 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 // in a few timeouts rather than one per worker.
 const probeParallelism = 16
 
-// probeRuntimes asks each running worker's runtime for its rails' states and its pre-flight
-// check. Probe errors are logged, not fatal: a runtime that is still starting has no /status yet.
-func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observation) (runtimeStates, runtimePreflights) {
+// probeRuntimes asks each running worker's control endpoints (the runtime's, the NCCL plugin's:
+// controlEndpoints) for their rails' states, and the runtime for its pre-flight check. Probe
+// errors are logged, not fatal: a process that is still starting has no /status yet.
+func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, job *nezhav1.MultiRailJob, obs observation) (endpointStates, runtimePreflights) {
 	if r.Prober == nil {
 		return nil, nil
 	}
@@ -357,29 +362,32 @@ func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, obs observat
 		mu  sync.Mutex
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, probeParallelism)
-		out = runtimeStates{}
+		out = endpointStates{}
 		pre = runtimePreflights{}
 	)
-	for rank, pod := range obs.pods {
-		if pod.Status.Phase != corev1.PodRunning {
-			continue
+	for _, ep := range controlEndpoints(job) {
+		out[ep] = runtimeStates{}
+		for rank, pod := range obs.pods {
+			if pod.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				rep, err := r.Prober.Report(ctx, pod, ep)
+				if err != nil {
+					log.FromContext(ctx).V(1).Info("control endpoint status probe failed", "pod", pod.Name, "endpoint", ep, "err", err)
+					return
+				}
+				mu.Lock()
+				out[ep][rank] = rep.Rails
+				if rep.Preflight != nil {
+					pre[rank] = rep.Preflight
+				}
+				mu.Unlock()
+			}()
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rep, err := r.Prober.Report(ctx, pod)
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("runtime status probe failed", "pod", pod.Name, "err", err)
-				return
-			}
-			mu.Lock()
-			out[rank] = rep.Rails
-			if rep.Preflight != nil {
-				pre[rank] = rep.Preflight
-			}
-			mu.Unlock()
-		}()
 	}
 	wg.Wait()
 	return out, pre

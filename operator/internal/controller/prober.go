@@ -8,17 +8,19 @@ import (
 	"github.com/nezha-project/nezha/operator/internal/prober"
 )
 
-// RuntimeProber talks to the Nezha runtime inside a running worker through its control endpoint
-// (NEZHA_CONTROL_ADDR). The runtime sees failures the node agent cannot (a dead peer link, a
-// stuck switch port), so its view is folded into rail health; and the operator drains through it
-// the rails node agents see down that the runtime still uses (rail_steering.go).
+// RuntimeProber talks to a running worker's control endpoints: the Nezha runtime's
+// (NEZHA_CONTROL_ADDR) and the NCCL plugin's (NEZHA_NCCL_CONTROL_ADDR). The runtime sees failures
+// the node agent cannot (a dead peer link, a stuck switch port), so its view is folded into rail
+// health; and the operator drains through both the rails node agents see down that the workers
+// still use (rail_steering.go).
 // prober.HTTP is the implementation; envtest pods run no runtime, so the controller tests use a
 // fake. nil disables both.
 type RuntimeProber interface {
-	// Report returns each rail's state in the runtime of pod (prober.StateHealthy, ...) and its
-	// pre-flight check of the rails (preflight.go).
-	Report(ctx context.Context, pod *corev1.Pod) (*prober.Report, error)
-	// SetRail asks the runtime in pod to drain or restore rail, with the job's control
-	// credential; nil means the runtime accepted (it applies the change on every rank).
-	SetRail(ctx context.Context, pod *corev1.Pod, rail string, action prober.Action, credential string) error
+	// Report returns each rail's state in endpoint ep of pod (prober.StateHealthy, ...) and the
+	// runtime's pre-flight check of the rails (preflight.go).
+	Report(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint) (*prober.Report, error)
+	// SetRail asks endpoint ep of pod to drain or restore rail, with the job's control
+	// credential; nil means it accepted (prober.Endpoint.AgreedAcrossRanks says how far the
+	// change reaches).
+	SetRail(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint, rail string, action prober.Action, credential string) error
 }

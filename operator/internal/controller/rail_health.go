@@ -61,6 +61,13 @@ func (h railHealth) agentSaysUp(rail string) bool {
 	return true
 }
 
+// agentDownOn reports whether node's agent reports rail down (or its RailNode quarantines it),
+// and why.
+func (h railHealth) agentDownOn(rail, node string) (reason string, down bool) {
+	reason, down = h.agentDown[railPair{rail: rail, node: node}]
+	return reason, down
+}
+
 // notDown counts the rails not known to be down: what the failure policy weighs, since a silent
 // agent is no evidence of a lost rail.
 func (h railHealth) notDown() int32 { return h.healthy + int32(len(h.unknownRails)) }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,10 +44,17 @@ type steerLimiter struct {
 }
 
 type steerKey struct {
-	job    types.NamespacedName
-	rail   string
-	action prober.Action
+	job      types.NamespacedName
+	rail     string
+	action   prober.Action
+	endpoint prober.Endpoint
+	// rank is the process asked where the endpoint applies a request to its own process only
+	// (the NCCL plugin); jobWide where the runtime agrees it with every rank.
+	rank int32
 }
+
+// jobWide is steerKey.rank for endpoints that apply a request on every rank.
+const jobWide = -1
 
 // allow records an attempt at now and reports whether it may go ahead; when not, wait says how
 // long until it may.
@@ -118,10 +126,12 @@ func readmissionRecheck(health railHealth, states runtimeStates) time.Duration {
 	return 0
 }
 
-// steerRails drains and restores the job's rails as described above. It updates
-// st.status.DrainedRails, queues action Events, and returns when to look again (0: no need).
+// steerRails drains and restores the job's rails as described above, on every control endpoint
+// the job's workers serve (steer_targets.go says which processes each is asked through). It
+// updates st.status.DrainedRails, queues action Events, and returns when to look again (0: no
+// need).
 func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.MultiRailJob, obs observation,
-	health railHealth, states runtimeStates, st *statusUpdate) time.Duration {
+	health railHealth, states endpointStates, st *statusUpdate) time.Duration {
 	drained := map[string]nezhav1.DrainedRail{}
 	for _, d := range st.status.DrainedRails {
 		if slices.Contains(job.Spec.Rails, d.Rail) {
@@ -129,89 +139,125 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 		}
 	}
 	defer func() { st.status.DrainedRails = sortedDrained(drained) }()
-	if r.Prober == nil || !r.SteerRails || len(states) == 0 {
-		return 0 // no runtime answered: nothing to steer, and nothing learned
+	if r.Prober == nil || !r.SteerRails || !states.anyAnswered() {
+		return 0 // no endpoint answered: nothing to steer, and nothing learned
 	}
-	var (
-		recheck    time.Duration
-		credential string
-		credErr    error
-		credLoaded bool
-	)
-	cred := func() (string, error) {
-		if !credLoaded {
-			credential, credErr = r.controlCredential(ctx, job)
-			credLoaded = true
-		}
-		return credential, credErr
-	}
+	s := &steering{r: r, ctx: ctx, job: job, st: st}
 	for _, rail := range job.Spec.Rails {
-		pair, reason, down := firstAgentDown(health, rail)
+		pair, down := firstAgentDown(health, rail)
 		switch {
-		case down && states.anyRank(rail, prober.StateHealthy):
-			pod, rank := podOnNode(obs, pair.node)
-			if pod == nil || !otherRailInUse(states[rank], rail) {
-				// The runtime never drains its last working rail: Degraded already says the
-				// job runs on a rail its node calls down.
-				continue
+		case down:
+			for _, ep := range controlEndpoints(job) {
+				first, ok := s.ask(drainTargets(ep, obs, health, states[ep], rail, pair.node), ep, rail, prober.Drain)
+				if !ok {
+					continue
+				}
+				if _, known := drained[rail]; !known {
+					// Named by the first process asked: the plugin's may be on another node whose
+					// agent reports the rail down than the first such node.
+					node := first.pod.Spec.NodeName
+					why, _ := health.agentDownOn(rail, node)
+					drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: node, Rank: first.rank, Reason: why, Time: st.now}
+					st.actionEvent(warning, nezhav1.ReasonRailDrained, fmt.Sprintf(
+						"draining rail %q: %s; rank %d's %s on node %q accepted the drain and applies it %s",
+						rail, why, first.rank, endpointNoun(ep), node, drainScope(ep)))
+				}
+				// Applied at the next operation: look again to see it done.
+				s.recheck = earliest(s.recheck, r.railActionInterval())
 			}
-			wait, err := r.askRuntime(ctx, job, pod, rail, prober.Drain, cred, st)
-			recheck = earliest(recheck, wait)
-			if err != nil || wait > 0 {
-				continue
-			}
-			if _, known := drained[rail]; !known {
-				drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: pair.node, Rank: rank, Reason: reason, Time: st.now}
-				st.actionEvent(warning, nezhav1.ReasonRailDrained, fmt.Sprintf(
-					"draining rail %q: %s; rank %d's runtime on node %q accepted the drain and applies it on every rank at the next operation",
-					rail, reason, rank, pair.node))
-			}
-			// The runtime applies it at its next operation: look again to see it done.
-			recheck = earliest(recheck, r.railActionInterval())
-		case !down && health.agentSaysUp(rail):
+		case health.agentSaysUp(rail):
 			d, ours := drained[rail]
 			if !ours {
 				continue
 			}
-			pod, rank := podOnNode(obs, d.Node)
-			if pod == nil {
-				pod, rank = podOnNode(obs, "")
+			restored, rank := true, int32(-1)
+			var nouns []string
+			for _, ep := range controlEndpoints(job) {
+				targets := restoreTargets(ep, obs, states[ep], rail, d.Node)
+				first, ok := s.ask(targets, ep, rail, prober.Restore)
+				switch {
+				case ok:
+					rank = first.rank
+					nouns = append(nouns, endpointNoun(ep))
+				case len(targets) > 0 || ep.AgreedAcrossRanks() || len(states[ep]) == 0:
+					// Not accepted yet, or no worker to ask, or no answer to go by: retried. The
+					// plugin's case with answers and no target is a job whose processes report
+					// the rail in use already.
+					restored = false
+				}
 			}
-			if pod == nil {
-				continue
-			}
-			wait, err := r.askRuntime(ctx, job, pod, rail, prober.Restore, cred, st)
-			recheck = earliest(recheck, wait)
-			if err != nil || wait > 0 {
+			if !restored {
 				continue
 			}
 			delete(drained, rail)
-			st.actionEvent(normal, nezhav1.ReasonRailRestored, fmt.Sprintf(
-				"restoring rail %q: every worker's node reports it up again; rank %d's runtime accepted the restore", rail, rank))
+			msg := fmt.Sprintf("restoring rail %q: every worker's node reports it up again", rail)
+			if rank >= 0 {
+				msg += fmt.Sprintf("; rank %d's %s accepted the restore", rank, strings.Join(nouns, " and "))
+			}
+			st.actionEvent(normal, nezhav1.ReasonRailRestored, msg)
 		}
 	}
-	return recheck
+	return s.recheck
 }
 
-// askRuntime sends one rate-limited drain or restore. wait > 0: not sent or refused; look again
-// then.
-func (r *MultiRailJobReconciler) askRuntime(ctx context.Context, job *nezhav1.MultiRailJob, pod *corev1.Pod,
-	rail string, action prober.Action, cred func() (string, error), st *statusUpdate) (time.Duration, error) {
-	key := steerKey{types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, rail, action}
+// steering is one reconcile's rail actions: the job, its credential (read once, when first
+// needed) and when to look again.
+type steering struct {
+	r       *MultiRailJobReconciler
+	ctx     context.Context
+	job     *nezhav1.MultiRailJob
+	st      *statusUpdate
+	recheck time.Duration
+
+	credential string
+	credErr    error
+	credLoaded bool
+}
+
+func (s *steering) cred() (string, error) {
+	if !s.credLoaded {
+		s.credential, s.credErr = s.r.controlCredential(s.ctx, s.job)
+		s.credLoaded = true
+	}
+	return s.credential, s.credErr
+}
+
+// ask sends action to every target and reports whether all of them accepted (and the first
+// target, the lowest rank); false when there was no target, or one was refused or rate-limited
+// (retried later).
+func (s *steering) ask(targets []steerTarget, ep prober.Endpoint, rail string, action prober.Action) (steerTarget, bool) {
+	if len(targets) == 0 {
+		return steerTarget{}, false
+	}
+	all := true
+	for _, t := range targets {
+		wait, err := s.r.askRuntime(s.ctx, s.job, t, ep, rail, action, s.cred, s.st)
+		s.recheck = earliest(s.recheck, wait)
+		all = all && err == nil && wait == 0
+	}
+	return targets[0], all
+}
+
+// askRuntime sends one rate-limited drain or restore to endpoint ep of target. wait > 0: not
+// sent or refused; look again then.
+func (r *MultiRailJobReconciler) askRuntime(ctx context.Context, job *nezhav1.MultiRailJob, target steerTarget,
+	ep prober.Endpoint, rail string, action prober.Action, cred func() (string, error), st *statusUpdate) (time.Duration, error) {
+	key := steerKey{types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, rail, action, ep, target.limitRank(ep)}
 	if ok, wait := r.steering.allow(key, st.now.Time, r.railActionInterval()); !ok {
 		return wait, nil
 	}
 	credential, err := cred()
 	if err == nil {
-		err = r.Prober.SetRail(ctx, pod, rail, action, credential)
+		err = r.Prober.SetRail(ctx, target.pod, ep, rail, action, credential)
 	}
 	if err != nil {
-		railActions.WithLabelValues(string(action), "error").Inc()
-		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", pod.Name, "err", err)
-		st.actionEvent(warning, nezhav1.ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s: %v", action, rail, pod.Name, err))
+		railActions.WithLabelValues(string(action), "error", string(ep)).Inc()
+		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", target.pod.Name, "endpoint", ep, "err", err)
+		st.actionEvent(warning, nezhav1.ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s (%s): %v",
+			action, rail, target.pod.Name, endpointNoun(ep), err))
 		return r.railActionInterval(), err // try again then
 	}
-	railActions.WithLabelValues(string(action), "accepted").Inc()
+	railActions.WithLabelValues(string(action), "accepted", string(ep)).Inc()
 	return 0, nil
 }
 
@@ -239,18 +285,8 @@ func (r *MultiRailJobReconciler) railActionInterval() time.Duration {
 	return configapi.DefaultRailActionInterval
 }
 
-// otherRailInUse reports whether a runtime (its rail states) uses some rail besides rail.
-func otherRailInUse(states map[string]string, rail string) bool {
-	for name, state := range states {
-		if name != rail && state == prober.StateHealthy {
-			return true
-		}
-	}
-	return false
-}
-
 // firstAgentDown returns the first (by node name) node whose agent reports rail down.
-func firstAgentDown(h railHealth, rail string) (railPair, string, bool) {
+func firstAgentDown(h railHealth, rail string) (railPair, bool) {
 	var best railPair
 	found := false
 	for p := range h.agentDown {
@@ -258,22 +294,7 @@ func firstAgentDown(h railHealth, rail string) (railPair, string, bool) {
 			best, found = p, true
 		}
 	}
-	return best, h.agentDown[best], found
-}
-
-// podOnNode returns the running worker with the lowest rank on node ("" = any node).
-func podOnNode(obs observation, node string) (*corev1.Pod, int32) {
-	var pick *corev1.Pod
-	var rank int32
-	for k, pod := range obs.pods {
-		if pod.Status.Phase != corev1.PodRunning || (node != "" && pod.Spec.NodeName != node) {
-			continue
-		}
-		if pick == nil || k < rank {
-			pick, rank = pod, k
-		}
-	}
-	return pick, rank
+	return best, found
 }
 
 func sortedDrained(m map[string]nezhav1.DrainedRail) []nezhav1.DrainedRail {

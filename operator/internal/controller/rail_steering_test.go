@@ -92,7 +92,8 @@ func TestAgentSeenFailureIsDrainedThroughTheRuntimeAndRestored(t *testing.T) {
 	eventually(t, "healthy again", conditionIs(ns, "steer", nezhav1.ConditionRailsHealthy, metav1.ConditionTrue, "AllRailsUp", ""))
 	// The fake runtime shows what the runtime would: the rail back in use on both ranks.
 	for _, pod := range []string{"steer-0", "steer-1"} {
-		rep, _ := prober.Report(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}})
+		rep, _ := prober.Report(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}},
+			runtimeprober.RuntimeEndpoint)
 		st := rep.Rails
 		if st[r1] != runtimeprober.StateHealthy {
 			t.Errorf("%s: %s is %q after the restore", pod, r1, st[r1])
@@ -128,7 +129,7 @@ func TestQuarantineDrainsButNeverTheLastRailNorAHumansDrain(t *testing.T) {
 	prober.setStates(ns, "qdr-1", bothHealthy(r0, r1))
 	setPodAnnotation(t, ns, "qdr-0", "test/nudge", "1")
 	eventually(t, "refusal event", eventSeen(ns, "qdr", corev1.EventTypeWarning, "RailActionFailed",
-		fmt.Sprintf("could not drain rail %q through pod qdr-0: POST", r1)))
+		fmt.Sprintf("could not drain rail %q through pod qdr-0 (runtime): POST", r1)))
 	if err := drainedRailsAre(ns, "qdr")(); err != nil {
 		t.Error("a refused drain recorded as done:", err)
 	}

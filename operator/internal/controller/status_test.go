@@ -20,23 +20,30 @@ import (
 // workers run on their nodes with both rails attached. It returns the rail names.
 func runningJob(t *testing.T, ns, name string, nodes [2]string, job *tu.JobWrapper) (string, string) {
 	t.Helper()
+	return runningJobOn(t, ns, name, nodes[:], job)
+}
+
+// runningJobOn is runningJob with one worker per entry of nodes (rank i on nodes[i]).
+func runningJobOn(t *testing.T, ns, name string, nodes []string, job *tu.JobWrapper) (string, string) {
+	t.Helper()
 	r0, r1 := ns+"-r0", ns+"-r1"
 	mustCreate(t, tu.MakeRailClass(r0).Obj())
 	mustCreate(t, tu.MakeRailClass(r1).Obj())
-	mustCreate(t, job.Rails(r0, r1).Replicas(2).Obj())
-	for rank := 0; rank < 2; rank++ {
+	mustCreate(t, job.Rails(r0, r1).Replicas(int32(len(nodes))).Obj())
+	for rank := range nodes {
 		pod := fmt.Sprintf("%s-%d", name, rank)
 		eventually(t, "pod", podExists(ns, pod))
 		runPod(t, ns, pod, nodes[rank],
 			attachment{network: ns + "/" + name + "-" + r0, iface: "nz0", ip: fmt.Sprintf("10.10.0.%d", rank+1)},
 			attachment{network: ns + "/" + name + "-" + r1, iface: "nz1", ip: fmt.Sprintf("10.11.0.%d", rank+1)})
 	}
+	ready := fmt.Sprintf("%d/%d", len(nodes), len(nodes))
 	eventually(t, "running", func() error {
 		job := &nezhav1.MultiRailJob{}
 		if err := k8s.Get(context.Background(), clientKey(ns, name), job); err != nil {
 			return err
 		}
-		if job.Status.Phase != nezhav1.PhaseRunning || job.Status.WorkersReady != "2/2" {
+		if job.Status.Phase != nezhav1.PhaseRunning || job.Status.WorkersReady != ready {
 			return fmt.Errorf("phase %q ready %q", job.Status.Phase, job.Status.WorkersReady)
 		}
 		return nil

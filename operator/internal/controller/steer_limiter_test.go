@@ -16,18 +16,22 @@ func TestSteerLimiterAllowsOneRequestPerIntervalPerJobRailAndAction(t *testing.T
 	job := types.NamespacedName{Namespace: "ns", Name: "j"}
 	t0 := time.Unix(1000, 0)
 	const every = 10 * time.Second
-	drainB := steerKey{job, "b", prober.Drain}
+	drainB := steerKey{job, "b", prober.Drain, prober.RuntimeEndpoint, jobWide}
 	if ok, _ := l.allow(drainB, t0, every); !ok {
 		t.Fatal("first request refused")
 	}
 	if ok, wait := l.allow(drainB, t0.Add(4*time.Second), every); ok || wait != 6*time.Second {
 		t.Errorf("repeat after 4 s: ok=%v wait=%s, want refused with 6 s to go", ok, wait)
 	}
+	rt := prober.RuntimeEndpoint
 	for _, other := range []steerKey{
-		{job, "b", prober.Restore}, {job, "c", prober.Drain}, {types.NamespacedName{Namespace: "ns", Name: "k"}, "b", prober.Drain},
+		{job, "b", prober.Restore, rt, jobWide}, {job, "c", prober.Drain, rt, jobWide},
+		{types.NamespacedName{Namespace: "ns", Name: "k"}, "b", prober.Drain, rt, jobWide},
+		// The NCCL plugin is asked per process: each rank's request is limited on its own.
+		{job, "b", prober.Drain, prober.NCCLPluginEndpoint, 0}, {job, "b", prober.Drain, prober.NCCLPluginEndpoint, 1},
 	} {
 		if ok, _ := l.allow(other, t0.Add(time.Second), every); !ok {
-			t.Errorf("%+v limited by another job, rail or action", other)
+			t.Errorf("%+v limited by another job, rail, action, endpoint or process", other)
 		}
 	}
 	if ok, _ := l.allow(drainB, t0.Add(every), every); !ok {

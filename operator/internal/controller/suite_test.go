@@ -43,8 +43,11 @@ var (
 // real client, prober.HTTP, is tested against the runtime's contract in internal/prober, and the
 // operator and runtime against each other on the local cluster, e2e/nezha). Like the runtime, it
 // applies a drain or restore asked on one pod to every pod of the job (the same namespace here:
-// one job per test namespace).
+// one job per test namespace). The NCCL plugin's endpoint is served over real HTTP by fake
+// plugins (nccl_steering_test.go), reached through the real client.
 type fakeProber struct {
+	plugins *fakePlugins
+
 	mu     sync.Mutex
 	states map[string]map[string]string // "namespace/pod" → rail → state
 	calls  map[string][]steerCall       // namespace → SetRail calls in order
@@ -60,11 +63,14 @@ type steerCall struct {
 }
 
 func newFakeProber() *fakeProber {
-	return &fakeProber{states: map[string]map[string]string{}, calls: map[string][]steerCall{}, refuse: map[string]error{},
+	return &fakeProber{plugins: newFakePlugins(), states: map[string]map[string]string{}, calls: map[string][]steerCall{}, refuse: map[string]error{},
 		preflight: map[string]*runtimeprober.Preflight{}}
 }
 
-func (f *fakeProber) Report(_ context.Context, pod *corev1.Pod) (*runtimeprober.Report, error) {
+func (f *fakeProber) Report(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint) (*runtimeprober.Report, error) {
+	if ep == runtimeprober.NCCLPluginEndpoint {
+		return f.plugins.client.Report(ctx, pod, ep)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := pod.Namespace + "/" + pod.Name
@@ -77,7 +83,10 @@ func (f *fakeProber) setPreflight(ns, pod string, p *runtimeprober.Preflight) {
 	f.preflight[ns+"/"+pod] = p
 }
 
-func (f *fakeProber) SetRail(_ context.Context, pod *corev1.Pod, rail string, action runtimeprober.Action, credential string) error {
+func (f *fakeProber) SetRail(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint, rail string, action runtimeprober.Action, credential string) error {
+	if ep == runtimeprober.NCCLPluginEndpoint {
+		return f.plugins.client.SetRail(ctx, pod, ep, rail, action, credential)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[pod.Namespace] = append(f.calls[pod.Namespace], steerCall{pod.Name, rail, action, credential})

@@ -1,5 +1,6 @@
-// Package prober talks to the Nezha runtime's control endpoint in a worker (NEZHA_CONTROL_ADDR,
-// port 9402): it reads the runtime's own view of its rails, and drains or restores a rail.
+// Package prober talks to the control endpoints in a worker — the Nezha runtime's
+// (NEZHA_CONTROL_ADDR, port 9402) and the NCCL net plugin's (NEZHA_NCCL_CONTROL_ADDR, port 9434;
+// endpoint.go): it reads their own view of the rails, and drains or restores a rail.
 //
 // Contract (runtime/README.md "Control endpoint"): GET http://<pod IP>:9402/status returns 200 and
 //
@@ -39,8 +40,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	nezhav1 "github.com/nezha-project/nezha/operator/api/v1alpha1"
 )
 
 // Rail states in the /status document.
@@ -110,10 +109,12 @@ type RailStatus struct {
 // maxBody bounds what the operator reads from a worker.
 const maxBody = 1 << 20
 
-// HTTP probes workers over HTTP. Port defaults to the contract's control port.
+// HTTP probes workers over HTTP, on each endpoint's contract port (Endpoint.Port).
 type HTTP struct {
 	Client *http.Client
-	Port   int
+	// Ports replaces an endpoint's contract port (tests point it at a local server); nil: the
+	// contract's.
+	Ports map[Endpoint]int
 	// Now is the clock that timestamps signed requests (nil: time.Now).
 	Now func() time.Time
 }
@@ -148,21 +149,21 @@ func SignRequest(credential, method, path string, at time.Time, nonce []byte) (s
 // NewHTTP returns a prober with a short timeout: a runtime that does not answer quickly is
 // treated as "no information", never as a failed rail.
 func NewHTTP(timeout time.Duration) *HTTP {
-	return &HTTP{Client: &http.Client{Timeout: timeout}, Port: nezhav1.ControlPort}
+	return &HTTP{Client: &http.Client{Timeout: timeout}}
 }
 
 // RailStates returns each rail's state in the runtime of pod.
 func (h *HTTP) RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error) {
-	rep, err := h.Report(ctx, pod)
+	rep, err := h.Report(ctx, pod, RuntimeEndpoint)
 	if err != nil {
 		return nil, err
 	}
 	return rep.Rails, nil
 }
 
-// Report implements controller.RuntimeProber: GET /status of the runtime in pod.
-func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod) (*Report, error) {
-	url, err := h.url(pod, "/status")
+// Report implements controller.RuntimeProber: GET /status of endpoint ep in pod.
+func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod, ep Endpoint) (*Report, error) {
+	url, err := h.url(pod, ep, "/status")
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod) (*Report, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseStatus(io.LimitReader(resp.Body, maxBody))
+	return ep.parse(io.LimitReader(resp.Body, maxBody))
 }
 
 // FailedRails returns the rails the runtime in pod stopped using because they failed.
@@ -190,16 +191,17 @@ func (h *HTTP) FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, erro
 	return Failed(states), nil
 }
 
-// SetRail implements controller.RuntimeProber: POST /rails/{rail}/{drain|restore} with the job's
-// control credential. The runtime answers 202 and applies it at its next operation on every rank.
-func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, rail string, action Action, credential string) error {
+// SetRail implements controller.RuntimeProber: POST /rails/{rail}/{drain|restore} to endpoint ep
+// with the job's control credential. The endpoint answers 202 (the runtime applies it at its next
+// operation on every rank; the plugin on every connection of its process).
+func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, ep Endpoint, rail string, action Action, credential string) error {
 	if action != Drain && action != Restore {
 		return fmt.Errorf("rail action %q: want %q or %q", action, Drain, Restore)
 	}
 	if rail == "" || strings.ContainsAny(rail, "/?#% ") {
 		return fmt.Errorf("rail name %q cannot be sent in a control path", rail)
 	}
-	url, err := h.url(pod, "/rails/"+rail+"/"+string(action))
+	url, err := h.url(pod, ep, "/rails/"+rail+"/"+string(action))
 	if err != nil {
 		return err
 	}
@@ -224,11 +226,15 @@ func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, rail string, action
 	return nil
 }
 
-func (h *HTTP) url(pod *corev1.Pod, path string) (string, error) {
+func (h *HTTP) url(pod *corev1.Pod, ep Endpoint, path string) (string, error) {
 	if pod.Status.PodIP == "" {
 		return "", fmt.Errorf("pod %s has no IP yet", pod.Name)
 	}
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(h.Port)) + path, nil
+	port, ok := h.Ports[ep]
+	if !ok {
+		port = ep.Port()
+	}
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path, nil
 }
 
 // Failed lists, sorted, the rails whose state means the runtime stopped using them because they

@@ -29,10 +29,7 @@ func serve(t *testing.T, status int, body string) (*HTTP, *corev1.Pod) {
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
-	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
-	p := NewHTTP(2 * time.Second)
-	p.Port, _ = strconv.Atoi(port)
-	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}
+	return proberFor(srv)
 }
 
 func TestFailedRails(t *testing.T) {
@@ -59,20 +56,30 @@ func TestFailedRails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, pod := serve(t, tc.status, tc.body)
 			got, err := p.FailedRails(context.Background(), pod)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorAsWanted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
 		})
 	}
+}
+
+// errorAsWanted fails t unless err matches want (a substring; "": no error) and reports whether
+// the case ends there (an error was wanted and came).
+func errorAsWanted(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	return true
 }
 
 func TestReportReadsThePreflightSection(t *testing.T) {
@@ -82,7 +89,7 @@ func TestReportReadsThePreflightSection(t *testing.T) {
 		`"preflight":{"policy":"degrade","result":"failed","peers_checked":1,"seconds":1.5,"failure_count":2,"failures":[` +
 		`{"rank":0,"rail":"r1","peer":1,"reason":""},{"rank":1,"rail":"r1","peer":0,"reason":"connect: rail r1 to rank 0: timed out"}]}}`
 	p, pod := serve(t, 200, body)
-	rep, err := p.Report(context.Background(), pod)
+	rep, err := p.Report(context.Background(), pod, RuntimeEndpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +108,7 @@ func TestReportReadsThePreflightSection(t *testing.T) {
 		{`{"rails":[],"preflight":{"result":"failed","failure_count":1,"failures":[{"rank":0,"rail":"r","peer":-2}]}}`, "preflight.failures[0].peer"},
 	} {
 		p, pod := serve(t, 200, bad.body)
-		if _, err := p.Report(context.Background(), pod); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := p.Report(context.Background(), pod, RuntimeEndpoint); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: error %v, want %q", bad.body, err, bad.want)
 		}
 	}
@@ -131,10 +138,17 @@ func steerServer(t *testing.T, credential string) (*HTTP, *corev1.Pod, *[]string
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	t.Cleanup(srv.Close)
+	p, pod := proberFor(srv)
+	return p, pod, &asked
+}
+
+// proberFor returns a prober whose endpoints (both kinds) are srv, and a pod at srv's address.
+func proberFor(srv *httptest.Server) (*HTTP, *corev1.Pod) {
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	n, _ := strconv.Atoi(port)
 	p := NewHTTP(2 * time.Second)
-	p.Port, _ = strconv.Atoi(port)
-	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}, &asked
+	p.Ports = map[Endpoint]int{RuntimeEndpoint: n, NCCLPluginEndpoint: n}
+	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}, Status: corev1.PodStatus{PodIP: host}}
 }
 
 func checkSignature(credential string, r *http.Request, seen map[string]bool) string {
@@ -194,7 +208,7 @@ func TestSetRailWithAStaleClockIsRefused(t *testing.T) {
 	cred := ControlCredential([]byte("token-of-the-job"))
 	p, pod, asked := steerServer(t, cred)
 	p.Now = func() time.Time { return time.Now().Add(-time.Hour) }
-	err := p.SetRail(context.Background(), pod, "rail-b", Drain, cred)
+	err := p.SetRail(context.Background(), pod, RuntimeEndpoint, "rail-b", Drain, cred)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "stale") {
 		t.Errorf("stale clock: error %v, want the runtime's 401 naming a stale request", err)
 	}
@@ -207,16 +221,16 @@ func TestSetRailPostsWithTheCredential(t *testing.T) {
 	cred := ControlCredential([]byte("token-of-the-job"))
 	p, pod, asked := steerServer(t, cred)
 	ctx := context.Background()
-	if err := p.SetRail(ctx, pod, "rail-b", Drain, cred); err != nil {
+	if err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Drain, cred); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetRail(ctx, pod, "rail-b", Restore, cred); err != nil {
+	if err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Restore, cred); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{"POST /rails/rail-b/drain", "POST /rails/rail-b/restore"}, *asked); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	err := p.SetRail(ctx, pod, "rail-b", Drain, ControlCredential([]byte("another job's token")))
+	err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Drain, ControlCredential([]byte("another job's token")))
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "wrong signature") {
 		t.Errorf("wrong credential: error %v, want the runtime's 401 and its words", err)
 	}
@@ -228,7 +242,7 @@ func TestSetRailPostsWithTheCredential(t *testing.T) {
 		{"", Drain, "rail name"}, {"a/b", Drain, "rail name"}, {"a?x", Restore, "rail name"},
 		{"rail-b", "explode", `rail action "explode"`},
 	} {
-		if err := p.SetRail(ctx, pod, bad.rail, bad.action, cred); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if err := p.SetRail(ctx, pod, RuntimeEndpoint, bad.rail, bad.action, cred); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("SetRail(%q, %q): error %v, want %q", bad.rail, bad.action, err, bad.want)
 		}
 	}

@@ -136,6 +136,12 @@ func (w *JobWrapper) RailTimeout(d metav1.Duration) *JobWrapper {
 	return w
 }
 
+// Integration sets spec.runtime.integration.
+func (w *JobWrapper) Integration(i ...nezhav1.Integration) *JobWrapper {
+	w.Spec.Runtime.Integration = i
+	return w
+}
+
 func (w *JobWrapper) InjectRuntime() *JobWrapper {
 	w.Spec.Runtime.InjectRuntime = true
 	return w
