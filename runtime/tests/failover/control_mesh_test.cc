@@ -545,8 +545,18 @@ TEST(ControlMeshTest, HeartbeatsPerBeatAreRailsTimesNeighbours) {
   for (int n : {2, 3, 5, 8, 16}) {
     SCOPED_TRACE(strCat("N=", n));
     Mesh mesh(n, kRails, milliseconds(30000), milliseconds(250));
-    // Counted from a beat after every rail is attached (a beat before may find fewer
-    // connections); a snapshot holds a beat's frames and its count together.
+    // Counted from a beat that began after every rail was attached: a beat in progress while
+    // the mesh was built may have taken its connections before the last rail's (seen under
+    // TSan), so the window opens only once each rank has finished one beat since. A snapshot
+    // holds a beat's frames and its count together.
+    std::vector<uint64_t> builtAt(n);
+    for (int r = 0; r < n; ++r) builtAt[r] = mesh.m[r]->heartbeatStats().beats;
+    ASSERT_TRUE(Mesh::waitFor([&] {
+      for (int r = 0; r < n; ++r) {
+        if (mesh.m[r]->heartbeatStats().beats < builtAt[r] + 1) return false;
+      }
+      return true;
+    }));
     std::vector<ControlMesh::HeartbeatStats> from(n);
     for (int r = 0; r < n; ++r) from[r] = mesh.m[r]->heartbeatStats();
     ASSERT_TRUE(Mesh::waitFor([&] {
