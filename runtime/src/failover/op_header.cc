@@ -6,7 +6,8 @@
 namespace nezha {
 
 namespace {
-constexpr uint32_t kMagic = 0x484f'5a4e;  // "NZOH" little-endian
+constexpr uint32_t kMagic = 0x484f'5a4e;        // "NZOH" little-endian
+constexpr uint32_t kSignedMagic = 0x534f'5a4e;  // "NZOS" little-endian
 }  // namespace
 
 std::string encodeOpHeader(const OpHeader& header) {
@@ -30,6 +31,31 @@ OpHeader decodeOpHeader(const std::string& bytes, uint64_t expectedOp) {
     throw Error(strCat("operation header: op ", h.op, " from the peer, but this rank is in op ",
                        expectedOp, " (the two ends ran different operations)"));
   }
+  return h;
+}
+
+std::string encodeSignedHeader(const SignedHeader& header) {
+  if (header.signature.size() != kOpSignatureBytes) {
+    throw EnforceError(strCat("signed operation header: signature of ", header.signature.size(),
+                              " bytes, not ", kOpSignatureBytes));
+  }
+  WireWriter w;
+  w.u32(kSignedMagic).u64(header.op).bytes(header.signature.data(), kOpSignatureBytes);
+  return w.data();
+}
+
+SignedHeader decodeSignedHeader(const std::string& bytes) {
+  WireReader r(bytes, "signed operation header");
+  const uint32_t magic = r.u32();
+  if (magic != kSignedMagic) {
+    throw Error(strCat("signed operation header: magic ", magic, " is not \"NZOS\" (the peer's ",
+                       "stream is out of step with this rank's)"));
+  }
+  SignedHeader h;
+  h.op = r.u64();
+  h.signature.resize(kOpSignatureBytes);
+  r.bytes(h.signature.data(), kOpSignatureBytes);
+  r.finish();
   return h;
 }
 
