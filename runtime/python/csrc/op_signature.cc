@@ -233,9 +233,11 @@ void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
     collective();
   } catch (const nezha::MismatchError& e) {
     failMismatch(*issued, e);
-  } catch (const std::exception& e) {
+  } catch (const nezha::RailError& e) {
     // A collective some rank never started fails here after libnezha's wait for a late peer
     // (capped by the group's timeout, backend.cc): name those ranks, as gloo's timeout does.
+    // Other errors (a bad argument found on every rank) are the collective's own: rethrown,
+    // and the group stays usable.
     const std::vector<int> behind = comm_.peersNotStarted();
     if (behind.empty()) throw;
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
