@@ -2,8 +2,8 @@
 // declared bad; the buffer never shrinks by more than what was decoded, and every decoded frame
 // (dissemination steps, aborts with their untrusted reason text, silent-peer verdicts, notices)
 // encodes back to exactly the bytes it was taken from. The same bytes, as the engine's other
-// frame, the per-operation header (op_header.h): decoded, it re-encodes to exactly them, and
-// anything else is refused with Error.
+// frame, the per-operation header (op_header.h), plain and signed: decoded, it re-encodes to
+// exactly them, and anything else is refused with Error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,11 +24,22 @@ void opHeader(const std::string& bytes) {
   } catch (const nezha::Error&) {
   }
 }
+
+// The signed header (a slice's first frames when the caller signed the operation): decoded, it
+// re-encodes to exactly the bytes it came from; anything else is refused with Error.
+void signedHeader(const std::string& bytes) {
+  try {
+    const nezha::SignedHeader h = nezha::decodeSignedHeader(bytes);
+    if (nezha::encodeSignedHeader(h) != bytes) __builtin_trap();
+  } catch (const nezha::Error&) {
+  }
+}
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string buffer(reinterpret_cast<const char*>(data), size);
   opHeader(buffer);
+  signedHeader(buffer);
   for (;;) {
     nezha::MeshFrame f;
     std::string why;

@@ -44,6 +44,25 @@ class EnforceError : public Error {
  public:
   using Error::Error;
 };
+// The ranks called different operations: the signatures they attached to it
+// (Communicator::signNextOp) differ, or they are in different operations. Not a rail failure:
+// the rails are fine, the callers are out of step, and the communicator is unusable afterwards
+// (a skipped operation shifts every later one). Every rank that compared throws one.
+class MismatchError : public Error {
+ public:
+  MismatchError(const std::string& what, std::vector<std::string> signatures,
+                std::vector<int64_t> ops)
+      : Error(what), signatures_(std::move(signatures)), ops_(std::move(ops)) {}
+  // Per rank: the signature it sent (this rank's own included), "" where none was seen.
+  const std::vector<std::string>& signatures() const { return signatures_; }
+  // Per rank: the operation number it was in (Communicator's count of operations), -1 where none
+  // was seen.
+  const std::vector<int64_t>& ops() const { return ops_; }
+
+ private:
+  std::vector<std::string> signatures_;
+  std::vector<int64_t> ops_;
+};
 class RailError : public Error {
  public:
   RailError(int rail, const std::string& what) : Error(what), rail_(rail) {}
@@ -283,6 +302,24 @@ class Communicator {
   void reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
                      ReduceOp op);
   void barrier();
+
+  // Signs the next operation this rank starts (any of the calls above or below; the rooted and
+  // composed ones sign the operation they run as): `bytes` (at most 32, zero-padded) travel in
+  // that operation's first frames to every peer of each rail it uses, ahead of its data, and
+  // each rank compares them with its own before it accepts the operation's result. When a peer
+  // sent other bytes or is in another operation, the operation throws MismatchError on every
+  // rank that compared (each sees every peer on a rail the operation used) and the
+  // communicator is unusable afterwards. What the bytes mean is the caller's (the torch
+  // backend: collective, dtype, count, reduce op, root, sequence number). A later call replaces
+  // a signature not yet used; every rank must sign the same operations (an unsigned peer is
+  // out of step). Costs two small sends and receives per peer and rail, in the operation's
+  // first exchange: no message and no wait of its own (failover/signed_channel.h).
+  void signNextOp(const void* bytes, size_t length);
+
+  // Ranks that, as far as this rank has heard (the control mesh's heartbeats and questions),
+  // have not started the operation this rank is in: with a collective that does not finish, the
+  // ranks that never called it. Any thread, also while an operation runs on another.
+  std::vector<int> peersNotStarted() const;
 
   // Personalized exchange (core/communicator_alltoall.cc): block p of sendbuf (count elements
   // at sendbuf + p*count) goes to rank p, which receives it as block `rank()` of its recvbuf.

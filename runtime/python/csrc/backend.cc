@@ -171,12 +171,12 @@ NezhaBackend::NezhaBackend(c10d::Store& store, int rank, int size, bool rendezvo
   // does not raise NEZHA_IO_TIMEOUT_MS, which also bounds how long a silent rail lives.
   o.ioTimeout = std::min(o.ioTimeout, timeout);
   if (rendezvousThroughStore && size > 1) rendezvousThrough(store, o);
-  comm_ = std::make_unique<nezha::Communicator>(o);
+  comm_ = std::make_shared<nezha::Communicator>(o);
   const std::vector<nezha::RailInfo> rails = comm_->rails();
   p2p_ = std::make_unique<PeerLinks>(store, rank, size, rails.empty() ? "" : rails[0].address,
                                      o.jobToken, o.rendezvousTimeout);
   order_ = std::make_unique<OrderChannel>(*p2p_, rank, size);
-  signatures_ = std::make_unique<SignatureCheck>(*p2p_, rank, size, timeout, checkSignatures);
+  signatures_ = std::make_unique<SignatureCheck>(comm_, rank, size, timeout, checkSignatures);
   sendQueue_ = std::make_unique<WorkQueue>();
   queue_ = std::make_unique<WorkQueue>(order_.get());
 }
@@ -233,12 +233,12 @@ c10::intrusive_ptr<c10d::Work> NezhaBackend::enqueue(OpSignature sig, const char
                                                      std::optional<int32_t> priority) {
   auto work = c10::make_intrusive<NezhaWork>(rank_, sig.collective, title, std::move(outputs),
                                              completions_);
-  // Signatures go out in issue order and are compared on the worker once the operation ran
-  // (op_signature.h); one lock keeps the queue in the same order as the signatures.
+  // Operations are numbered in issue order and their signatures travel in libnezha's
+  // operation on the worker (op_signature.h); one lock keeps the queue in numbering order.
   std::lock_guard<std::mutex> lock(issueMu_);
   std::shared_ptr<SignatureCheck::Issued> issued = signatures_->issue(sig);
-  work->boundWait(timeout_, [issued, rank = rank_, size = size_, on = signatures_->enabled()] {
-    return SignatureCheck::progress(*issued, rank, size, on);
+  work->boundWait(timeout_, [issued, comm = signatures_->communicator()] {
+    return SignatureCheck::progress(*issued, comm);
   });
   queue_->push(
       work, [this, issued, run = std::move(run)] { signatures_->run(issued, run); }, priority);

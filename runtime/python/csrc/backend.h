@@ -121,10 +121,10 @@ class NezhaBackend : public c10d::Backend {
   // The group's (init_process_group(timeout=)): bounds a collective's wait() (work_queue.h)
   // and libnezha's wait for a late peer (its I/O timeout).
   const std::chrono::milliseconds timeout_;
-  std::unique_ptr<nezha::Communicator> comm_;
+  std::shared_ptr<nezha::Communicator> comm_;  // shared: a Work's progress() holds it weakly
   std::unique_ptr<PeerLinks> p2p_;
   std::unique_ptr<OrderChannel> order_;         // over p2p_; used by queue_
-  std::unique_ptr<SignatureCheck> signatures_;  // over p2p_; on queue_'s worker
+  std::unique_ptr<SignatureCheck> signatures_;  // over comm_; on queue_'s worker
   std::mutex issueMu_;                          // signatures_->issue + queue_->push, atomically
   // Where every Work's Future completes (completions.h); shared with the Works, which may
   // outlive the backend.

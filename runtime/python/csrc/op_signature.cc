@@ -3,10 +3,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstring>
-#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -79,14 +77,16 @@ std::string countName(uint64_t c) {
   return c == OpSignature::kAnyCount ? "any" : std::to_string(c);
 }
 
-// One field of every rank's signature: "count: rank 0 has 100, rank 1 has 200", or "" when
-// every rank agrees. Counts that legitimately differ (alltoall's splits) compare as equal.
+// One field of every rank's signature (by rank; empty: it sent none): "count: rank 0 100, rank 1
+// 200", or "" when every rank agrees. Counts that legitimately differ (alltoall's splits) compare
+// as equal.
 template <class Value>
-std::string disagreement(const char* field, const std::vector<OpSignature>& all, Value value,
-                         bool anyMatches = false) {
+std::string disagreement(const char* field, const std::vector<std::optional<OpSignature>>& all,
+                         Value value, bool anyMatches = false) {
   std::vector<std::pair<std::string, std::vector<int>>> holders;  // by lowest rank holding it
   for (size_t r = 0; r < all.size(); ++r) {
-    const std::string v = value(all[r]);
+    if (!all[r]) continue;  // sent none: named apart
+    const std::string v = value(*all[r]);
     if (anyMatches && v == "any") continue;
     auto it =
         std::find_if(holders.begin(), holders.end(), [&](const auto& h) { return h.first == v; });
@@ -128,9 +128,9 @@ std::string OpSignature::describe() const {
   return out.str();
 }
 
-SignatureCheck::SignatureCheck(PeerLinks& links, int rank, int size,
+SignatureCheck::SignatureCheck(std::shared_ptr<nezha::Communicator> comm, int rank, int size,
                                std::chrono::milliseconds timeout, bool enabled)
-    : links_(links), rank_(rank), size_(size), timeout_(timeout), enabled_(enabled) {}
+    : comm_(*comm), weak_(comm), rank_(rank), size_(size), timeout_(timeout), enabled_(enabled) {}
 
 void SignatureCheck::fail(const std::string& why) {
   {
@@ -143,12 +143,6 @@ void SignatureCheck::fail(const std::string& why) {
 struct SignatureCheck::Issued {
   OpSignature sig;
   std::string op;  // "collective #3 (this rank 0: ALLREDUCE Float[8] SUM)", for messages
-  std::string sendError;
-  mutable std::mutex mu;  // also locked by progress(), on a const Issued
-  std::condition_variable cv;
-  int pending = 0;
-  std::map<int, std::vector<char>> got;  // peer -> its signature, as it arrived
-  std::exception_ptr error;
 };
 
 void SignatureCheck::throwIfBroken() {
@@ -163,143 +157,100 @@ void SignatureCheck::throwIfBroken() {
 
 std::shared_ptr<SignatureCheck::Issued> SignatureCheck::issue(OpSignature sig) {
   throwIfBroken();
-  auto issued = std::make_shared<Issued>();  // shared: a late delivery may outlive run()
+  auto issued = std::make_shared<Issued>();  // shared: the Work's progress() may outlive run()
   sig.seq = next_++;
   issued->sig = sig;
   issued->op = "collective #" + std::to_string(sig.seq) + " (this rank " + std::to_string(rank_) +
                ": " + sig.describe() + ")";
-  if (!enabled_ || size_ == 1) return issued;
-  issued->pending = size_ - 1;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    // Receives match in post order, peers send in issue order: this is their signature of the
-    // same operation number, whatever order the operations then run in.
-    links_.post(p, kTag, [issued](int src, const std::vector<char>* msg, std::exception_ptr err) {
-      std::lock_guard<std::mutex> lock(issued->mu);
-      if (err && !issued->error) issued->error = err;
-      if (!err) issued->got[src] = *msg;
-      --issued->pending;
-      issued->cv.notify_all();
-    });
-  }
-  const std::vector<char> wire = encode(sig);
-  try {
-    for (int p = 0; p < size_; ++p) {
-      if (p != rank_) links_.send(p, kTag, wire.data(), wire.size());
-    }
-  } catch (const std::exception& e) {
-    issued->sendError = e.what();  // run() fails the operation with it
-  }
   return issued;
 }
 
-std::string SignatureCheck::progress(const Issued& issued, int rank, int size, bool enabled) {
-  if (!enabled || size == 1) return issued.op;
-  std::lock_guard<std::mutex> lock(issued.mu);
-  std::ostringstream missing;
-  for (int p = 0, n = 0; p < size; ++p) {
-    if (p != rank && !issued.got.count(p)) missing << (n++ ? "," : "") << p;
+namespace {
+std::string rankList(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? "," : "") << ranks[i];
+  return out.str();
+}
+}  // namespace
+
+std::string SignatureCheck::progress(const Issued& issued,
+                                     const std::weak_ptr<nezha::Communicator>& comm) {
+  const std::shared_ptr<nezha::Communicator> c = comm.lock();
+  const std::vector<int> behind = c ? c->peersNotStarted() : std::vector<int>{};
+  return issued.op + (behind.empty() ? ", which every rank issued (one is stuck in it or slow),"
+                                     : ", which rank(s) " + rankList(behind) + " have not issued,");
+}
+
+// libnezha's view of the disagreement (every rank's signature as it arrived) named field by
+// field, as the same message on every rank.
+void SignatureCheck::failMismatch(const Issued& issued, const nezha::MismatchError& e) {
+  const std::vector<std::string>& got = e.signatures();
+  std::vector<std::optional<OpSignature>> all(got.size());
+  std::vector<int> unsigned_;
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r].size() < kWireBytes) {
+      unsigned_.push_back(static_cast<int>(r));
+    } else {
+      all[r] = decode(std::vector<char>(got[r].begin(), got[r].begin() + kWireBytes));
+    }
   }
-  const std::string ranks = missing.str();
-  return issued.op + (ranks.empty() ? ", which every rank issued (one is stuck in it or slow),"
-                                    : ", which rank(s) " + ranks + " have not issued,");
+  std::vector<std::string> fields;
+  for (std::string d :
+       {disagreement("collective", all,
+                     [](const OpSignature& s) { return c10d::opTypeToString(s.collective); }),
+        disagreement("dtype", all, [](const OpSignature& s) { return dtypeName(s.dtype); }),
+        disagreement(
+            "count", all, [](const OpSignature& s) { return countName(s.count); }, true),
+        disagreement("reduce op", all, [](const OpSignature& s) { return reduceName(s.reduceOp); }),
+        disagreement("root", all, [](const OpSignature& s) { return std::to_string(s.root); }),
+        disagreement("sequence number", all,
+                     [](const OpSignature& s) { return std::to_string(s.seq); })}) {
+    if (!d.empty()) fields.push_back(d);
+  }
+  if (!unsigned_.empty()) {
+    fields.push_back("signature: rank(s) " + rankList(unsigned_) +
+                     " sent none (did not call a collective here, or called it unchecked)");
+  }
+  if (fields.empty()) fields.push_back(std::string("libnezha: ") + e.what());
+  std::ostringstream why;
+  why << "nezha backend: MismatchError: ranks called different collectives as " << issued.op
+      << "; ";
+  for (size_t i = 0; i < fields.size(); ++i) why << (i ? "; " : "") << fields[i];
+  why << ". Every rank must issue the same collectives with the same arguments in the same "
+         "order; the output tensors hold undefined values and this process group must be "
+         "recreated.";
+  fail(why.str());
 }
 
 void SignatureCheck::run(const std::shared_ptr<Issued>& issued,
                          const std::function<void()>& collective) {
   throwIfBroken();
   if (!enabled_ || size_ == 1) return collective();
-  const OpSignature& sig = issued->sig;
-  const std::string& op = issued->op;
-  if (!issued->sendError.empty()) {
-    fail("nezha backend: " + op +
-         " could not send its signature to the other ranks: " + issued->sendError);
-  }
-  // The collective runs while the signatures travel: waiting for them first cost one more
-  // small-message latency per operation, +70 % at 1 KiB on the test bed (bench/README.md,
-  // "Signature cost"). Every peer sent its signature when it issued the operation, before its
-  // data, so once the collective is done here, theirs are here or about to be.
-  std::exception_ptr failed;
+  const std::vector<char> wire = encode(issued->sig);
+  comm_.signNextOp(wire.data(), wire.size());
   const auto started = std::chrono::steady_clock::now();
   try {
     collective();
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  std::vector<OpSignature> all(size_);
-  all[rank_] = sig;
-  std::vector<int> silent;
-  {
-    std::unique_lock<std::mutex> lock(issued->mu);
-    // A failed collective (a size mismatch breaks the data path like a rail) took at least an
-    // I/O deadline, long after any peer that started it sent its signature: a short grace
-    // suffices to tell "mismatched" and "never started" from a real rail failure.
-    const auto wait = failed ? std::min(timeout_, kGraceAfterFailure) : timeout_;
-    issued->cv.wait_for(lock, wait, [&] { return issued->pending == 0 || issued->error; });
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      auto it = issued->got.find(p);
-      if (it == issued->got.end()) {
-        silent.push_back(p);
-      } else if (it->second.size() != kWireBytes) {
-        lock.unlock();
-        fail("nezha backend: malformed collective signature from rank " + std::to_string(p) + " (" +
-             std::to_string(it->second.size()) + " bytes)");
-      } else {
-        all[p] = decode(it->second);
-      }
-    }
-  }
-  std::vector<std::string> fields;
-  if (silent.empty()) {
-    for (std::string d :
-         {disagreement("collective", all,
-                       [](const OpSignature& s) { return c10d::opTypeToString(s.collective); }),
-          disagreement("dtype", all, [](const OpSignature& s) { return dtypeName(s.dtype); }),
-          disagreement(
-              "count", all, [](const OpSignature& s) { return countName(s.count); }, true),
-          disagreement("reduce op", all,
-                       [](const OpSignature& s) { return reduceName(s.reduceOp); }),
-          disagreement("root", all, [](const OpSignature& s) { return std::to_string(s.root); }),
-          disagreement("sequence number", all,
-                       [](const OpSignature& s) { return std::to_string(s.seq); })}) {
-      if (!d.empty()) fields.push_back(d);
-    }
-  }
-  if (!fields.empty()) {
-    std::ostringstream why;
-    why << "nezha backend: MismatchError: ranks called different collectives as " << op << "; ";
-    for (size_t i = 0; i < fields.size(); ++i) why << (i ? "; " : "") << fields[i];
-    why << ". Every rank must issue the same collectives with the same arguments in the same "
-           "order; the output tensors hold undefined values and this process group must be "
-           "recreated.";
-    fail(why.str());
-  }
-  if (!silent.empty()) {
-    std::ostringstream ranks;
-    for (size_t i = 0; i < silent.size(); ++i) ranks << (i ? "," : "") << silent[i];
-    std::string cause = "no error here";
-    if (failed) {
-      try {
-        std::rethrow_exception(failed);
-      } catch (const std::exception& e) {
-        cause = std::string("it failed: ") + e.what();
-      }
-    }
+  } catch (const nezha::MismatchError& e) {
+    failMismatch(*issued, e);
+  } catch (const nezha::RailError& e) {
+    // A collective some rank never started fails here after libnezha's wait for a late peer
+    // (capped by the group's timeout, backend.cc): name those ranks, as gloo's timeout does.
+    // Other errors (a bad argument found on every rank) are the collective's own: rethrown,
+    // and the group stays usable.
+    const std::vector<int> behind = comm_.peersNotStarted();
+    if (behind.empty()) throw;
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - started);
-    // The group's timeout also caps libnezha's wait for a late peer (backend.cc), so a peer
-    // that never starts the operation ends it here after about that long, as gloo's timeout.
     const std::string when =
         waited >= timeout_
             ? "timed out after " + std::to_string(waited.count()) + " ms, the group's timeout is " +
                   std::to_string(timeout_.count()) + " ms (init_process_group(timeout=))"
             : "failed after " + std::to_string(waited.count()) +
                   " ms, within the group's timeout of " + std::to_string(timeout_.count()) + " ms";
-    fail("nezha backend: " + op + ": rank(s) " + ranks.str() + " did not start it (" + when + "; " +
-         cause + "): a rank skipped this collective, is stuck or died");
+    fail("nezha backend: " + issued->op + ": rank(s) " + rankList(behind) + " did not start it (" +
+         when + "; it failed: " + e.what() + "): a rank skipped this collective, is stuck or died");
   }
-  if (failed) std::rethrow_exception(failed);  // every rank ran the same operation: a real failure
 }
 
 }  // namespace nezha_torch

@@ -4,20 +4,21 @@
 // failed rail; equal byte counts with a different dtype, reduce op or collective (float32 vs
 // int32, SUM vs MAX, all_reduce vs broadcast) complete with silently wrong values.
 //
-// Each rank sends its signature (collective, dtype, element count, reduce op, root, the group's
-// sequence number of the operation) to every other rank on the backend's PeerLinks (reserved
-// tag) as the operation starts, and compares theirs once it is done (or failed). Overlapped,
-// not before: a check that must finish before any data moves costs one more small-message
-// latency per operation (+70 % at 1 KiB). Why not libnezha's per-operation agreement: its
-// round is a max-reduce after the data moved, and small operations skip it (round-free,
-// runtime/src/failover). Cost: bench/README.md, "Signature cost".
+// The signature rides in libnezha's operation itself (Communicator::signNextOp): the engine
+// sends it in the operation's first frames to every peer of each rail it uses, ahead of the
+// data, and each rank compares before it accepts the result (runtime/src/failover/
+// signed_channel.h). No message and no thread hand-off of its own, so small collectives keep
+// their latency (bench/README.md, "Signature cost"). Every rank receives every peer's
+// signature, so every rank sees the same disagreement, and this file only names it: which
+// field differs and which ranks hold which value, from the signatures libnezha hands back
+// with its MismatchError.
 //
-// A disagreement fails the operation on every rank with the same message (each rank sees all
-// signatures): "MismatchError", the collective, each field that differs and which ranks hold
-// which value. The group is then out of step (a skipped operation shifts every later one), so
-// every later operation fails saying the group must be recreated. A peer that does not send
-// its signature within the group's timeout (init_process_group(timeout=)) fails it the same
-// way, naming the rank and the operation.
+// A disagreement fails the operation on every rank with the same message: "MismatchError", the
+// collective, each field that differs and which ranks hold which value. The group is then out
+// of step (a skipped operation shifts every later one), so every later operation fails saying
+// the group must be recreated. A peer that never starts the operation is named when the
+// collective outlives the group's timeout (init_process_group(timeout=)): libnezha's control
+// mesh knows which peers have not started it (Communicator::peersNotStarted).
 #pragma once
 
 #include <atomic>
@@ -31,7 +32,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "p2p.h"
+#include "nezha/nezha.hpp"
 
 namespace nezha_torch {
 
@@ -56,42 +57,43 @@ struct OpSignature {
 
 class SignatureCheck {
  public:
-  // `links` must outlive this object; `timeout`: how long to wait for a peer's signature.
-  SignatureCheck(PeerLinks& links, int rank, int size, std::chrono::milliseconds timeout,
-                 bool enabled);
+  // `comm` runs the collectives (the backend's, alive while this object is); `timeout`: the
+  // group's, for messages.
+  SignatureCheck(std::shared_ptr<nezha::Communicator> comm, int rank, int size,
+                 std::chrono::milliseconds timeout, bool enabled);
 
   // One operation between issue() and run().
   struct Issued;
 
-  // The caller's thread, in issue order (the backend holds its issue lock, so the queue gets
-  // operations in the same order): numbers the operation, sends its signature to every other
-  // rank and posts the receives for theirs, so they travel while earlier operations and this
-  // one run. Throws at the call once the group must be recreated.
+  // The caller's thread, in issue order (the backend holds its issue lock): numbers the
+  // operation (the group's sequence number). Throws at the call once the group must be
+  // recreated.
   std::shared_ptr<Issued> issue(OpSignature sig);
 
-  // The worker thread: runs `collective`, then compares every rank's signature. Throws
-  // c10::DistBackendError ("MismatchError ...") on a disagreement (also when the collective
-  // itself failed: a mismatch explains the failure), or naming the ranks whose signature never
-  // came; rethrows the collective's own error when every rank ran the same operation; throws
+  // The worker thread: signs libnezha's next operation with the signature and runs
+  // `collective`. Throws c10::DistBackendError ("MismatchError ...") when libnezha found that
+  // the ranks disagree, naming the fields and ranks; names the ranks that never started it when
+  // the collective failed and some had not; else rethrows the collective's own error; throws
   // without running anything once the group must be recreated.
   void run(const std::shared_ptr<Issued>& issued, const std::function<void()>& collective);
 
-  // For a collective that outlived its wait (work_queue.h): the operation and which ranks'
-  // signatures have not come, i.e. which ranks have not issued it yet. Static: the Work that
-  // asks may outlive this object.
-  static std::string progress(const Issued& issued, int rank, int size, bool enabled);
+  // For a collective that outlived its wait (work_queue.h): the operation and which ranks have
+  // not started it (libnezha's view). Static: the Work that asks may outlive this object and
+  // the communicator (held weakly).
+  static std::string progress(const Issued& issued, const std::weak_ptr<nezha::Communicator>& comm);
+  std::weak_ptr<nezha::Communicator> communicator() const { return weak_; }
 
   bool enabled() const { return enabled_; }
   // Operations issued so far: the group's sequence number (the same on every rank in step).
   uint64_t issuedCount() const { return next_.load(); }
-  static constexpr int64_t kTag = int64_t(1) << 41;  // above torch's int tags, apart from op_order
-  static constexpr std::chrono::milliseconds kGraceAfterFailure{2000};
 
  private:
   [[noreturn]] void fail(const std::string& why);
+  [[noreturn]] void failMismatch(const Issued& issued, const nezha::MismatchError& e);
   void throwIfBroken();
 
-  PeerLinks& links_;
+  nezha::Communicator& comm_;                      // the backend's; outlives this object
+  const std::weak_ptr<nezha::Communicator> weak_;  // the same, for progress()
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   const bool enabled_;

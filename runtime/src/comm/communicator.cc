@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "base/error.h"
 #include "base/socket.h"
 #include "comm/communicator_impl.h"
+#include "failover/op_header.h"
 #include "schedule/probe.h"
 #include "transport/transport.h"
 
@@ -29,6 +31,7 @@ void Impl::fold(uint64_t v) {
 void Impl::beginOp(OpKind op, size_t count, DataType dt, int root) {
   const uint64_t n = opCounter;
   engine->beginOp(n);  // refuses when an earlier failure made the communicator unusable
+  engine->setOpSignature(std::exchange(nextSignature, std::string()));
   ++opCounter;
   if (o.worldSize > 1 && sched->agreementDue(n)) {
     std::vector<double> stats = sched->pendingStats();
@@ -112,6 +115,21 @@ void Communicator::abortRail(int rail) {
 }
 
 int Communicator::controlPort() const { return impl_->control ? impl_->control->port() : 0; }
+
+void Communicator::signNextOp(const void* bytes, size_t length) {
+  if (length > kOpSignatureBytes || (length > 0 && bytes == nullptr)) {
+    throw InvalidArgument(strCat("signNextOp: a signature of ", length, " bytes",
+                                 bytes ? "" : " at a null pointer", " (at most ", kOpSignatureBytes,
+                                 ")"));
+  }
+  std::string& sig = impl_->nextSignature;
+  sig.assign(kOpSignatureBytes, '\0');
+  if (length) std::memcpy(sig.data(), bytes, length);
+}
+
+std::vector<int> Communicator::peersNotStarted() const {
+  return impl_->mesh ? impl_->mesh->peersNotStarted() : std::vector<int>{};
+}
 
 void Communicator::setColdThreshold(size_t bytes) { impl_->sched->setColdThreshold(bytes); }
 const OpReport& Communicator::lastReport() const { return impl_->last; }

@@ -112,6 +112,9 @@ struct Communicator::Impl {
   uint32_t signature = 2166136261u;
   uint64_t signatureSince = 0;
   void fold(uint64_t v);
+  // The caller's signature of the next operation (Communicator::signNextOp), zero-padded;
+  // beginOp hands it to the engine and clears it.
+  std::string nextSignature;
   void beginOp(OpKind op, size_t count, DataType dt, int root);
   void report(OpKind op, const Plan& plan, const Outcome& outcome);
   void report(OpKind op, const Plan& plan, const std::vector<double>& secs);

@@ -430,6 +430,15 @@ bool ControlMesh::peersBehind(uint64_t op) {
   return false;
 }
 
+std::vector<int> ControlMesh::peersNotStarted() const {
+  const uint64_t started = opsStarted_.load();  // the current operation + 1
+  std::vector<int> behind;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peerOpsStarted_[p]->load() < started) behind.push_back(p);
+  }
+  return behind;
+}
+
 ControlMesh::AgreementStats ControlMesh::agreementStats() const {
   AgreementStats st;
   st.rounds = rounds_.load();

@@ -109,6 +109,10 @@ class ControlMesh : public Agreement {
   // the silence window, and every peer that was asked answered. Asks only peers not already
   // known to be in `op` or later.
   bool peersBehind(uint64_t op) override;
+  // Peers last heard (heartbeats, answers) in an operation before the one this rank started
+  // last (setCurrentOp): as far as this rank knows, they have not started it. Asks nothing;
+  // any thread (the torch backend names them when a collective outlives its group's timeout).
+  std::vector<int> peersNotStarted() const;
 
   // Element-wise max of `values` over all ranks (a dissemination round: ceil(log2 N) steps);
   // all ranks call it in the same order with the same length. A peer that is alive may take up

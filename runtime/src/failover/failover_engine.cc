@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/socket.h"
+#include "failover/signed_channel.h"
 
 namespace nezha {
 
@@ -115,6 +116,7 @@ void FailoverEngine::beginOp(uint64_t op) {
   checkUsable();
   opStart_ = Clock::now();
   currentOp_ = op;
+  signature_.clear();
   if (agreement_) agreement_->setCurrentOp(op);
 }
 
@@ -371,9 +373,20 @@ FailoverEngine::Attempt FailoverEngine::runAttempt(const Plan& plan, const std::
     } catch (const RailError& e) {
       if (at.failed[r] == 0) at.errors[r] = railError(r, e.what());
       at.failed[r] = 1;
+    } catch (const MismatchError& e) {
+      if (at.failed[r] == 0) at.errors[r] = e.what();
+      at.failed[r] = 1;
+      if (!at.mismatch) {
+        at.mismatch = std::current_exception();
+        for (auto& ch : channels_) ch->abort();  // the peers' slices fail now, not at a deadline
+      }
     } catch (...) {
       if (!bug) bug = std::current_exception();
     }
+  }
+  if (at.mismatch && !o_.failover) {  // no round to tell the peers: what this rank saw
+    if (failure_.empty()) failure_ = "the ranks called different operations";
+    std::rethrow_exception(at.mismatch);
   }
   if (bug) {
     for (auto& ch : channels_) ch->abort();
@@ -454,6 +467,8 @@ void FailoverEngine::agreeOnAttempt(Attempt& at, bool patient) {
     }
     rebuildFlags(r, round[5 * n + r], round[6 * n + r]);
   }
+  const size_t signedAt = round.size();
+  if (!signature_.empty()) putSignature(round, at);
   try {
     // Peers still blocked on a silent rail reach the round up to their longest deadline late.
     agreement_->maxReduce(round, patient ? std::max(o_.ioTimeout, at.longest + 2 * o_.progressFloor)
@@ -462,6 +477,7 @@ void FailoverEngine::agreeOnAttempt(Attempt& at, bool patient) {
     at.errors.push_back(e.what());
     allRailsDown(at.errors);
   }
+  if (!signature_.empty()) checkSignatures(round, signedAt);
   at.ready.clear();
   for (size_t r = 0; r < n; ++r) {
     if (round[n + r] == 0 && round[r] == 0) at.ready.push_back(static_cast<int>(r));
@@ -473,6 +489,54 @@ void FailoverEngine::agreeOnAttempt(Attempt& at, bool patient) {
   at.rebuildNotDone.assign(round.begin() + 6 * n, round.begin() + 7 * n);
   at.failed.assign(round.begin(), round.begin() + n);
   at.minOp = static_cast<uint64_t>(-round[kFields * n]);
+}
+
+namespace {
+constexpr size_t kSignatureWords = kOpSignatureBytes / 4;
+constexpr size_t kSignatureSlot = 2 + kSignatureWords;
+}  // namespace
+
+void FailoverEngine::putSignature(std::vector<double>& round, const Attempt& at) const {
+  const size_t base = round.size();
+  round.resize(base + kSignatureSlot * o_.worldSize, 0.0);
+  double* mine = &round[base + kSignatureSlot * o_.rank];
+  mine[0] = at.mismatch ? 1.0 : 0.0;
+  mine[1] = static_cast<double>(currentOp_ + 1);
+  for (size_t w = 0; w < kSignatureWords; ++w) {
+    uint32_t word = 0;
+    for (size_t b = 0; b < 4; ++b) {
+      word |= uint32_t(static_cast<uint8_t>(signature_[4 * w + b])) << (8 * b);
+    }
+    mine[2 + w] = word;
+  }
+}
+
+// Every rank's slot after the round: the same on every rank, so a mismatch that some rank saw
+// in its headers, or signatures that differ although no header showed it (a rank whose
+// exchange failed first), end the operation on every rank with the same MismatchError. Ranks
+// in different operations without a mismatch seen are a kept operation's redo, not a
+// disagreement (the round's minOp handles them).
+void FailoverEngine::checkSignatures(const std::vector<double>& round, size_t at) {
+  const size_t world = static_cast<size_t>(o_.worldSize);
+  std::vector<std::string> signatures(world);
+  std::vector<int64_t> ops(world, -1);
+  bool seen = false, sameOp = true, differ = false;
+  for (size_t p = 0; p < world; ++p) {
+    const double* slot = &round[at + kSignatureSlot * p];
+    seen = seen || slot[0] > 0;
+    ops[p] = static_cast<int64_t>(slot[1]) - 1;
+    for (size_t w = 0; w < kSignatureWords; ++w) {
+      const uint32_t word = static_cast<uint32_t>(slot[2 + w]);
+      for (size_t b = 0; b < 4; ++b) signatures[p].push_back(static_cast<char>(word >> (8 * b)));
+    }
+    sameOp = sameOp && ops[p] == ops[0];
+    differ = differ || signatures[p] != signatures[0];
+  }
+  if (!seen && !(sameOp && differ)) return;
+  const std::string why = describeMismatch(currentOp_, signatures, ops);
+  if (failure_.empty()) failure_ = why;
+  for (auto& ch : channels_) ch->abort();
+  throw MismatchError(why, signatures, ops);
 }
 
 // Rails that leave the split: which ranks saw each fail themselves and the most specific reason
@@ -715,7 +779,22 @@ void FailoverEngine::confirmKept() {
   finish(Plan{}, nullptr, {}, std::move(at), out, true);
 }
 
+// Every slice of a signed operation runs on a SignedChannel over its rail, numbered with the
+// operation it belongs to (a kept one keeps its number for its redo).
+FailoverEngine::MakeSliceFn FailoverEngine::signedMake(const MakeSliceFn& make) const {
+  if (signature_.empty()) return make;
+  return [make, op = currentOp_, sig = signature_](const char* in, char* out) -> SliceFn {
+    return [fn = make(in, out), op, sig](Channel& ch, Scratch& s, const Slice& sl) {
+      SignedChannel signedCh(ch, op, sig);
+      fn(signedCh, s, sl);
+    };
+  };
+}
+
 void FailoverEngine::runUnit(const std::function<void(Channel&, Scratch&)>& fn) {
+  const SliceFn unit = signedMake([&fn](const char*, char*) -> SliceFn {
+    return [&fn](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); };
+  })(nullptr, nullptr);
   for (;;) {
     Plan p;
     p.units = 1;
@@ -724,14 +803,16 @@ void FailoverEngine::runUnit(const std::function<void(Channel&, Scratch&)>& fn) 
       confirmKept();
       continue;  // the cold rail may have changed
     }
-    if (!runSlices(p, [&](Channel& ch, Scratch& s, const Slice&) { fn(ch, s); }).restart) return;
+    if (!runSlices(p, unit).restart) return;
   }
 }
 
 FailoverEngine::Outcome FailoverEngine::runOp(OpKind op, const std::function<Plan()>& makePlan,
                                               const char* in, size_t inBytes, char* out,
-                                              size_t outBytes, bool copyIn, const MakeSliceFn& make,
-                                              Plan& plan, bool twoWay) {
+                                              size_t outBytes, bool copyIn,
+                                              const MakeSliceFn& makeUnsigned, Plan& plan,
+                                              bool twoWay) {
+  const MakeSliceFn make = signedMake(makeUnsigned);
   // In place, a run overwrites the inputs a replay (or a second run) needs: they are copied
   // first, once, and every run reads the copy.
   std::vector<char> preserved;

@@ -96,6 +96,11 @@ class FailoverEngine {
   void beginOp(uint64_t op);
   // Throws when an earlier failure made the engine unusable.
   void checkUsable() const;
+  // The caller's signature of the operation begun last (kOpSignatureBytes, op_header.h; ""
+  // = unsigned): every slice of it, replays and a kept redo included, runs on a SignedChannel
+  // (signed_channel.h), and a disagreement ends the operation with MismatchError on every rank
+  // that compared, leaving the engine unusable like a fatal rail failure.
+  void setOpSignature(std::string signature) { signature_ = std::move(signature); }
   // Plans (again after a redo of a kept operation) and runs one operation; `in`/`inBytes` are
   // what a redo needs kept, `outBytes` the size of its output; `copyIn`: the operation would
   // overwrite inputs a replay needs, so it runs from a copy. `twoWay`: every rank sends to and
@@ -157,6 +162,9 @@ class FailoverEngine {
     std::vector<double> rebuildFailed, rebuildNotDone;  // after the round, per rail (max)
     std::chrono::milliseconds longest{0};  // the longest progress deadline of the attempt
     uint64_t minOp = 0;                    // after the round: the oldest operation any rank is in
+    // A signed slice found the ranks out of step here (signed_channel.h): its rails count as
+    // failed, so this rank joins the round its peers reach through the failures it caused.
+    std::exception_ptr mismatch;
   };
 
   // The last operation that skipped its round, with what a redo needs: the ranks that finished
@@ -197,6 +205,10 @@ class FailoverEngine {
   std::string silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const;
   void flagKnownDownRails(Attempt& at);
   void agreeOnAttempt(Attempt& at, bool patient);
+  // The signed part of the round (signed operations only): per rank [saw a mismatch, operation
+  // + 1, the signature as 8 32-bit words], each rank filling its own slot.
+  void putSignature(std::vector<double>& round, const Attempt& at) const;
+  void checkSignatures(const std::vector<double>& round, size_t at);
   bool finish(const Plan& plan, const SliceFn& fn, std::vector<Slice> todo, Attempt at,
               Outcome& out, bool patient, bool agreedAlready = false,
               std::vector<Slice> later = {});
@@ -213,6 +225,7 @@ class FailoverEngine {
   bool roundFree(OpKind op, const Plan& plan, bool twoWay) const;
   bool continuesKept(const Plan& plan) const;
   uint64_t eventOpNumber() const;
+  MakeSliceFn signedMake(const MakeSliceFn& make) const;
   FailoverEvent railEvent(int rail, const std::string& reason) const;
 
   // readmission.cc
@@ -255,6 +268,7 @@ class FailoverEngine {
   std::string failure_;  // the first fatal error; afterwards every operation is refused
   int failureRail_ = -1;
   std::unique_ptr<Kept> kept_;
+  std::string signature_;  // of currentOp_; "" = unsigned (setOpSignature)
 
   // Failure state per rail.
   std::vector<bool> localDown_;  // rails this rank has shut (failed here or agreed dead)

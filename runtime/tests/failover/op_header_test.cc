@@ -42,5 +42,39 @@ TEST(OpHeader, RefusesAnythingElseNamingTheField) {
   EXPECT_NE(refusal(good + "x", 7), "") << "a long header";
 }
 
+TEST(SignedHeader, RoundTripsTheOperationAndTheSignature) {
+  std::string sig(kOpSignatureBytes, '\0');
+  sig[0] = 'a';
+  sig[kOpSignatureBytes - 1] = '\xff';
+  const std::string bytes = encodeSignedHeader(SignedHeader{9, sig});
+  ASSERT_EQ(bytes.size(), kSignedHeaderBytes);
+  const SignedHeader h = decodeSignedHeader(bytes);
+  EXPECT_EQ(h.op, 9u);
+  EXPECT_EQ(h.signature, sig);
+  // Another operation number decodes: the caller compares it with the signatures.
+  EXPECT_EQ(decodeSignedHeader(encodeSignedHeader(SignedHeader{10, sig})).op, 10u);
+}
+
+TEST(SignedHeader, RefusesAnythingElseNamingTheField) {
+  const std::string good = encodeSignedHeader(SignedHeader{3, std::string(kOpSignatureBytes, 'x')});
+  auto refused = [](const std::string& bytes) {
+    try {
+      decodeSignedHeader(bytes);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string badMagic = good;
+  badMagic[3] ^= 1;
+  EXPECT_NE(refused(badMagic).find("magic"), std::string::npos) << refused(badMagic);
+  // The unsigned header is not a signed one (an end that did not sign the operation).
+  EXPECT_NE(refused(encodeOpHeader(OpHeader{3, 0}) + std::string(24, '\0')).find("NZOS"),
+            std::string::npos);
+  EXPECT_NE(refused(good.substr(0, kSignedHeaderBytes - 1)), "") << "a short header";
+  EXPECT_NE(refused(good + "x").find("trailing"), std::string::npos) << "a long header";
+  EXPECT_THROW(encodeSignedHeader(SignedHeader{3, "short"}), EnforceError);
+}
+
 }  // namespace
 }  // namespace nezha
