@@ -81,7 +81,7 @@ func (r *MultiRailJobReconciler) probeOtherProcesses(ctx context.Context, pod *c
 		silent []unansweredProcess
 	)
 	if size > prober.MaxPluginProcesses {
-		silent = append(silent, unansweredProcess{workerProcess{rank, prober.MaxPluginProcesses}, pod, fmt.Errorf(
+		silent = append(silent, unansweredProcess{workerProcess{rank, prober.MaxPluginProcesses}, ep, pod, fmt.Errorf(
 			"the pod reports %d processes; only the first %d (ports %d..%d) are reachable through the job's NetworkPolicy",
 			size, prober.MaxPluginProcesses, ep.Port(), ep.ProcessPort(prober.MaxPluginProcesses-1))})
 		size = prober.MaxPluginProcesses
@@ -97,7 +97,7 @@ func (r *MultiRailJobReconciler) probeOtherProcesses(ctx context.Context, pod *c
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				silent = append(silent, unansweredProcess{workerProcess{rank, k}, pod, fmt.Errorf("its /status did not answer: %w", err)})
+				silent = append(silent, unansweredProcess{workerProcess{rank, k}, ep, pod, fmt.Errorf("its /status did not answer: %w", err)})
 				return
 			}
 			states[workerProcess{rank, k}] = rep.Rails

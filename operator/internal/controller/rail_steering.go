@@ -255,7 +255,7 @@ func (s *steering) nameSilent(silent []unansweredProcess, ep prober.Endpoint, ra
 	concerned func(*corev1.Pod) bool) bool {
 	found := false
 	for _, u := range silent {
-		if u.pod.Status.Phase != corev1.PodRunning || !concerned(u.pod) {
+		if u.endpoint != ep || u.pod.Status.Phase != corev1.PodRunning || !concerned(u.pod) {
 			continue
 		}
 		found = true

@@ -62,8 +62,9 @@ func (s endpointStates) anyAnswered() bool {
 // (or answered as another process): it cannot be steered this time.
 type unansweredProcess struct {
 	workerProcess
-	pod *corev1.Pod
-	err error
+	endpoint prober.Endpoint
+	pod      *corev1.Pod
+	err      error
 }
 
 // controlEndpoints lists the control endpoints the job's workers serve, by
