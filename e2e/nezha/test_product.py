@@ -352,16 +352,17 @@ def test_operator_drains_a_quarantined_rail_through_the_runtime_and_restores_it(
     kube.kubectl("delete", "multirailjob", STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
 
 
-def plugin_endpoint(kube, pod, path):
-    """GET path of the NCCL plugin's control endpoint in a worker (port 9434, through the API
-    server's pod proxy), or None while it does not answer."""
-    proc = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{pod}:9434/proxy{path}", check=False)
+def plugin_endpoint(kube, pod, path, process=0):
+    """GET path of the NCCL plugin's control endpoint in process `process` of a worker (port
+    9434 + its local rank, through the API server's pod proxy), or None while it does not answer."""
+    proc = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{pod}:{9434 + process}/proxy{path}",
+                        check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
-def plugin_rails(kube, pod):
+def plugin_rails(kube, pod, process=0):
     """The plugin's /status rails by name (bytes_sent, drained, ...), or None."""
-    body = plugin_endpoint(kube, pod, "/status")
+    body = plugin_endpoint(kube, pod, "/status", process)
     return {r["name"]: r for r in json.loads(body)["rails"]} if body else None
 
 
@@ -375,17 +376,19 @@ def metric(text, name, **labels):
 
 
 def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(kube, rails, tmp_path_factory):
-    """The same failure for an NCCL job: its process is nezha-nccl-harness driving
-    libnccl-net-nezha.so as NCCL's proxy does. The operator drains the rail through each
-    worker's plugin endpoint (signed with the job's token; the plugin applies it to its own
-    process, so both workers on the node are asked), the plugin stops using it and counts the
-    drain, lifting the quarantine restores it, and the allreduce loop ends with every element
+    """The same failure for an NCCL job: its processes are nezha-nccl-harness driving
+    libnccl-net-nezha.so as NCCL's proxy does, two per pod as a GPU pod runs one per GPU. The
+    operator drains the rail through every process's plugin endpoint (port 9434 + local rank,
+    signed with the job's token; the plugin applies it to its own process, so all four
+    processes on the node are asked), every plugin stops using it and counts the drain, lifting
+    the quarantine restores it in all four, and the allreduce loop ends with every element
     exact."""
     handles = tmp_path_factory.mktemp("nccl-handles")  # root-owned, on the node (one-node cluster)
     manifest = handles.parent / "job-nccl-steer.yaml"
     manifest.write_text((MANIFESTS / "job-nccl-steer.yaml").read_text().replace("HANDLES_DIR", str(handles)))
     kube.apply(manifest)
     pods = [f"{NCCL_STEER_JOB}-0", f"{NCCL_STEER_JOB}-1"]
+    processes = [(pod, k) for pod in pods for k in (0, 1)]  # (pod, local rank)
     drained_rail, kept_rail = RAIL_CLASSES[1], RAIL_CLASSES[0]
 
     def loop_runs():
@@ -395,12 +398,12 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
             pytest.fail(f"the harness loop ended before the test was done (raise --seconds in job-nccl-steer.yaml): {status}")
 
     def bytes_on(rail):
-        states = [plugin_rails(kube, p) for p in pods]
+        states = [plugin_rails(kube, p, k) for p, k in processes]
         return None if None in states else [s[rail]["bytes_sent"] for s in states]
 
     def moving(rail, moves):
-        """A probe: true once rail's bytes_sent, on both workers, moved (moves) or stood still
-        (not moves) between two reads while the kept rail moved on both."""
+        """A probe: true once rail's bytes_sent, in every process, moved (moves) or stood still
+        (not moves) between two reads while the kept rail moved in every one."""
         last = {}
 
         def probe():
@@ -416,19 +419,22 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
         return probe
 
     try:
-        wait_for("both plugins carrying data on both rails", moving(drained_rail, True))
+        wait_for("all four plugins carrying data on both rails", moving(drained_rail, True))
+        for pod, k in processes:
+            status = json.loads(plugin_endpoint(kube, pod, "/status", k))
+            assert (status["local_rank"], status["local_world_size"]) == (k, 2), status
         set_quarantine(kube, [drained_rail])
 
-        def drained_in_both():
+        def drained_in_all():
             loop_runs()
-            states = [plugin_rails(kube, p) for p in pods]
+            states = [plugin_rails(kube, p, k) for p, k in processes]
             ok = all(s and s[drained_rail]["drained"] and not s[kept_rail]["drained"] for s in states)
             return ok and states
-        wait_for(f"{drained_rail} drained in both plugins", drained_in_both)
+        wait_for(f"{drained_rail} drained in all four plugins", drained_in_all)
         wait_for(f"{drained_rail} carrying nothing while drained", moving(drained_rail, False))
-        for pod in pods:
-            text = plugin_endpoint(kube, pod, "/metrics")
-            assert metric(text, "nezha_nccl_rail_drained", rail=drained_rail) == 1, text
+        for pod, k in processes:
+            text = plugin_endpoint(kube, pod, "/metrics", k)
+            assert metric(text, "nezha_nccl_rail_drained", rail=drained_rail, local_rank=k) == 1, text
             assert metric(text, "nezha_runtime_drains_total", rail=drained_rail, reason="operator") >= 1, text
         drains = events_of(kube, NCCL_STEER_JOB, "RailDrained")
         assert drains and "NCCL plugin" in drains[0] and f'rail "{drained_rail}" quarantined' in drains[0], drains
@@ -437,11 +443,11 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
     finally:
         set_quarantine(kube, [])
 
-    def restored_in_both():
+    def restored_in_all():
         loop_runs()
-        states = [plugin_rails(kube, p) for p in pods]
+        states = [plugin_rails(kube, p, k) for p, k in processes]
         return all(s and not s[drained_rail]["drained"] for s in states) and states
-    wait_for(f"{drained_rail} restored in both plugins", restored_in_both)
+    wait_for(f"{drained_rail} restored in all four plugins", restored_in_all)
     wait_for(f"{drained_rail} carrying data again", moving(drained_rail, True))
     assert events_of(kube, NCCL_STEER_JOB, "RailRestored"), "no RailRestored event"
     assert len(events_of(kube, NCCL_STEER_JOB, "RailDrained")) == 1, "drained more than once"
@@ -453,11 +459,11 @@ def test_operator_drains_an_nccl_jobs_rail_through_the_plugin_and_restores_it(ku
     job = wait_for(f"{NCCL_STEER_JOB}'s loop to end", finished)
     for pod in pods:
         log = kube.kubectl("logs", "-n", JOB_NAMESPACE, pod, "-c", "harness").stdout
-        results = [line for line in log.splitlines() if line.startswith('{"rank"')]
-        assert results, f"{pod} printed no result:\n{log[-4000:]}"
-        out = json.loads(results[-1])
-        assert out["check"] == "ok" and out["ops"] > 0, out
-        assert all(r["bytes_sent"] > 0 for r in out["stats"]["rails"]), out["stats"]
+        results = [json.loads(line) for line in log.splitlines() if line.startswith('{"rank"')]
+        assert len(results) == 2, f"{pod} printed {len(results)} results, want one per process:\n{log[-4000:]}"
+        for out in results:
+            assert out["check"] == "ok" and out["ops"] > 0, out
+            assert all(r["bytes_sent"] > 0 for r in out["stats"]["rails"]), out["stats"]
     assert job["status"]["phase"] == "Succeeded", job["status"]
     kube.kubectl("delete", "multirailjob", NCCL_STEER_JOB, "-n", JOB_NAMESPACE, "--wait=true")
 

@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -238,10 +237,10 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		}
 	}
 
-	states, preflights := r.probeRuntimes(ctx, job, obs)
+	states, silent, preflights := r.probeRuntimes(ctx, job, obs)
 	// Only the runtime reports rails failed; the NCCL plugin reports drained or in use
 	// (internal/prober/endpoint.go).
-	runtime := states[prober.RuntimeEndpoint]
+	runtime := states[prober.RuntimeEndpoint].byRank()
 	if rr.ready {
 		// Attachments can only be checked against networks that are known.
 		setRailsVerified(obs, desired, preflights, st)
@@ -256,7 +255,7 @@ func (r *MultiRailJobReconciler) reconcile(ctx context.Context, job *nezhav1.Mul
 		freshness{now: st.now.Time, staleAfter: r.RailNodeStaleAfter})
 	result.RequeueAfter = earliest(result.RequeueAfter, health.recheck)
 	result.RequeueAfter = earliest(result.RequeueAfter, readmissionRecheck(health, runtime))
-	result.RequeueAfter = earliest(result.RequeueAfter, r.steerRails(ctx, job, obs, health, states, st))
+	result.RequeueAfter = earliest(result.RequeueAfter, r.steerRails(ctx, job, obs, health, states, silent, st))
 	placed := map[string]bool{}
 	for _, w := range obs.workers {
 		placed[w.NodeName] = true
@@ -345,52 +344,6 @@ func (r *MultiRailJobReconciler) listPods(ctx context.Context, job *nezhav1.Mult
 		return nil, err
 	}
 	return onlyWorkers(pods.Items, controllers), nil
-}
-
-// probeParallelism bounds concurrent runtime probes per reconcile, so a big job's probes finish
-// in a few timeouts rather than one per worker.
-const probeParallelism = 16
-
-// probeRuntimes asks each running worker's control endpoints (the runtime's, the NCCL plugin's:
-// controlEndpoints) for their rails' states, and the runtime for its pre-flight check. Probe
-// errors are logged, not fatal: a process that is still starting has no /status yet.
-func (r *MultiRailJobReconciler) probeRuntimes(ctx context.Context, job *nezhav1.MultiRailJob, obs observation) (endpointStates, runtimePreflights) {
-	if r.Prober == nil {
-		return nil, nil
-	}
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, probeParallelism)
-		out = endpointStates{}
-		pre = runtimePreflights{}
-	)
-	for _, ep := range controlEndpoints(job) {
-		out[ep] = runtimeStates{}
-		for rank, pod := range obs.pods {
-			if pod.Status.Phase != corev1.PodRunning {
-				continue
-			}
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				rep, err := r.Prober.Report(ctx, pod, ep)
-				if err != nil {
-					log.FromContext(ctx).V(1).Info("control endpoint status probe failed", "pod", pod.Name, "endpoint", ep, "err", err)
-					return
-				}
-				mu.Lock()
-				out[ep][rank] = rep.Rails
-				if rep.Preflight != nil {
-					pre[rank] = rep.Preflight
-				}
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Wait()
-	return out, pre
 }
 
 // SetupWithManager registers the controller, its indexes and watches.

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -36,6 +37,9 @@ import (
 type fakePlugin struct {
 	srv        *httptest.Server
 	credential string
+	// localRank and localWorldSize are what /status says of the pod's processes; nil: nothing,
+	// as a plugin from before those fields.
+	localRank, localWorldSize *int
 
 	mu      sync.Mutex
 	rails   []string
@@ -54,9 +58,11 @@ func (p *fakePlugin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Drained   bool   `json:"drained"`
 		}
 		doc := struct {
-			Rails       []rail `json:"rails"`
-			LastFailure string `json:"last_failure"`
-		}{}
+			Rails          []rail `json:"rails"`
+			LastFailure    string `json:"last_failure"`
+			LocalRank      *int   `json:"local_rank,omitempty"`
+			LocalWorldSize *int   `json:"local_world_size,omitempty"`
+		}{LocalRank: p.localRank, LocalWorldSize: p.localWorldSize}
 		for _, name := range p.rails {
 			doc.Rails = append(doc.Rails, rail{Name: name, BytesSent: 1 << 20, Drained: p.drained[name]})
 		}
@@ -131,25 +137,24 @@ func (p *fakePlugin) state() (drained map[string]bool, asked []string) {
 }
 
 // fakePlugins routes the real client (prober.HTTP) to the fake plugin of the pod whose IP it
-// dials, and only on the plugin's contract port.
+// dials, process k's on the plugin's contract port + k.
 type fakePlugins struct {
 	client *runtimeprober.HTTP
 
-	mu   sync.Mutex
-	byIP map[string]*fakePlugin
-	next int
+	mu     sync.Mutex
+	byAddr map[string]*fakePlugin // "IP:port"
+	next   int
 }
 
 func newFakePlugins() *fakePlugins {
-	f := &fakePlugins{byIP: map[string]*fakePlugin{}}
+	f := &fakePlugins{byAddr: map[string]*fakePlugin{}}
 	var dialer net.Dialer
 	f.client = &runtimeprober.HTTP{Client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, _ := net.SplitHostPort(addr)
 			f.mu.Lock()
-			p := f.byIP[host]
+			p := f.byAddr[addr]
 			f.mu.Unlock()
-			if p == nil || port != strconv.Itoa(nezhav1.NCCLControlPort) {
+			if p == nil {
 				return nil, fmt.Errorf("no NCCL plugin listens on %s", addr)
 			}
 			return dialer.DialContext(ctx, network, p.srv.Listener.Addr().String())
@@ -158,17 +163,38 @@ func newFakePlugins() *fakePlugins {
 	return f
 }
 
-// serve starts a fake plugin for pod (rails all in use) and gives the pod an IP it answers on.
+// serve starts a fake plugin for pod (rails all in use), one that does not report the pod's
+// processes, and gives the pod an IP it answers on.
 func (f *fakePlugins) serve(t *testing.T, ns, pod, credential string, rails ...string) *fakePlugin {
 	t.Helper()
-	p := &fakePlugin{credential: credential, rails: rails, drained: map[string]bool{}, nonces: map[string]bool{}}
-	p.srv = httptest.NewServer(p)
-	t.Cleanup(p.srv.Close)
+	return f.serveProcesses(t, ns, pod, credential, 0, rails, nil)[0]
+}
+
+// serveProcesses starts the fake plugins of a pod running size processes (rails all in use), each
+// reporting its local rank and size, except those listed silent (nil in the result: nothing
+// listens on their port); size 0 is one plugin that reports neither.
+func (f *fakePlugins) serveProcesses(t *testing.T, ns, pod, credential string, size int, rails []string, silent []int) []*fakePlugin {
+	t.Helper()
 	f.mu.Lock()
 	f.next++
 	ip := fmt.Sprintf("198.18.%d.%d", f.next/250, 1+f.next%250) // RFC 2544 test range
-	f.byIP[ip] = p
 	f.mu.Unlock()
+	plugins := make([]*fakePlugin, max(size, 1))
+	for k := range plugins {
+		if slices.Contains(silent, k) {
+			continue
+		}
+		p := &fakePlugin{credential: credential, rails: rails, drained: map[string]bool{}, nonces: map[string]bool{}}
+		if size > 0 {
+			p.localRank, p.localWorldSize = ptr.To(k), ptr.To(size)
+		}
+		p.srv = httptest.NewServer(p)
+		t.Cleanup(p.srv.Close)
+		f.mu.Lock()
+		f.byAddr[net.JoinHostPort(ip, strconv.Itoa(nezhav1.NCCLControlPort+k))] = p
+		f.mu.Unlock()
+		plugins[k] = p
+	}
 	obj, err := getPod(ns, pod)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +203,7 @@ func (f *fakePlugins) serve(t *testing.T, ns, pod, credential string, rails ...s
 	if err := k8s.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return plugins
 }
 
 func pluginIs(p *fakePlugin, drained map[string]bool, asked ...string) func() error {
@@ -270,14 +296,31 @@ func TestNCCLJobsRailsAreSteeredThroughEachWorkersPlugin(t *testing.T) {
 }
 
 // ncclJob runs a job with the integrations given, one worker per entry of nodes, each with a
-// fake plugin whose rails are all in use, on nodes whose agents report every rail up.
+// fake plugin whose rails are all in use (one that does not report the pod's processes), on
+// nodes whose agents report every rail up.
 func ncclJob(t *testing.T, ns, name string, nodes []string, integrations ...nezhav1.Integration) (string, string, []*fakePlugin) {
+	t.Helper()
+	r0, r1, plugins := ncclJobOfProcesses(t, ns, name, nodes, 0, nil, integrations...)
+	var first []*fakePlugin
+	for _, pod := range plugins {
+		first = append(first, pod[0])
+	}
+	return r0, r1, first
+}
+
+// ncclJobOfProcesses is ncclJob with size processes per pod, each with its own plugin reporting
+// its local rank and the size (0: one plugin that reports neither), but for silent[rank]: the
+// processes of that pod whose plugin does not answer (nil in the result). It returns each
+// pod's plugins by local rank.
+func ncclJobOfProcesses(t *testing.T, ns, name string, nodes []string, size int, silent map[int][]int,
+	integrations ...nezhav1.Integration) (string, string, [][]*fakePlugin) {
 	t.Helper()
 	r0, r1 := runningJobOn(t, ns, name, nodes, tu.MakeJob(name, ns).Integration(integrations...))
 	cred := jobCredential(t, ns, name)
-	var plugins []*fakePlugin
+	var plugins [][]*fakePlugin
 	for rank := range nodes {
-		plugins = append(plugins, prober.plugins.serve(t, ns, fmt.Sprintf("%s-%d", name, rank), cred, r0, r1))
+		plugins = append(plugins, prober.plugins.serveProcesses(t, ns, fmt.Sprintf("%s-%d", name, rank), cred, size,
+			[]string{r0, r1}, silent[rank]))
 	}
 	for _, node := range slices.Compact(slices.Sorted(slices.Values(nodes))) {
 		putRailNode(t, tu.MakeRailNode(node).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
@@ -318,6 +361,69 @@ func TestJobsWithBothIntegrationsAreSteeredThroughBothEndpoints(t *testing.T) {
 	eventually(t, "forgotten once both restored", drainedRailsAre(ns, "both"))
 	eventually(t, "restore event", eventSeen(ns, "both", corev1.EventTypeNormal, "RailRestored",
 		fmt.Sprintf("restoring rail %q: every worker's node reports it up again; rank 1's runtime accepted the restore", r1)))
+}
+
+// TestEveryNCCLProcessOfAPodIsSteered: a pod runs one process per GPU, each with its own plugin
+// on port 9434 + its local rank; process 0's /status says how many there are. Every process on a
+// node whose agent reports the rail down is asked to drain, each once and counted once, none
+// elsewhere; and every one that has it drained is asked to restore.
+func TestEveryNCCLProcessOfAPodIsSteered(t *testing.T) {
+	ns := newNamespace(t)
+	n0, n1 := ns+"-n0", ns+"-n1"
+	r0, r1, pods := ncclJobOfProcesses(t, ns, "procs", []string{n0, n1}, 3, nil, nezhav1.IntegrationNCCL)
+	drainsBefore, restoresBefore := ncclActions(t, "drain", "accepted"), ncclActions(t, "restore", "accepted")
+
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", false).Obj())
+	for k, p := range pods[0] {
+		eventually(t, fmt.Sprintf("process %d on n0 drained", k), pluginIs(p, map[string]bool{r1: true}, "drain "+r1))
+	}
+	eventually(t, "drained in status", drainedRailsAre(ns, "procs", fmt.Sprintf("%s node=%s rank=0", r1, n0)))
+	eventually(t, "drains counted per process", func() error {
+		if got := ncclActions(t, "drain", "accepted") - drainsBefore; got != 3 {
+			return fmt.Errorf("nezha_operator_rail_actions_total{action=drain,result=accepted,endpoint=nccl} grew by %v, want 3", got)
+		}
+		return nil
+	})
+	for k, p := range pods[1] {
+		if err := pluginIs(p, map[string]bool{})(); err != nil {
+			t.Errorf("process %d on n1, whose node reports the rail up: %v", k, err)
+		}
+	}
+
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	for k, p := range pods[0] {
+		eventually(t, fmt.Sprintf("process %d on n0 restored", k), pluginIs(p, map[string]bool{}, "drain "+r1, "restore "+r1))
+	}
+	eventually(t, "nothing drained in status", drainedRailsAre(ns, "procs"))
+	if got := ncclActions(t, "restore", "accepted") - restoresBefore; got != 3 {
+		t.Errorf("restores counted %v, want 3", got)
+	}
+}
+
+// TestANCCLProcessThatDoesNotAnswerIsNamedAndTheOthersStillSteered: process 1 of a pod that says
+// it runs three does not answer. Processes 0 and 2 are drained all the same; process 1 is named
+// in a RailActionFailed Event with its port, and the drain stays on record until it answers.
+func TestANCCLProcessThatDoesNotAnswerIsNamedAndTheOthersStillSteered(t *testing.T) {
+	ns := newNamespace(t)
+	n0 := ns + "-n0"
+	r0, r1, pods := ncclJobOfProcesses(t, ns, "quiet", []string{n0}, 3, map[int][]int{0: {1}}, nezhav1.IntegrationNCCL)
+
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", false).Obj())
+	eventually(t, "process 0 drained", pluginIs(pods[0][0], map[string]bool{r1: true}, "drain "+r1))
+	eventually(t, "process 2 drained", pluginIs(pods[0][2], map[string]bool{r1: true}, "drain "+r1))
+	eventually(t, "the silent process named", eventSeen(ns, "quiet", corev1.EventTypeWarning, "RailActionFailed", fmt.Sprintf(
+		"could not drain rail %q through pod quiet-0 (NCCL plugin (process 1, port %d)): its /status did not answer: ",
+		r1, nezhav1.NCCLControlPort+1)))
+	eventually(t, "drained in status", drainedRailsAre(ns, "quiet", fmt.Sprintf("%s node=%s rank=0", r1, n0)))
+
+	putRailNode(t, tu.MakeRailNode(n0).Rail(r0, "eth1", true).Rail(r1, "eth2", true).Obj())
+	eventually(t, "process 0 restored", pluginIs(pods[0][0], map[string]bool{}, "drain "+r1, "restore "+r1))
+	eventually(t, "process 2 restored", pluginIs(pods[0][2], map[string]bool{}, "drain "+r1, "restore "+r1))
+	eventually(t, "the silent process named again", eventSeen(ns, "quiet", corev1.EventTypeWarning, "RailActionFailed",
+		fmt.Sprintf("could not restore rail %q through pod quiet-0 (NCCL plugin (process 1, port %d))", r1, nezhav1.NCCLControlPort+1)))
+	if err := drainedRailsAre(ns, "quiet", fmt.Sprintf("%s node=%s rank=0", r1, n0))(); err != nil {
+		t.Errorf("forgotten while a process that may have it drained did not answer: %v", err)
+	}
 }
 
 // setQuarantine sets node's RailNode spec.quarantinedRails, as an admin would.

@@ -16,11 +16,12 @@ import (
 // prober.HTTP is the implementation; envtest pods run no runtime, so the controller tests use a
 // fake. nil disables both.
 type RuntimeProber interface {
-	// Report returns each rail's state in endpoint ep of pod (prober.StateHealthy, ...) and the
-	// runtime's pre-flight check of the rails (preflight.go).
-	Report(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint) (*prober.Report, error)
-	// SetRail asks endpoint ep of pod to drain or restore rail, with the job's control
-	// credential; nil means it accepted (prober.Endpoint.AgreedAcrossRanks says how far the
-	// change reaches).
-	SetRail(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint, rail string, action prober.Action, credential string) error
+	// Report returns each rail's state in endpoint ep of process process of pod (its local rank;
+	// 0 for the runtime) (prober.StateHealthy, ...), the runtime's pre-flight check of the rails
+	// (preflight.go), and how many processes the pod runs (the NCCL plugin's local_world_size).
+	Report(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint, process int) (*prober.Report, error)
+	// SetRail asks endpoint ep of process process of pod to drain or restore rail, with the
+	// job's control credential; nil means it accepted (prober.Endpoint.AgreedAcrossRanks says how
+	// far the change reaches).
+	SetRail(ctx context.Context, pod *corev1.Pod, ep prober.Endpoint, process int, rail string, action prober.Action, credential string) error
 }

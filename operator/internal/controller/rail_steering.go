@@ -48,12 +48,13 @@ type steerKey struct {
 	rail     string
 	action   prober.Action
 	endpoint prober.Endpoint
-	// rank is the process asked where the endpoint applies a request to its own process only
-	// (the NCCL plugin); jobWide where the runtime agrees it with every rank.
-	rank int32
+	// process is the process asked where the endpoint applies a request to its own process only
+	// (the NCCL plugin: each process of each pod); rank jobWide where the runtime agrees it with
+	// every rank.
+	process workerProcess
 }
 
-// jobWide is steerKey.rank for endpoints that apply a request on every rank.
+// jobWide is steerKey.process.rank for endpoints that apply a request on every rank.
 const jobWide = -1
 
 // allow records an attempt at now and reports whether it may go ahead; when not, wait says how
@@ -127,11 +128,11 @@ func readmissionRecheck(health railHealth, states runtimeStates) time.Duration {
 }
 
 // steerRails drains and restores the job's rails as described above, on every control endpoint
-// the job's workers serve (steer_targets.go says which processes each is asked through). It
-// updates st.status.DrainedRails, queues action Events, and returns when to look again (0: no
-// need).
+// the job's workers serve (steer_targets.go says which processes each is asked through; silent
+// lists the processes that did not answer). It updates st.status.DrainedRails, queues action
+// Events, and returns when to look again (0: no need).
 func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.MultiRailJob, obs observation,
-	health railHealth, states endpointStates, st *statusUpdate) time.Duration {
+	health railHealth, states endpointStates, silent []unansweredProcess, st *statusUpdate) time.Duration {
 	drained := map[string]nezhav1.DrainedRail{}
 	for _, d := range st.status.DrainedRails {
 		if slices.Contains(job.Spec.Rails, d.Rail) {
@@ -148,6 +149,10 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 		switch {
 		case down:
 			for _, ep := range controlEndpoints(job) {
+				s.nameSilent(silent, ep, rail, prober.Drain, func(pod *corev1.Pod) bool {
+					_, down := health.agentDownOn(rail, pod.Spec.NodeName)
+					return down
+				})
 				first, ok := s.ask(drainTargets(ep, obs, health, states[ep], rail, pair.node), ep, rail, prober.Drain)
 				if !ok {
 					continue
@@ -160,7 +165,7 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 					drained[rail] = nezhav1.DrainedRail{Rail: rail, Node: node, Rank: first.rank, Reason: why, Time: st.now}
 					st.actionEvent(warning, nezhav1.ReasonRailDrained, fmt.Sprintf(
 						"draining rail %q: %s; rank %d's %s on node %q accepted the drain and applies it %s",
-						rail, why, first.rank, endpointNoun(ep), node, drainScope(ep)))
+						rail, why, first.rank, processNoun(ep, first.local), node, drainScope(ep)))
 				}
 				// Applied at the next operation: look again to see it done.
 				s.recheck = earliest(s.recheck, r.railActionInterval())
@@ -175,10 +180,15 @@ func (r *MultiRailJobReconciler) steerRails(ctx context.Context, job *nezhav1.Mu
 			for _, ep := range controlEndpoints(job) {
 				targets := restoreTargets(ep, obs, states[ep], rail, d.Node)
 				first, ok := s.ask(targets, ep, rail, prober.Restore)
+				// A silent process may still have the rail drained: the drain stays on record
+				// (and the restore pending) until it answers.
+				quiet := s.nameSilent(silent, ep, rail, prober.Restore, func(*corev1.Pod) bool { return true })
 				switch {
+				case quiet:
+					restored = false
 				case ok:
 					rank = first.rank
-					nouns = append(nouns, endpointNoun(ep))
+					nouns = append(nouns, processNoun(ep, first.local))
 				case len(targets) > 0 || ep.AgreedAcrossRanks() || len(states[ep]) == 0:
 					// Not accepted yet, or no worker to ask, or no answer to go by: retried. The
 					// plugin's case with answers and no target is a job whose processes report
@@ -238,23 +248,49 @@ func (s *steering) ask(targets []steerTarget, ep prober.Endpoint, rail string, a
 	return targets[0], all
 }
 
+// nameSilent announces, rate-limited like a request to it, each running process of endpoint ep
+// that did not answer on a pod concerned by the action: it cannot be asked, so it may keep using
+// (or keep drained) the rail. Reports whether there was one.
+func (s *steering) nameSilent(silent []unansweredProcess, ep prober.Endpoint, rail string, action prober.Action,
+	concerned func(*corev1.Pod) bool) bool {
+	found := false
+	for _, u := range silent {
+		if u.endpoint != ep || u.pod.Status.Phase != corev1.PodRunning || !concerned(u.pod) {
+			continue
+		}
+		found = true
+		key := steerKey{types.NamespacedName{Namespace: s.job.Namespace, Name: s.job.Name}, rail, action, ep, u.workerProcess}
+		if ok, wait := s.r.steering.allow(key, s.st.now.Time, s.r.railActionInterval()); !ok {
+			s.recheck = earliest(s.recheck, wait)
+			continue
+		}
+		s.recheck = earliest(s.recheck, s.r.railActionInterval())
+		log.FromContext(s.ctx).Info("rail action impossible: process did not answer", "action", action, "rail", rail,
+			"pod", u.pod.Name, "process", u.local, "err", u.err)
+		s.st.actionEvent(warning, nezhav1.ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s (%s): %v",
+			action, rail, u.pod.Name, processNoun(ep, u.local), u.err))
+	}
+	return found
+}
+
 // askRuntime sends one rate-limited drain or restore to endpoint ep of target. wait > 0: not
 // sent or refused; look again then.
 func (r *MultiRailJobReconciler) askRuntime(ctx context.Context, job *nezhav1.MultiRailJob, target steerTarget,
 	ep prober.Endpoint, rail string, action prober.Action, cred func() (string, error), st *statusUpdate) (time.Duration, error) {
-	key := steerKey{types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, rail, action, ep, target.limitRank(ep)}
+	key := steerKey{types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, rail, action, ep, target.limited(ep)}
 	if ok, wait := r.steering.allow(key, st.now.Time, r.railActionInterval()); !ok {
 		return wait, nil
 	}
 	credential, err := cred()
 	if err == nil {
-		err = r.Prober.SetRail(ctx, target.pod, ep, rail, action, credential)
+		err = r.Prober.SetRail(ctx, target.pod, ep, target.local, rail, action, credential)
 	}
 	if err != nil {
 		railActions.WithLabelValues(string(action), "error", string(ep)).Inc()
-		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", target.pod.Name, "endpoint", ep, "err", err)
+		log.FromContext(ctx).Info("rail action failed", "action", action, "rail", rail, "pod", target.pod.Name, "endpoint", ep,
+			"process", target.local, "err", err)
 		st.actionEvent(warning, nezhav1.ReasonRailActionFailed, fmt.Sprintf("could not %s rail %q through pod %s (%s): %v",
-			action, rail, target.pod.Name, endpointNoun(ep), err))
+			action, rail, target.pod.Name, processNoun(ep, target.local), err))
 		return r.railActionInterval(), err // try again then
 	}
 	railActions.WithLabelValues(string(action), "accepted", string(ep)).Inc()

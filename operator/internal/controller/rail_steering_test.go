@@ -93,7 +93,7 @@ func TestAgentSeenFailureIsDrainedThroughTheRuntimeAndRestored(t *testing.T) {
 	// The fake runtime shows what the runtime would: the rail back in use on both ranks.
 	for _, pod := range []string{"steer-0", "steer-1"} {
 		rep, _ := prober.Report(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}},
-			runtimeprober.RuntimeEndpoint)
+			runtimeprober.RuntimeEndpoint, 0)
 		st := rep.Rails
 		if st[r1] != runtimeprober.StateHealthy {
 			t.Errorf("%s: %s is %q after the restore", pod, r1, st[r1])

@@ -16,7 +16,8 @@ func TestSteerLimiterAllowsOneRequestPerIntervalPerJobRailAndAction(t *testing.T
 	job := types.NamespacedName{Namespace: "ns", Name: "j"}
 	t0 := time.Unix(1000, 0)
 	const every = 10 * time.Second
-	drainB := steerKey{job, "b", prober.Drain, prober.RuntimeEndpoint, jobWide}
+	wide := workerProcess{rank: jobWide}
+	drainB := steerKey{job, "b", prober.Drain, prober.RuntimeEndpoint, wide}
 	if ok, _ := l.allow(drainB, t0, every); !ok {
 		t.Fatal("first request refused")
 	}
@@ -25,10 +26,12 @@ func TestSteerLimiterAllowsOneRequestPerIntervalPerJobRailAndAction(t *testing.T
 	}
 	rt := prober.RuntimeEndpoint
 	for _, other := range []steerKey{
-		{job, "b", prober.Restore, rt, jobWide}, {job, "c", prober.Drain, rt, jobWide},
-		{types.NamespacedName{Namespace: "ns", Name: "k"}, "b", prober.Drain, rt, jobWide},
-		// The NCCL plugin is asked per process: each rank's request is limited on its own.
-		{job, "b", prober.Drain, prober.NCCLPluginEndpoint, 0}, {job, "b", prober.Drain, prober.NCCLPluginEndpoint, 1},
+		{job, "b", prober.Restore, rt, wide}, {job, "c", prober.Drain, rt, wide},
+		{types.NamespacedName{Namespace: "ns", Name: "k"}, "b", prober.Drain, rt, wide},
+		// The NCCL plugin is asked per process: each process of each pod is limited on its own.
+		{job, "b", prober.Drain, prober.NCCLPluginEndpoint, workerProcess{rank: 0}},
+		{job, "b", prober.Drain, prober.NCCLPluginEndpoint, workerProcess{rank: 1}},
+		{job, "b", prober.Drain, prober.NCCLPluginEndpoint, workerProcess{rank: 1, local: 1}},
 	} {
 		if ok, _ := l.allow(other, t0.Add(time.Second), every); !ok {
 			t.Errorf("%+v limited by another job, rail, action, endpoint or process", other)

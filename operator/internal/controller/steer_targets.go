@@ -7,11 +7,16 @@ package controller
 // rail down is enough (runtime/README.md "Control endpoint"). The NCCL plugin (integration: nccl)
 // applies it to every connection of its own process, both ends agreeing per connection, but not
 // to other processes (each NCCL connection is a two-rank engine job; docs/nccl.md "One engine"):
-// so every worker on a node whose agent reports the rail down is asked, and a restore goes to
-// every worker whose plugin reports the rail drained. The operator asks process 0 of each pod
-// (port 9434); the plugins of further local ranks (9434 + k) are not steered.
+// so every process on a node whose agent reports the rail down is asked, and a restore goes to
+// every process whose plugin reports the rail drained. A pod runs one process per GPU, each with
+// its own plugin: process k serves port 9434 + k, and process 0's /status says how many there are
+// (local_world_size), so the operator asks each of them (at most prober.MaxPluginProcesses, the
+// ports the job's NetworkPolicy opens) and steers each as a target of its own. A process that
+// does not answer is named in a RailActionFailed Event and keeps a restore pending; the others
+// are steered all the same.
 
 import (
+	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +25,28 @@ import (
 	"github.com/nezha-project/nezha/operator/internal/prober"
 )
 
-// endpointStates is what each endpoint said: endpoint → rank → rail → state.
-type endpointStates map[prober.Endpoint]runtimeStates
+// workerProcess is one process of a worker: its pod's rank and its local rank in the pod.
+type workerProcess struct {
+	rank  int32
+	local int
+}
+
+// processStates is what each process's endpoint said: process → rail → state.
+type processStates map[workerProcess]map[string]string
+
+// byRank is what process 0 of each pod said: the whole story where a request reaches every rank.
+func (s processStates) byRank() runtimeStates {
+	out := runtimeStates{}
+	for p, states := range s {
+		if p.local == 0 {
+			out[p.rank] = states
+		}
+	}
+	return out
+}
+
+// endpointStates is what each endpoint said, per process.
+type endpointStates map[prober.Endpoint]processStates
 
 // anyAnswered reports whether some worker's endpoint answered.
 func (s endpointStates) anyAnswered() bool {
@@ -31,6 +56,15 @@ func (s endpointStates) anyAnswered() bool {
 		}
 	}
 	return false
+}
+
+// unansweredProcess is a process a pod's process 0 said runs there whose endpoint did not answer
+// (or answered as another process): it cannot be steered this time.
+type unansweredProcess struct {
+	workerProcess
+	endpoint prober.Endpoint
+	pod      *corev1.Pod
+	err      error
 }
 
 // controlEndpoints lists the control endpoints the job's workers serve, by
@@ -58,49 +92,63 @@ func containsIntegration(list []nezhav1.Integration, want nezhav1.Integration) b
 
 // steerTarget is one worker process to ask.
 type steerTarget struct {
-	pod  *corev1.Pod
-	rank int32
+	pod *corev1.Pod
+	workerProcess
 }
 
-// limitRank is the rank the rate limit counts a request against: jobWide where one request
+// limited is the process the rate limit counts a request against: jobWide where one request
 // reaches every rank.
-func (t steerTarget) limitRank(ep prober.Endpoint) int32 {
+func (t steerTarget) limited(ep prober.Endpoint) workerProcess {
 	if ep.AgreedAcrossRanks() {
-		return jobWide
+		return workerProcess{rank: jobWide}
 	}
-	return t.rank
+	return t.workerProcess
 }
 
-// drainTargets returns the workers to ask to drain rail on endpoint ep, lowest rank first: none
+// processNoun names the endpoint's process in Events: "runtime", "NCCL plugin", or "NCCL plugin
+// (process 3, port 9437)" beyond a pod's first process.
+func processNoun(ep prober.Endpoint, local int) string {
+	if local == 0 {
+		return endpointNoun(ep)
+	}
+	return fmt.Sprintf("%s (process %d, port %d)", endpointNoun(ep), local, ep.ProcessPort(local))
+}
+
+// drainTargets returns the processes to ask to drain rail on endpoint ep, lowest rank first: none
 // once no process reports it in use, and never a process for which it is the last rail in use
 // (the endpoint would refuse; Degraded already says why the job suffers).
-func drainTargets(ep prober.Endpoint, obs observation, health railHealth, states runtimeStates, rail, node string) []steerTarget {
+func drainTargets(ep prober.Endpoint, obs observation, health railHealth, states processStates, rail, node string) []steerTarget {
 	if ep.AgreedAcrossRanks() {
-		if !states.anyRank(rail, prober.StateHealthy) {
+		byRank := states.byRank()
+		if !byRank.anyRank(rail, prober.StateHealthy) {
 			return nil
 		}
 		pod, rank := podOnNode(obs, node)
-		if pod == nil || !otherRailInUse(states[rank], rail) {
+		if pod == nil || !otherRailInUse(byRank[rank], rail) {
 			return nil
 		}
-		return []steerTarget{{pod, rank}}
+		return []steerTarget{{pod, workerProcess{rank: rank}}}
 	}
 	var out []steerTarget
-	for rank, pod := range obs.pods {
-		if _, down := health.agentDownOn(rail, pod.Spec.NodeName); !down || pod.Status.Phase != corev1.PodRunning {
+	for p, rails := range states {
+		pod := obs.pods[p.rank]
+		if pod == nil || pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		if states[rank][rail] == prober.StateHealthy && otherRailInUse(states[rank], rail) {
-			out = append(out, steerTarget{pod, rank})
+		if _, down := health.agentDownOn(rail, pod.Spec.NodeName); !down {
+			continue
+		}
+		if rails[rail] == prober.StateHealthy && otherRailInUse(rails, rail) {
+			out = append(out, steerTarget{pod, p})
 		}
 	}
-	return byRank(out)
+	return inOrder(out)
 }
 
-// restoreTargets returns the workers to ask to restore rail on endpoint ep: the lowest rank on
+// restoreTargets returns the processes to ask to restore rail on endpoint ep: the lowest rank on
 // the node it was drained through (or any) where one request reaches every rank, else every
-// running worker whose process reports it drained.
-func restoreTargets(ep prober.Endpoint, obs observation, states runtimeStates, rail, node string) []steerTarget {
+// running process that reports it drained.
+func restoreTargets(ep prober.Endpoint, obs observation, states processStates, rail, node string) []steerTarget {
 	if ep.AgreedAcrossRanks() {
 		pod, rank := podOnNode(obs, node)
 		if pod == nil {
@@ -109,19 +157,25 @@ func restoreTargets(ep prober.Endpoint, obs observation, states runtimeStates, r
 		if pod == nil {
 			return nil
 		}
-		return []steerTarget{{pod, rank}}
+		return []steerTarget{{pod, workerProcess{rank: rank}}}
 	}
 	var out []steerTarget
-	for rank, pod := range obs.pods {
-		if pod.Status.Phase == corev1.PodRunning && states[rank][rail] == prober.StateDrained {
-			out = append(out, steerTarget{pod, rank})
+	for p, rails := range states {
+		if pod := obs.pods[p.rank]; pod != nil && pod.Status.Phase == corev1.PodRunning && rails[rail] == prober.StateDrained {
+			out = append(out, steerTarget{pod, p})
 		}
 	}
-	return byRank(out)
+	return inOrder(out)
 }
 
-func byRank(t []steerTarget) []steerTarget {
-	sort.Slice(t, func(i, j int) bool { return t[i].rank < t[j].rank })
+// inOrder sorts targets by rank, then by process in the pod.
+func inOrder(t []steerTarget) []steerTarget {
+	sort.Slice(t, func(i, j int) bool {
+		if t[i].rank != t[j].rank {
+			return t[i].rank < t[j].rank
+		}
+		return t[i].local < t[j].local
+	})
 	return t
 }
 

@@ -67,14 +67,17 @@ func newFakeProber() *fakeProber {
 		preflight: map[string]*runtimeprober.Preflight{}}
 }
 
-func (f *fakeProber) Report(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint) (*runtimeprober.Report, error) {
+func (f *fakeProber) Report(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint, process int) (*runtimeprober.Report, error) {
 	if ep == runtimeprober.NCCLPluginEndpoint {
-		return f.plugins.client.Report(ctx, pod, ep)
+		return f.plugins.client.Report(ctx, pod, ep, process)
+	}
+	if process != 0 {
+		return nil, fmt.Errorf("the runtime asked through process %d; one request to process 0 reaches every rank", process)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := pod.Namespace + "/" + pod.Name
-	return &runtimeprober.Report{Rails: maps.Clone(f.states[key]), Preflight: f.preflight[key]}, nil
+	return &runtimeprober.Report{Rails: maps.Clone(f.states[key]), Preflight: f.preflight[key], LocalWorldSize: 1}, nil
 }
 
 func (f *fakeProber) setPreflight(ns, pod string, p *runtimeprober.Preflight) {
@@ -83,9 +86,13 @@ func (f *fakeProber) setPreflight(ns, pod string, p *runtimeprober.Preflight) {
 	f.preflight[ns+"/"+pod] = p
 }
 
-func (f *fakeProber) SetRail(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint, rail string, action runtimeprober.Action, credential string) error {
+func (f *fakeProber) SetRail(ctx context.Context, pod *corev1.Pod, ep runtimeprober.Endpoint, process int, rail string,
+	action runtimeprober.Action, credential string) error {
 	if ep == runtimeprober.NCCLPluginEndpoint {
-		return f.plugins.client.SetRail(ctx, pod, ep, rail, action, credential)
+		return f.plugins.client.SetRail(ctx, pod, ep, process, rail, action, credential)
+	}
+	if process != 0 {
+		return fmt.Errorf("the runtime asked through process %d; one request to process 0 reaches every rank", process)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

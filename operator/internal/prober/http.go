@@ -98,6 +98,10 @@ type PreflightFailure struct {
 type Report struct {
 	Rails     map[string]string
 	Preflight *Preflight
+	// LocalRank is which process of its pod answered, LocalWorldSize how many processes the pod
+	// runs: each serves the endpoint on its own port (Endpoint.ProcessPort). Only the NCCL plugin
+	// reports them, each plugin being one process's; the runtime's answer is 0 and 1.
+	LocalRank, LocalWorldSize int
 }
 
 // RailStatus is one rail in the /status document.
@@ -154,16 +158,17 @@ func NewHTTP(timeout time.Duration) *HTTP {
 
 // RailStates returns each rail's state in the runtime of pod.
 func (h *HTTP) RailStates(ctx context.Context, pod *corev1.Pod) (map[string]string, error) {
-	rep, err := h.Report(ctx, pod, RuntimeEndpoint)
+	rep, err := h.Report(ctx, pod, RuntimeEndpoint, 0)
 	if err != nil {
 		return nil, err
 	}
 	return rep.Rails, nil
 }
 
-// Report implements controller.RuntimeProber: GET /status of endpoint ep in pod.
-func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod, ep Endpoint) (*Report, error) {
-	url, err := h.url(pod, ep, "/status")
+// Report implements controller.RuntimeProber: GET /status of endpoint ep in process process of
+// pod (0: the one on the contract port).
+func (h *HTTP) Report(ctx context.Context, pod *corev1.Pod, ep Endpoint, process int) (*Report, error) {
+	url, err := h.url(pod, ep, process, "/status")
 	if err != nil {
 		return nil, err
 	}
@@ -192,16 +197,16 @@ func (h *HTTP) FailedRails(ctx context.Context, pod *corev1.Pod) ([]string, erro
 }
 
 // SetRail implements controller.RuntimeProber: POST /rails/{rail}/{drain|restore} to endpoint ep
-// with the job's control credential. The endpoint answers 202 (the runtime applies it at its next
+// of process process in pod with the job's control credential. The endpoint answers 202 (the runtime applies it at its next
 // operation on every rank; the plugin on every connection of its process).
-func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, ep Endpoint, rail string, action Action, credential string) error {
+func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, ep Endpoint, process int, rail string, action Action, credential string) error {
 	if action != Drain && action != Restore {
 		return fmt.Errorf("rail action %q: want %q or %q", action, Drain, Restore)
 	}
 	if rail == "" || strings.ContainsAny(rail, "/?#% ") {
 		return fmt.Errorf("rail name %q cannot be sent in a control path", rail)
 	}
-	url, err := h.url(pod, ep, "/rails/"+rail+"/"+string(action))
+	url, err := h.url(pod, ep, process, "/rails/"+rail+"/"+string(action))
 	if err != nil {
 		return err
 	}
@@ -226,15 +231,18 @@ func (h *HTTP) SetRail(ctx context.Context, pod *corev1.Pod, ep Endpoint, rail s
 	return nil
 }
 
-func (h *HTTP) url(pod *corev1.Pod, ep Endpoint, path string) (string, error) {
+func (h *HTTP) url(pod *corev1.Pod, ep Endpoint, process int, path string) (string, error) {
 	if pod.Status.PodIP == "" {
 		return "", fmt.Errorf("pod %s has no IP yet", pod.Name)
+	}
+	if process < 0 || process >= MaxPluginProcesses {
+		return "", fmt.Errorf("process %d of pod %s: outside 0..%d", process, pod.Name, MaxPluginProcesses-1)
 	}
 	port, ok := h.Ports[ep]
 	if !ok {
 		port = ep.Port()
 	}
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path, nil
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port+process)) + path, nil
 }
 
 // Failed lists, sorted, the rails whose state means the runtime stopped using them because they
@@ -273,7 +281,7 @@ func parseStatus(r io.Reader) (*Report, error) {
 		}
 		states[rs.Name] = rs.State
 	}
-	return &Report{Rails: states, Preflight: st.Preflight}, nil
+	return &Report{Rails: states, Preflight: st.Preflight, LocalWorldSize: 1}, nil
 }
 
 // checkPreflight refuses a pre-flight section the operator could misreport, naming the field.

@@ -89,7 +89,7 @@ func TestReportReadsThePreflightSection(t *testing.T) {
 		`"preflight":{"policy":"degrade","result":"failed","peers_checked":1,"seconds":1.5,"failure_count":2,"failures":[` +
 		`{"rank":0,"rail":"r1","peer":1,"reason":""},{"rank":1,"rail":"r1","peer":0,"reason":"connect: rail r1 to rank 0: timed out"}]}}`
 	p, pod := serve(t, 200, body)
-	rep, err := p.Report(context.Background(), pod, RuntimeEndpoint)
+	rep, err := p.Report(context.Background(), pod, RuntimeEndpoint, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +97,7 @@ func TestReportReadsThePreflightSection(t *testing.T) {
 		Rails: map[string]string{"r0": StateHealthy, "r1": StateProbing},
 		Preflight: &Preflight{Policy: "degrade", Result: PreflightFailed, FailureCount: 2, Failures: []PreflightFailure{
 			{Rank: 0, Rail: "r1", Peer: 1}, {Rank: 1, Rail: "r1", Peer: 0, Reason: "connect: rail r1 to rank 0: timed out"}}},
+		LocalWorldSize: 1,
 	}
 	if d := cmp.Diff(want, rep); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -108,7 +109,7 @@ func TestReportReadsThePreflightSection(t *testing.T) {
 		{`{"rails":[],"preflight":{"result":"failed","failure_count":1,"failures":[{"rank":0,"rail":"r","peer":-2}]}}`, "preflight.failures[0].peer"},
 	} {
 		p, pod := serve(t, 200, bad.body)
-		if _, err := p.Report(context.Background(), pod, RuntimeEndpoint); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := p.Report(context.Background(), pod, RuntimeEndpoint, 0); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: error %v, want %q", bad.body, err, bad.want)
 		}
 	}
@@ -208,7 +209,7 @@ func TestSetRailWithAStaleClockIsRefused(t *testing.T) {
 	cred := ControlCredential([]byte("token-of-the-job"))
 	p, pod, asked := steerServer(t, cred)
 	p.Now = func() time.Time { return time.Now().Add(-time.Hour) }
-	err := p.SetRail(context.Background(), pod, RuntimeEndpoint, "rail-b", Drain, cred)
+	err := p.SetRail(context.Background(), pod, RuntimeEndpoint, 0, "rail-b", Drain, cred)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "stale") {
 		t.Errorf("stale clock: error %v, want the runtime's 401 naming a stale request", err)
 	}
@@ -221,16 +222,16 @@ func TestSetRailPostsWithTheCredential(t *testing.T) {
 	cred := ControlCredential([]byte("token-of-the-job"))
 	p, pod, asked := steerServer(t, cred)
 	ctx := context.Background()
-	if err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Drain, cred); err != nil {
+	if err := p.SetRail(ctx, pod, RuntimeEndpoint, 0, "rail-b", Drain, cred); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Restore, cred); err != nil {
+	if err := p.SetRail(ctx, pod, RuntimeEndpoint, 0, "rail-b", Restore, cred); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{"POST /rails/rail-b/drain", "POST /rails/rail-b/restore"}, *asked); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	err := p.SetRail(ctx, pod, RuntimeEndpoint, "rail-b", Drain, ControlCredential([]byte("another job's token")))
+	err := p.SetRail(ctx, pod, RuntimeEndpoint, 0, "rail-b", Drain, ControlCredential([]byte("another job's token")))
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "wrong signature") {
 		t.Errorf("wrong credential: error %v, want the runtime's 401 and its words", err)
 	}
@@ -242,7 +243,7 @@ func TestSetRailPostsWithTheCredential(t *testing.T) {
 		{"", Drain, "rail name"}, {"a/b", Drain, "rail name"}, {"a?x", Restore, "rail name"},
 		{"rail-b", "explode", `rail action "explode"`},
 	} {
-		if err := p.SetRail(ctx, pod, RuntimeEndpoint, bad.rail, bad.action, cred); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if err := p.SetRail(ctx, pod, RuntimeEndpoint, 0, bad.rail, bad.action, cred); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("SetRail(%q, %q): error %v, want %q", bad.rail, bad.action, err, bad.want)
 		}
 	}

@@ -22,6 +22,9 @@ const std::vector<Param>& allParams() {
        "so the token is not inherited by every child process"},
       {"NEZHA_LOCAL_RANK", "0",
        "this process's index on its node (falls back to LOCAL_RANK); offsets the control port"},
+      {"NEZHA_LOCAL_WORLD_SIZE", "1",
+       "processes on this node (falls back to LOCAL_WORLD_SIZE); the NCCL plugin's /status "
+       "reports it"},
       {"NEZHA_POLICY", "adaptive", "adaptive | static | single"},
       {"NEZHA_COLD_THRESHOLD", "auto", "bytes below which an op runs whole on one rail, or auto"},
       {"NEZHA_STREAMS_PER_PEER", "2", "TCP connections per peer per rail (1..16)"},

@@ -96,6 +96,10 @@ PluginConfig PluginConfig::fromEnv() {
   c.verbose = paramInt("NEZHA_VERBOSE", 0, 1) == 1;
   c.controlAddr = paramString("NEZHA_NCCL_CONTROL_ADDR");
   c.localRank = static_cast<int>(paramInt("NEZHA_LOCAL_RANK", 0, 4096, "LOCAL_RANK"));
+  // /status reports it so the operator finds every process of the pod (port base + k for each
+  // local rank k; docs/nccl.md "Steering"): torchrun sets LOCAL_WORLD_SIZE.
+  c.localWorldSize =
+      static_cast<int>(paramInt("NEZHA_LOCAL_WORLD_SIZE", 1, 4096, "LOCAL_WORLD_SIZE"));
   c.jobName = paramString("NEZHA_JOB_NAME");
   c.tcpCongestion =
       resolveCongestionControl(paramString("NEZHA_TCP_CONGESTION"), "NEZHA_TCP_CONGESTION")
@@ -291,7 +295,8 @@ std::string PluginContext::statsJson() const {
     if (ch == '"' || ch == '\\') escaped += '\\';
     escaped += (static_cast<unsigned char>(ch) < 0x20) ? ' ' : ch;
   }
-  return out + "],\"last_failure\":\"" + escaped + "\"}";
+  return out + strCat("],\"last_failure\":\"", escaped, "\",\"local_rank\":", config_.localRank,
+                      ",\"local_world_size\":", config_.localWorldSize, "}");
 }
 
 }  // namespace nezha::ncclnet

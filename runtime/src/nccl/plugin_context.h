@@ -43,6 +43,7 @@ struct PluginConfig {
   bool verbose = false;     // NEZHA_VERBOSE=1: INFO lines to stderr when NCCL gave no logger
   std::string controlAddr;  // NEZHA_NCCL_CONTROL_ADDR: /status, /metrics, signed drain/restore
   int localRank = 0;
+  int localWorldSize = 1;  // processes in this pod, each with its own plugin (and port)
   std::string jobName;
   // NEZHA_TCP_CONGESTION resolved (src/base/congestion_control.h): the name the rail sockets
   // set, or empty = the host's default.

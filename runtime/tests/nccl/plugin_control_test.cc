@@ -119,5 +119,35 @@ TEST(NcclPluginControl, SignedDrainAndRestoreSteerALiveConnection) {
   EXPECT_NE(body(http(port, "GET", "/metrics")).find("reason=\"operator\""), std::string::npos);
 }
 
+// /status says which process of its pod this plugin is and how many share the pod, read as torchrun
+// sets them (LOCAL_RANK, LOCAL_WORLD_SIZE) unless the NEZHA_ names are set: the operator probes
+// ports base + 1 .. base + local_world_size - 1 for the others (docs/nccl.md "Steering").
+TEST(NcclPluginControl, StatusNamesTheProcessAndHowManyShareThePod) {
+  setenv("NEZHA_RAILS", "r0=lo:tcp", 1);
+  setenv("NEZHA_JOB_TOKEN", nezha::testing::kTestToken, 1);
+  auto statusOf = [] { return PluginContext(PluginConfig::fromEnv(), nullptr).statsJson(); };
+  EXPECT_NE(statusOf().find("\"local_rank\":0,\"local_world_size\":1}"), std::string::npos)
+      << statusOf();
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  EXPECT_NE(statusOf().find("\"local_rank\":1,\"local_world_size\":2}"), std::string::npos)
+      << statusOf();
+  setenv("NEZHA_LOCAL_WORLD_SIZE", "8", 1);
+  EXPECT_NE(statusOf().find("\"local_world_size\":8}"), std::string::npos) << statusOf();
+  for (const char* bad : {"0", "two", "4097"}) {
+    setenv("NEZHA_LOCAL_WORLD_SIZE", bad, 1);
+    try {
+      PluginConfig::fromEnv();
+      ADD_FAILURE() << "NEZHA_LOCAL_WORLD_SIZE=" << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("NEZHA_LOCAL_WORLD_SIZE"), std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* v : {"NEZHA_RAILS", "NEZHA_JOB_TOKEN", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                        "NEZHA_LOCAL_WORLD_SIZE"})
+    unsetenv(v);
+}
+
 }  // namespace
 }  // namespace nezha::ncclnet
