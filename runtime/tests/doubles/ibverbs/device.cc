@@ -126,11 +126,13 @@ void Context::pushEvent(const ibv_async_event& ev) {
   }
 }
 
-char* Context::hostAddress(uint32_t key, uint64_t addr, uint64_t len, int access) {
+char* Context::hostAddress(const ibv_pd* pd, uint32_t key, uint64_t addr, uint64_t len,
+                           int access) {
   std::lock_guard<std::mutex> lock(mrMu);
   auto it = mrs.find(key);
   if (it == mrs.end()) return nullptr;
   const Mr* m = it->second;
+  if (m->mr.pd != pd) return nullptr;
   if (addr < m->iova || addr + len > m->iova + m->mr.length) return nullptr;
   if (access != 0 && (m->access & access) == 0) return nullptr;
   return m->host + (addr - m->iova);
