@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "test_util.h"
 #include "transport/fake_hca.h"
-#include "transport/transport.h"
+#include "transport/rdma_ranks.h"
 #include "transport/verbs/memory_region.h"
 #include "transport/verbs_pair.h"
 
@@ -24,36 +24,7 @@ namespace {
 
 using testing::runRanks;
 
-class VerbsDirectTest : public testing::FakeHcaSuite {
- protected:
-  // Rank r's rail on 127.0.0.1, opened on domains[r] (null: a domain of its own).
-  static std::vector<std::unique_ptr<Transport>> connectRanks(
-      const std::vector<std::shared_ptr<const VerbsDevice>>& domains) {
-    const int ranks = static_cast<int>(domains.size());
-    std::vector<std::unique_ptr<Transport>> ts;
-    JobTable job;
-    job.session = "verbs-direct-test";
-    for (int r = 0; r < ranks; ++r) {
-      Options o;
-      o.rank = r;
-      o.worldSize = ranks;
-      o.rails = {{"r0", "lo", "rdma", "127.0.0.1"}};
-      o.jobToken = testing::kTestToken;
-      o.ioTimeout = std::chrono::milliseconds(20000);
-      ts.push_back(makeTransport(o, 0, "127.0.0.1", domains[r]));
-      RankInfo info;
-      info.rank = r;
-      info.worldSize = ranks;
-      info.rails = {ts.back()->endpoint()};
-      job.ranks.push_back(info);
-    }
-    runRanks(ranks, [&](int r) {
-      ts[r]->connect(job, Clock::now() + std::chrono::seconds(20));
-      ts[r]->releaseControl();
-    });
-    return ts;
-  }
-};
+class VerbsDirectTest : public testing::FakeHcaSuite {};
 
 // A rank's "GPU" memory: one memfd, the half [0, kHalf) its sends read, [kHalf, 2 kHalf) its
 // receives land in; `device` (the iova the ops name) hidden from the CPU after registration.
@@ -90,7 +61,7 @@ TEST_F(VerbsDirectTest, RegisteredOpsMoveBesideStagedOpsWithoutTheCpu) {
   std::vector<std::shared_ptr<const VerbsDevice>> domains;
   for (int r = 0; r < kRanks; ++r)
     domains.push_back(testing::openLoopbackDevice(sysfsRoot(), "127.0.0.1"));
-  auto ts = connectRanks(domains);
+  auto ts = testing::connectRdmaRanks(kRanks, domains);
   std::vector<std::unique_ptr<RankMemory>> mem;
   for (int r = 0; r < kRanks; ++r) {
     mem.push_back(std::make_unique<RankMemory>());
@@ -153,7 +124,7 @@ TEST_F(VerbsDirectTest, RegisteredOpsMoveBesideStagedOpsWithoutTheCpu) {
 
 TEST_F(VerbsDirectTest, KeysOfAnotherProtectionDomainFailTheRail) {
   // The channels open domains of their own; the memory is registered elsewhere.
-  auto ts = connectRanks({nullptr, nullptr});
+  auto ts = testing::connectRdmaRanks(2);
   std::shared_ptr<const VerbsDevice> elsewhere =
       testing::openLoopbackDevice(sysfsRoot(), "127.0.0.1");
   RankMemory m;
