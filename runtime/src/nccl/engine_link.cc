@@ -34,11 +34,17 @@ std::vector<std::string> railNames(const Options& o) {
 }  // namespace
 
 EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
-                       const JobTable& job)
+                       const JobTable& job, LinkMemory memory)
     : o_(options),
+      memory_(std::move(memory)),
       rails_(railInfos(o_)),
       engine_(o_, rails_, metrics_,
-              [this](int rail) { return makeTransport(o_, rail, rails_[rail].address); }),
+              [this](int rail) {
+                // A rebuilt rdma rail opens on the same domain, so NCCL's keys stay valid.
+                const auto& d = memory_.domains;
+                return makeTransport(o_, rail, rails_[rail].address,
+                                     static_cast<size_t>(rail) < d.size() ? d[rail] : nullptr);
+              }),
       headLimit_(o_.roundFreeBytes > 0 ? o_.roundFreeBytes : kDefaultHeadBytes) {
   if (o_.worldSize != 2 || (o_.rank != kSender && o_.rank != kReceiver)) {
     throw ConfigError(strCat("EngineLink: rank ", o_.rank, " of ", o_.worldSize,
@@ -70,6 +76,7 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
     engine_.runOn(r, fn);
   };
   auto agreeMax = [this](std::vector<double>& v) { engine_.agree(v, o_.ioTimeout); };
+  agreeOnMemoryPath();
   ProbeResult probe = probeRails(o_, algo.options(), usable, runOn, agreeMax);
   // Without a bandwidth probe (NEZHA_PROBE_BYTES=0) the rails' expected speeds seed the split
   // when every rail has one, as in the communicator; the tuner takes over from there.
@@ -102,12 +109,41 @@ EngineLink::~EngineLink() {
   thread_.join();
 }
 
-uint64_t EngineLink::post(void* data, uint64_t bytes) {
+void EngineLink::agreeOnMemoryPath() {
+  // Element-wise max over both ends: {some end is zero-copy, some end is host-staged}.
+  std::vector<double> paths{memory_.zeroCopy ? 1.0 : 0.0, memory_.zeroCopy ? 0.0 : 1.0};
+  engine_.agree(paths, o_.ioTimeout);
+  if (paths[0] > 0 && paths[1] > 0) {
+    throw ConfigError(strCat(
+        "this end is ", memory_.zeroCopy ? "zero-copy" : "host-staged", ", its peer ",
+        memory_.zeroCopy ? "host-staged" : "zero-copy",
+        ": both hosts must take GPU memory alike (docs/nccl.md \"GPU memory\": every rail rdma "
+        "and every HCA taking dma-bufs, on both)"));
+  }
+}
+
+uint64_t EngineLink::post(void* data, uint64_t bytes, const Registration* reg) {
+  // Outside the lock: the registration's keys per rail (NCCL keeps the handle until deregMr).
+  std::vector<std::optional<IoRegion>> regions;
+  if (memory_.zeroCopy && bytes > 0) {
+    if (reg == nullptr) {
+      throw CommError(ncclInvalidArgument,
+                      strCat("a message of ", bytes,
+                             " bytes without its memory handle: zero copy moves only registered "
+                             "buffers (regMr)"));
+    }
+    try {
+      for (size_t r = 0; r < rails_.size(); ++r) regions.push_back(reg->keysFor(r, data, bytes));
+    } catch (const InvalidArgument& e) {
+      throw CommError(ncclInvalidArgument, e.what());
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto u = std::make_unique<Unit>();
   u->id = nextId_++;
   u->data = static_cast<char*>(data);
   u->bytes = bytes;
+  u->regions = std::move(regions);
   if (!failure_.empty()) {
     u->done = true;
     u->error = failure_;
@@ -226,10 +262,11 @@ uint64_t EngineLink::runHead(Unit& u) {
   const uint64_t op = nextOp_++;
   engine_.beginOp(op);
   const bool sending = o_.rank == kSender;
+  const uint64_t payloadLimit = headPayloadLimit();
   std::string in = encodeOpHeader(OpHeader{op, u.bytes});
-  if (sending && u.bytes <= headLimit_) in.append(u.data, u.bytes);
+  if (sending && u.bytes <= payloadLimit) in.append(u.data, u.bytes);
   auto peerHeader = std::make_shared<std::string>();
-  const size_t room = sending ? 0 : std::min<uint64_t>(u.bytes, headLimit_);
+  const size_t room = sending ? 0 : std::min<uint64_t>(u.bytes, payloadLimit);
   Plan plan;
   const FailoverEngine::Outcome ran = engine_.runOp(
       OpKind::kBroadcast,
@@ -241,8 +278,8 @@ uint64_t EngineLink::runHead(Unit& u) {
         p.slices.push_back(Slice{sched_->coldRail(), 0, 1});
         return p;
       },
-      in.data(), in.size(), u.data, room, false, makeHeadSlice(sending, op, headLimit_, peerHeader),
-      plan, /*twoWay=*/true);
+      in.data(), in.size(), u.data, room, false,
+      makeHeadSlice(sending, op, payloadLimit, peerHeader), plan, /*twoWay=*/true);
   const uint64_t theirs = decodeOpHeader(*peerHeader, op).value;
   const uint64_t size = sending ? u.bytes : theirs;
   const uint64_t capacity = sending ? theirs : u.bytes;
@@ -253,7 +290,7 @@ uint64_t EngineLink::runHead(Unit& u) {
   }
   u.moved = size;
   u.railBytes.assign(rails_.size(), 0);
-  if (size > 0 && size <= headLimit_) {
+  if (size > 0 && size <= payloadLimit) {
     for (const Slice& s : ran.done) u.railBytes[s.rail] = size;  // the rail it finished on
     u.railsUsed = 1;
   }
@@ -262,15 +299,20 @@ uint64_t EngineLink::runHead(Unit& u) {
 
 void EngineLink::run(Unit& u) {
   const uint64_t size = runHead(u);
-  if (size <= headLimit_) return;  // carried by the head operation
+  if (size <= headPayloadLimit()) return;  // carried by the head operation
   const uint64_t op = nextOp_++;
   engine_.beginOp(op);
   agreeOnTimings(op);
   const bool sending = o_.rank == kSender;
-  FailoverEngine::MakeSliceFn make = [sending](const char*, char* buf) -> FailoverEngine::SliceFn {
-    return [sending, buf](Channel& ch, Scratch&, const Slice& s) {
+  // Zero copy: each slice names the registration on its own rail, so a slice replayed on a
+  // survivor re-posts from the same buffer with that rail's keys (direct placement).
+  const std::vector<std::optional<IoRegion>>* regions = memory_.zeroCopy ? &u.regions : nullptr;
+  FailoverEngine::MakeSliceFn make = [sending, regions](const char*,
+                                                        char* buf) -> FailoverEngine::SliceFn {
+    return [sending, regions, buf](Channel& ch, Scratch&, const Slice& s) {
       std::vector<IoOp> ops{sending ? IoOp::send(kReceiver, buf + s.offset, s.count)
                                     : IoOp::recv(kSender, buf + s.offset, s.count)};
+      if (regions != nullptr) ops[0].region = regions->at(s.rail);
       ch.exchange(ops);
     };
   };

@@ -17,6 +17,13 @@
 //      (sender) or receive (receiver) of its byte range on its rail; a failed rail's slices are
 //      redone on the survivors from the sender's buffer, which NCCL keeps until the send
 //      completes.
+// Zero copy (LinkMemory::zeroCopy, nccl/gpu_memory.h: NCCL's buffers may be GPU memory) keeps
+// every byte of a message away from the CPU: the head carries only the header (no payload, no
+// kept copy, nothing read into scratch), so every message of one byte or more is the second
+// operation, whose slices carry the message's registration on their rail (IoOp::region) and
+// move by direct placement (transport/verbs/verbs_peer.h); a replayed slice is re-posted from
+// the same registered buffer with the surviving rail's keys. Small messages so pay a second
+// operation: the price of never staging GPU bytes through host memory.
 // post() and test() only touch a queue under a mutex, so NCCL's proxy thread never waits on the
 // network (the engine's operations block; they run on the link's thread).
 //
@@ -37,6 +44,7 @@
 #include "bootstrap/rendezvous.h"
 #include "failover/control_mesh.h"
 #include "failover/failover_engine.h"
+#include "nccl/gpu_memory.h"
 #include "nccl/net_abi.h"
 #include "nezha/nezha.hpp"
 #include "schedule/scheduler.h"
@@ -64,9 +72,11 @@ class EngineLink {
 
   // `options`: rank (kReceiver or kSender), worldSize 2, the rails, the failover knobs.
   // `transports`: connected, index = rail. `job`: what a rebuilt rail connects with
-  // (re-admission). Starts the link's thread.
+  // (re-admission). `memory`: the domains rebuilt rails open on and whether messages are zero
+  // copy; both ends must agree on zero copy (ConfigError naming both otherwise: a zero-copy end
+  // cannot take ring chunks). Starts the link's thread.
   EngineLink(const Options& options, std::vector<std::unique_ptr<Transport>> transports,
-             const JobTable& job);
+             const JobTable& job, LinkMemory memory = {});
   // Fails the unit in flight (its rails and rounds are cut), stops the link's thread; units
   // not started are dropped. The peer's link fails its messages from then on.
   ~EngineLink();
@@ -75,7 +85,10 @@ class EngineLink {
 
   // Never blocks. Sender: `bytes` of `data` to send; receiver: room for up to `bytes`. The
   // buffer must stay valid until test() reported the message done. Returns the message's id.
-  uint64_t post(void* data, uint64_t bytes);
+  // `reg`: NCCL's registration of the buffer (regMr's mhandle), required in zero copy for a
+  // message of some bytes (CommError ncclInvalidArgument otherwise, or when the buffer lies
+  // outside it); unused when host-staged.
+  uint64_t post(void* data, uint64_t bytes, const Registration* reg = nullptr);
   // Never blocks. True once message `id` is done (then forgotten); `*bytes` = the message's
   // size as sent. Throws CommError naming the cause when the message or the link failed.
   bool test(uint64_t id, uint64_t* bytes, int* railsUsed = nullptr);
@@ -102,7 +115,9 @@ class EngineLink {
     uint64_t moved = 0;
     int railsUsed = 0;
     std::vector<uint64_t> railBytes;  // by rail
-    std::string error;                // empty = succeeded
+    // Zero copy: the registration's keys for [data, data + bytes) on each rail.
+    std::vector<std::optional<IoRegion>> regions;
+    std::string error;  // empty = succeeded
     ncclResult_t code = ncclSuccess;
   };
 
@@ -112,12 +127,17 @@ class EngineLink {
   // operation headers (failover/op_header.h), with the payload when it fits in the head.
   // Returns the size sent; throws CommError on both ends when it exceeds the room.
   uint64_t runHead(Unit& u);
+  // The bytes a message may carry in its head: none in zero copy.
+  uint64_t headPayloadLimit() const { return memory_.zeroCopy ? 0 : headLimit_; }
+  // Both ends agree on zero copy, or the link cannot be built.
+  void agreeOnMemoryPath();
   // Every tuneInterval operations both ends agree on the slice timings (scheduler.h).
   void agreeOnTimings(uint64_t op);
   // The link's thread, between units: copies what the engine recorded into counters_.
   void publishCounters(const std::vector<uint64_t>& bytesByRail);
 
   const Options o_;
+  const LinkMemory memory_;
   std::vector<RailInfo> rails_;
   Metrics metrics_;
   FailoverEngine engine_;

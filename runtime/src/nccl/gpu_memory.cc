@@ -43,31 +43,45 @@ MemoryPath decideMemoryPath(const std::vector<RailMemory>& rails, bool dataPathZ
   if (!dataPathZeroCopy) {
     return {false,
             "every rail is rdma and takes dma-bufs, but the verbs rail's data path still copies "
-            "through its staging rings (nccl/ADAPTER-STATUS.md \"GPU memory\")"};
+            "through its staging rings (transport/verbs/verbs_channel.h)"};
   }
   return {true, "every rail is rdma and its HCA registers dma-bufs"};
 }
+
+LinkMemory GpuMemory::linkMemory() const { return LinkMemory{devices_, path_.zeroCopy}; }
 
 Registration::Registration() = default;
 Registration::~Registration() = default;
 
 #ifdef NEZHA_WITH_VERBS
 
+std::optional<IoRegion> Registration::keysFor(size_t rail, const void* data, uint64_t bytes) const {
+  if (rail >= regions_.size() || regions_[rail] == nullptr) return std::nullopt;
+  const MemoryRegion& mr = *regions_[rail];
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  if (begin < mr.address() || begin + bytes > mr.address() + mr.size()) {
+    throw InvalidArgument(strCat(bytes, " bytes at ", begin, " lie outside their registration (",
+                                 mr.size(), " bytes at ", mr.address(), ")"));
+  }
+  return IoRegion{mr.lkey(), mr.rkey()};
+}
+
 GpuMemory::GpuMemory(const Options& engine) {
   const std::string sysfsRoot = paramString("NEZHA_RDMA_SYSFS_ROOT");
   for (size_t r = 0; r < engine.rails.size(); ++r) {
     const RailSpec& spec = engine.rails[r];
     RailMemory m{spec.name, spec.transport, false, ""};
-    std::unique_ptr<VerbsDevice> dev;
+    std::shared_ptr<const VerbsDevice> dev;
     if (spec.transport == "rdma") {
       // The port the rail's VerbsChannel opens (same discovery, same query).
       RdmaRailQuery q;
       q.rail = spec.name;
       q.iface = spec.iface;
       q.ipv4 = spec.address;
-      // A CQ of one: this device only holds registrations, it never completes work.
-      dev = std::make_unique<VerbsDevice>(resolveRdmaPort(sysfsRoot, q), 1, static_cast<int>(r),
-                                          spec.name);
+      // A CQ of one: this device only holds registrations and the domain the rail's channels
+      // share; each channel completes its work on a CQ of its own.
+      dev = std::make_shared<const VerbsDevice>(resolveRdmaPort(sysfsRoot, q), 1,
+                                                static_cast<int>(r), spec.name);
       const DmabufSupport support = probeDmabufSupport(*dev);
       m.dmabuf = support == DmabufSupport::kSupported;
       m.dmabufWhy = toString(support);
@@ -108,6 +122,10 @@ std::unique_ptr<Registration> GpuMemory::registerDmabuf(void* data, size_t bytes
 }
 
 #else  // no verbs transport: every rail is tcp, nothing to register
+
+std::optional<IoRegion> Registration::keysFor(size_t, const void*, uint64_t) const {
+  return std::nullopt;
+}
 
 GpuMemory::GpuMemory(const Options& engine) {
   for (const RailSpec& spec : engine.rails)

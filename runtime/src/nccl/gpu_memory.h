@@ -11,17 +11,21 @@
 // stays host-staged: NCCL stages GPU data through pinned host buffers and hands over those.
 //
 // The registrations live in a protection domain of the plugin's own, one opened HCA port per
-// rdma rail (the port the rail's VerbsChannel resolves, same discovery). That domain is where
-// the verbs channels must post from for zero copy; see nccl/ADAPTER-STATUS.md for what is left.
+// rdma rail (the port the rail's VerbsChannel resolves, same discovery). Every verbs channel the
+// plugin opens for that rail — each connection's, rebuilt ones included — opens on the same
+// domain (linkMemory(), VerbsChannel's domain), so NCCL's lkeys and rkeys are valid in its
+// queue pairs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nezha/nezha.hpp"
+#include "transport/channel.h"
 
 namespace nezha {
 class MemoryRegion;
@@ -29,6 +33,16 @@ class VerbsDevice;
 }  // namespace nezha
 
 namespace nezha::ncclnet {
+
+// How one connection (EngineLink) meets NCCL's memory.
+struct LinkMemory {
+  // Index = rail: the protection domain that rail's verbs channels open on (null for tcp rails;
+  // empty: every channel opens its own, as the runtime's communicator does).
+  std::vector<std::shared_ptr<const VerbsDevice>> domains;
+  // Zero copy: NCCL's buffers may be GPU memory, so no byte of a message is touched by the CPU;
+  // every message carries its registration (the mhandle) and moves by direct placement.
+  bool zeroCopy = false;
+};
 
 // What one rail offers NCCL's buffers.
 struct RailMemory {
@@ -62,6 +76,9 @@ class Registration {
   Registration& operator=(const Registration&) = delete;
   // The regions, index = the rdma rail's index among the plugin's rails (null for tcp rails).
   const std::vector<std::unique_ptr<MemoryRegion>>& regions() const { return regions_; }
+  // The keys a rail's work requests use for [data, data + bytes), which must lie inside this
+  // registration (InvalidArgument naming both ranges otherwise); none for a tcp rail.
+  std::optional<IoRegion> keysFor(size_t rail, const void* data, uint64_t bytes) const;
 
  private:
   friend class GpuMemory;
@@ -80,6 +97,8 @@ class GpuMemory {
 
   const MemoryPath& path() const { return path_; }
   const std::vector<RailMemory>& rails() const { return rails_; }
+  // What each connection opens its rails with: these domains, and the path's zero copy.
+  LinkMemory linkMemory() const;
 
   // regMr: `bytes` at `data` with ibv_reg_mr on every rdma rail; no bytes register nothing.
   // Throws InvalidArgument for a null buffer of some bytes, RailError naming the rail and errno
@@ -94,7 +113,9 @@ class GpuMemory {
 
  private:
   std::vector<RailMemory> rails_;
-  std::vector<std::unique_ptr<VerbsDevice>> devices_;  // index = rail; null for tcp rails
+  // Index = rail; null for tcp rails. Shared with the rails' verbs channels, which may outlive
+  // the plugin's own reference when a connection closes late.
+  std::vector<std::shared_ptr<const VerbsDevice>> devices_;
   MemoryPath path_;
 };
 

@@ -39,22 +39,24 @@ JobTable twoRankJob(const Nonce& nonce, size_t rails) {
   return job;
 }
 
-Transports openRails(const Options& o) {
+Transports openRails(const Options& o, const LinkMemory& memory) {
   Transports transports;
-  for (size_t r = 0; r < o.rails.size(); ++r)
-    transports.push_back(makeTransport(o, static_cast<int>(r), o.rails[r].address));
+  for (size_t r = 0; r < o.rails.size(); ++r) {
+    transports.push_back(makeTransport(o, static_cast<int>(r), o.rails[r].address,
+                                       r < memory.domains.size() ? memory.domains[r] : nullptr));
+  }
   return transports;
 }
 
 // The set-up's thread: connect every rail, then build the link (both ends probe together).
 // Holds the state, not the PendingLink, so an abandoned set-up frees what it built itself.
 void build(std::shared_ptr<PendingLink::State> state, Options o, Transports transports,
-           JobTable job, Deadline deadline) {
+           JobTable job, LinkMemory memory, Deadline deadline) {
   std::unique_ptr<EngineLink> link;
   std::string error;
   try {
     for (auto& t : transports) t->connect(job, deadline);
-    link = std::make_unique<EngineLink>(o, std::move(transports), job);
+    link = std::make_unique<EngineLink>(o, std::move(transports), job, std::move(memory));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -65,9 +67,9 @@ void build(std::shared_ptr<PendingLink::State> state, Options o, Transports tran
 }
 
 std::shared_ptr<PendingLink::State> start(Options o, Transports transports, JobTable job,
-                                          PendingLink::Duration timeout) {
+                                          LinkMemory memory, PendingLink::Duration timeout) {
   auto state = std::make_shared<PendingLink::State>();
-  std::thread(build, state, std::move(o), std::move(transports), std::move(job),
+  std::thread(build, state, std::move(o), std::move(transports), std::move(job), std::move(memory),
               Clock::now() + timeout)
       .detach();
   return state;
@@ -83,10 +85,10 @@ Options linkOptions(const Options& base, int rank) {
 }
 
 std::unique_ptr<PendingLink> PendingLink::listen(const Options& base, Duration timeout,
-                                                 ConnectHandle& handle) {
+                                                 ConnectHandle& handle, LinkMemory memory) {
   const Options o = linkOptions(base, EngineLink::kReceiver);
   randomBytes(handle.nonce.data(), handle.nonce.size());
-  Transports transports = openRails(o);
+  Transports transports = openRails(o, memory);
   JobTable job = twoRankJob(handle.nonce, transports.size());
   handle.rails.clear();
   for (size_t r = 0; r < transports.size(); ++r) {
@@ -100,11 +102,11 @@ std::unique_ptr<PendingLink> PendingLink::listen(const Options& base, Duration t
     handle.rails.push_back(RailAddress{a.s_addr, static_cast<uint16_t>(ep.port)});
   }
   return std::unique_ptr<PendingLink>(
-      new PendingLink(start(o, std::move(transports), std::move(job), timeout)));
+      new PendingLink(start(o, std::move(transports), std::move(job), std::move(memory), timeout)));
 }
 
 std::unique_ptr<PendingLink> PendingLink::connect(const Options& base, Duration timeout,
-                                                  const ConnectHandle& handle) {
+                                                  const ConnectHandle& handle, LinkMemory memory) {
   const Options o = linkOptions(base, EngineLink::kSender);
   if (handle.rails.size() != o.rails.size()) {
     throw CommError(
@@ -112,7 +114,7 @@ std::unique_ptr<PendingLink> PendingLink::connect(const Options& base, Duration 
         strCat("connect handle names ", handle.rails.size(), " rails, this process has ",
                o.rails.size(), " (NEZHA_RAILS must list the same rails on every host)"));
   }
-  Transports transports = openRails(o);
+  Transports transports = openRails(o, memory);
   JobTable job = twoRankJob(handle.nonce, transports.size());
   for (size_t r = 0; r < transports.size(); ++r) {
     job.ranks[EngineLink::kSender].rails[r] = transports[r]->endpoint();
@@ -121,7 +123,7 @@ std::unique_ptr<PendingLink> PendingLink::connect(const Options& base, Duration 
         mine.name, mine.transport, ipv4Text(handle.rails[r].ipv4), handle.rails[r].port};
   }
   return std::unique_ptr<PendingLink>(
-      new PendingLink(start(o, std::move(transports), std::move(job), timeout)));
+      new PendingLink(start(o, std::move(transports), std::move(job), std::move(memory), timeout)));
 }
 
 PendingLink::~PendingLink() = default;

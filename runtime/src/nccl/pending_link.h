@@ -28,12 +28,13 @@ class PendingLink {
   using Duration = std::chrono::milliseconds;
   // Receiver: opens every rail's listener now and fills `handle` (nonce, rail ports) for NCCL
   // to carry to the sender. `base`: the plugin's rails and engine knobs.
-  // The set-up fails (take() throws) when it is not done within `timeout`.
+  // The set-up fails (take() throws) when it is not done within `timeout`. `memory`: the
+  // domains the rails open on and the memory path (nccl/gpu_memory.h: GpuMemory::linkMemory).
   static std::unique_ptr<PendingLink> listen(const Options& base, Duration timeout,
-                                             ConnectHandle& handle);
+                                             ConnectHandle& handle, LinkMemory memory = {});
   // Sender: dials the rails `handle` names (decoded, magic checked, by the caller).
   static std::unique_ptr<PendingLink> connect(const Options& base, Duration timeout,
-                                              const ConnectHandle& handle);
+                                              const ConnectHandle& handle, LinkMemory memory = {});
   // Gives up on a set-up still running: it ends by itself (at the connect deadline at the
   // latest) and frees what it built; NCCL closing a listen comm never waits for its peer.
   ~PendingLink();

@@ -203,8 +203,8 @@ ncclResult_t listen(int dev, void* handle, void** listenComm) {
       throw CommError(ncclInvalidArgument, strCat("device ", dev, " (there is only 0)"));
     auto comm = std::make_unique<ListenComm>();
     ConnectHandle h;
-    comm->pending =
-        PendingLink::listen(gContext->config().engine, gContext->config().connectTimeout, h);
+    comm->pending = PendingLink::listen(
+        gContext->config().engine, gContext->config().connectTimeout, h, gMemory->linkMemory());
     encodeHandle(h, handle);
     gListens.add(comm.get());
     *listenComm = comm.release();
@@ -228,9 +228,9 @@ ncclResult_t connect(int dev, void* handle, void** sendComm) {
       if (comm == nullptr)
         throw FrameError("connect handle: its scratch names no connection of this process");
     } else {
-      comm =
-          PendingLink::connect(gContext->config().engine, gContext->config().connectTimeout, peer)
-              .release();
+      comm = PendingLink::connect(gContext->config().engine, gContext->config().connectTimeout,
+                                  peer, gMemory->linkMemory())
+                 .release();
       gConnecting.add(comm);
       std::memcpy(scratch, &comm, sizeof comm);
     }
@@ -328,13 +328,21 @@ ncclResult_t deregMr(void*, void* mhandle) {
   });
 }
 
-ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** request) {
+// The registration behind NCCL's mhandle when the plugin is zero-copy (the message then moves
+// from it, never through the CPU); null when host-staged, where the data path copies anyway.
+const Registration* registrationFor(void* mhandle) {
+  if (!gMemory->path().zeroCopy || mhandle == nullptr) return nullptr;
+  return live(gRegistrations, mhandle, "memory handle");
+}
+
+ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void* mhandle,
+                   void** request) {
   *request = nullptr;
   return guarded("isend", [&] {
     // Tags are not used: a connection's messages match in posting order.
     (void)tag;
     LinkComm* comm = live(gSends, sendComm, "send comm");
-    auto* req = new Request{comm, comm->link->post(data, size)};
+    auto* req = new Request{comm, comm->link->post(data, size, registrationFor(mhandle))};
     gRequests.add(req);
     *request = req;
     return ncclSuccess;
@@ -342,7 +350,7 @@ ncclResult_t isend(void* sendComm, void* data, uint64_t size, int tag, void** re
 }
 
 ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, int* tags,
-                   void** request) {
+                   void** mhandles, void** request) {
   *request = nullptr;
   return guarded("irecv", [&] {
     (void)tags;
@@ -351,15 +359,22 @@ ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, in
       throw CommError(ncclInvalidArgument,
                       strCat("irecv of ", n, " grouped receives (the plugin reports maxRecvs 1)"));
     }
-    auto* req = new Request{comm, comm->link->post(data[0], sizes[0])};
+    const Registration* reg = registrationFor(mhandles != nullptr ? mhandles[0] : nullptr);
+    auto* req = new Request{comm, comm->link->post(data[0], sizes[0], reg)};
     gRequests.add(req);
     *request = req;
     return ncclSuccess;
   });
 }
 
+// No flush request (NCCL takes a null request as done). Host-staged there is nothing to make
+// visible to a GPU. Zero copy: a receive's test() completes only after the receive completion of
+// the HCA's last write into the buffer, which is all the test double (and host memory) needs; on
+// a GPU the HCA's PCIe writes may still be in flight to GPU memory then, which NCCL's own IB
+// transport closes with an RDMA read of the received buffer over a loopback queue pair. That read
+// is not built: it needs GPUDirect hardware to be shown (docs/nccl.md "GPU memory").
 ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
-  *request = nullptr;  // host memory: nothing to make visible to a GPU
+  *request = nullptr;
   return ncclSuccess;
 }
 
@@ -423,15 +438,15 @@ ncclResult_t acceptV8(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_
   if (devComm != nullptr) *devComm = nullptr;
   return accept(listenComm, recvComm);
 }
-ncclResult_t isendV8(void* comm, void* data, int size, int tag, void*, void** request) {
+ncclResult_t isendV8(void* comm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) return ncclInvalidArgument;
-  return isend(comm, data, static_cast<uint64_t>(size), tag, request);
+  return isend(comm, data, static_cast<uint64_t>(size), tag, mhandle, request);
 }
-ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void**,
+ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void** mhandles,
                      void** request) {
   if (n != 1 || sizes[0] < 0) return ncclInvalidArgument;  // maxRecvs is 1
   const uint64_t size = static_cast<uint64_t>(sizes[0]);
-  return irecv(comm, n, data, &size, tags, request);
+  return irecv(comm, n, data, &size, tags, mhandles, request);
 }
 
 // ---- v11 adapters ----------------------------------------------------------------------------
@@ -450,14 +465,15 @@ ncclResult_t connectV11(void*, int dev, void* handle, void** sendComm,
   if (devComm != nullptr) *devComm = nullptr;
   return connect(dev, handle, sendComm);
 }
-ncclResult_t isendV11(void* comm, void* data, size_t size, int tag, void*, void*, void** request) {
-  return isend(comm, data, size, tag, request);
-}
-ncclResult_t irecvV11(void* comm, int n, void** data, size_t* sizes, int* tags, void**, void**,
+ncclResult_t isendV11(void* comm, void* data, size_t size, int tag, void* mhandle, void*,
                       void** request) {
+  return isend(comm, data, size, tag, mhandle, request);
+}
+ncclResult_t irecvV11(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                      void**, void** request) {
   if (n != 1) return ncclInvalidArgument;  // maxRecvs is 1
   const uint64_t size = sizes[0];
-  return irecv(comm, n, data, &size, tags, request);
+  return irecv(comm, n, data, &size, tags, mhandles, request);
 }
 // The rails are already one device; NCCL may only ask to merge that one device with itself.
 template <typename VProps>

@@ -21,13 +21,23 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "transport/offload.h"
 
 namespace nezha {
+
+// Zero copy on an rdma rail: the caller registered the op's buffer in the rail's protection
+// domain (transport/verbs/memory_region.h), and work requests address it by the buffer's own
+// pointer (for a dma-buf, the iova it was registered with). The keys of that registration.
+struct IoRegion {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
 
 struct IoOp {
   enum Kind { kSend, kRecv };
@@ -46,6 +56,12 @@ struct IoOp {
   // received and passed through its onRecv. Lets a ring or chain run all its steps in one
   // exchange with no step barrier. Not owned; must point into the same ops vector.
   const IoOp* after = nullptr;
+  // Optional: set on both ends' matching ops or on neither (the caller's side of the contract,
+  // like matching lengths). With it the transport moves the bytes without the CPU touching
+  // [buf, buf+len) — for GPU memory it cannot (docs/nccl.md "GPU memory"): the verbs rail writes
+  // straight from the sender's region into the receiver's. Transports that copy through the CPU
+  // (TCP, SHARP) refuse an op that carries one. No onRecv or `after` with it.
+  std::optional<IoRegion> region;
 
   static IoOp send(int peer, const void* buf, size_t len, size_t align = 1) {
     IoOp op;

@@ -10,11 +10,15 @@
 namespace nezha {
 
 std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
-                                         const std::string& address) {
+                                         const std::string& address,
+                                         std::shared_ptr<const VerbsDevice> domain) {
   const RailSpec& spec = o.rails.at(railIndex);
   if (spec.transport == "tcp") return std::make_unique<TcpChannel>(o, railIndex, address);
 #ifdef NEZHA_WITH_VERBS
-  if (spec.transport == "rdma") return std::make_unique<VerbsChannel>(o, railIndex, address);
+  if (spec.transport == "rdma")
+    return std::make_unique<VerbsChannel>(o, railIndex, address, std::move(domain));
+#else
+  (void)domain;
 #endif
   if (spec.transport == "sharp") return std::make_unique<SharpChannel>(o, railIndex, address);
   // Config parsing refuses unknown transports first; this is the last line for callers that

@@ -72,9 +72,14 @@ class Transport : public Channel {
   HealthListener health_;
 };
 
+class VerbsDevice;
+
 // The transport named by o.rails[railIndex].transport, bound to `address` (the rail's IP).
-// Throws ConfigError for a transport this build does not have.
+// `domain`: an rdma rail opens on that device's protection domain (VerbsChannel), so memory
+// registered there can be posted from (IoOp::region); ignored by other transports. Throws
+// ConfigError for a transport this build does not have.
 std::unique_ptr<Transport> makeTransport(const Options& o, int railIndex,
-                                         const std::string& address);
+                                         const std::string& address,
+                                         std::shared_ptr<const VerbsDevice> domain = nullptr);
 
 }  // namespace nezha

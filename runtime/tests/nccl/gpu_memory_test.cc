@@ -1,24 +1,21 @@
 // What the NCCL plugin tells NCCL about its buffers and how it registers them
 // (nccl/gpu_memory.h, docs/nccl.md "GPU memory"): the rule for ptrSupport both ways, the
 // registrations over the libibverbs test double (a memfd standing in for a GPU's dma-buf), and
-// the plugin itself on an rdma rail, loaded as NCCL loads it: its INFO line, getProperties,
-// regMr / regMrDmaBuf / deregMr and a message between registered buffers.
+// the plugin itself on a tcp and an rdma rail, loaded as NCCL loads it: host-staged in its INFO
+// line and getProperties, regMr / regMrDmaBuf / deregMr and a message between registered
+// buffers. Zero copy itself: zero_copy_test.cc.
 #include "nccl/gpu_memory.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nccl/net_abi.h"
+#include "nccl/plugin_driver.h"
 #include "test_util.h"
 #include "transport/fake_hca.h"
 #include "transport/verbs/memory_region.h"
@@ -85,17 +82,25 @@ class GpuMemoryTest : public ::testing::Test {
 };
 std::unique_ptr<testing::FakeHcaOnLoopback> GpuMemoryTest::hca_;
 
-TEST_F(GpuMemoryTest, ProbesEveryRdmaRailAndStaysHostStagedWhileTheRailCopies) {
+TEST_F(GpuMemoryTest, ProbesEveryRdmaRailAndIsZeroCopyOnlyWhenEveryRailIsRdma) {
   GpuMemory all(engine({"rdma", "rdma"}));
   ASSERT_EQ(all.rails().size(), 2u);
   for (const RailMemory& r : all.rails()) EXPECT_TRUE(r.dmabuf) << r.name << ": " << r.dmabufWhy;
-  // This build's verbs rail still copies through its staging rings (verbs_channel.h).
-  EXPECT_EQ(all.path().zeroCopy, VerbsChannel::kPostsFromCallerMemory);
-  EXPECT_TRUE(contains(all.path().why, "staging rings")) << all.path().why;
+  // The verbs rail posts from registered memory (verbs_channel.h, direct placement).
+  ASSERT_TRUE(VerbsChannel::kPostsFromCallerMemory);
+  EXPECT_TRUE(all.path().zeroCopy) << all.path().why;
+  EXPECT_TRUE(contains(all.path().why, "every rail is rdma and its HCA registers dma-bufs"))
+      << all.path().why;
+  const LinkMemory links = all.linkMemory();
+  EXPECT_TRUE(links.zeroCopy);
+  ASSERT_EQ(links.domains.size(), 2u);
+  for (const auto& d : links.domains) EXPECT_NE(d, nullptr) << "rdma rails share their domain";
 
   GpuMemory mixed(engine());
   EXPECT_FALSE(mixed.path().zeroCopy);
   EXPECT_TRUE(contains(mixed.path().why, "rail r0 is tcp")) << mixed.path().why;
+  EXPECT_FALSE(mixed.linkMemory().zeroCopy);
+  EXPECT_EQ(mixed.linkMemory().domains[0], nullptr) << "a tcp rail has no domain";
 }
 
 TEST_F(GpuMemoryTest, AKernelWithoutDmabufIsNamedInTheReason) {
@@ -148,35 +153,16 @@ TEST_F(GpuMemoryTest, RegistersHostMemoryOnEveryRdmaRail) {
   EXPECT_EQ(empty->regions()[1], nullptr);
 }
 
-// ---- the plugin, loaded as NCCL loads it, on one rdma rail -----------------------------------
+// ---- the plugin, loaded as NCCL loads it, on a tcp and an rdma rail ---------------------------
+// (two rdma rails, zero copy: nccl/zero_copy_test.cc)
 
-std::mutex gLogMu;
-std::string gInfoLines;  // what the plugin logged through NCCL's logger, under gLogMu
-std::string logged() {
-  std::lock_guard<std::mutex> lock(gLogMu);
-  return gInfoLines;
-}
-void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  char line[2048];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof line, fmt, args);
-  va_end(args);
-  std::lock_guard<std::mutex> lock(gLogMu);
-  gInfoLines += std::string(level == NCCL_LOG_WARN ? "WARN " : "INFO ") + line + "\n";
-}
+using testing::logged;
 
-TEST_F(GpuMemoryTest, ThePluginOnAnRdmaRailReportsItsPathAndRegistersNcclsBuffers) {
-  setenv("NEZHA_RAILS", "r0=lo:rdma", 1);
-  setenv("NEZHA_JOB_TOKEN", testing::kTestToken, 1);
-  void* lib = dlopen(NEZHA_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << dlerror();
-  const auto* net = static_cast<const ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12"));
-  ASSERT_NE(net, nullptr);
+TEST_F(GpuMemoryTest, ThePluginOnMixedRailsIsHostStagedAndRegistersNcclsBuffers) {
   void* ctx = nullptr;
-  ncclNetCommConfig_v12_t config{-1};
-  ASSERT_EQ(net->init(&ctx, 1, &config, logger, nullptr), ncclSuccess) << logged();
-  EXPECT_TRUE(contains(logged(), "host-staged (ptrSupport NCCL_PTR_HOST): every rail is rdma"))
+  const ncclNet_v12_t* net = testing::loadPlugin("r0=lo:tcp,r1=lo:rdma", &ctx);
+  ASSERT_NE(net, nullptr);
+  EXPECT_TRUE(contains(logged(), "host-staged (ptrSupport NCCL_PTR_HOST): rail r0 is tcp"))
       << logged();
   ncclNetProperties_v12_t props{};
   ASSERT_EQ(net->getProperties(0, &props), ncclSuccess);
@@ -204,51 +190,24 @@ TEST_F(GpuMemoryTest, ThePluginOnAnRdmaRailReportsItsPathAndRegistersNcclsBuffer
   EXPECT_EQ(mappingsOfMemfd(), before);
   EXPECT_EQ(net->deregMr(nullptr, mh), ncclInvalidArgument) << "a handle deregistered already";
 
-  // A message between buffers registered on the rdma rail arrives exact.
-  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void *listen = nullptr, *send = nullptr, *recv = nullptr;
-  ASSERT_EQ(net->listen(ctx, 0, handle, &listen), ncclSuccess) << logged();
-  while (send == nullptr || recv == nullptr) {
-    if (send == nullptr) {
-      ASSERT_EQ(net->connect(ctx, 0, handle, &send, nullptr), ncclSuccess);
-    }
-    if (recv == nullptr) {
-      ASSERT_EQ(net->accept(listen, &recv, nullptr), ncclSuccess);
-    }
-    std::this_thread::yield();
-  }
+  // A message between registered buffers arrives exact over both rails (host-staged: the CPU
+  // may copy them, and the tcp rail does).
+  testing::Comms comms;
+  ASSERT_NO_FATAL_FAILURE(testing::connectComms(net, ctx, comms));
   constexpr size_t kBytes = (1 << 20) + 3;
   std::vector<uint8_t> out(kBytes), in(kBytes, 0);
   for (size_t i = 0; i < kBytes; ++i) out[i] = static_cast<uint8_t>(i * 13 + 7);
   void *sendMh = nullptr, *recvMh = nullptr;
-  ASSERT_EQ(net->regMr(send, out.data(), kBytes, NCCL_PTR_HOST, &sendMh), ncclSuccess);
-  ASSERT_EQ(net->regMr(recv, in.data(), kBytes, NCCL_PTR_HOST, &recvMh), ncclSuccess);
-  void *sreq = nullptr, *rreq = nullptr;
-  ASSERT_EQ(net->isend(send, out.data(), kBytes, 0, sendMh, nullptr, &sreq), ncclSuccess);
-  void* data[1] = {in.data()};
-  size_t sizes[1] = {kBytes};
-  int tags[1] = {0};
-  void* mhandles[1] = {recvMh};
-  ASSERT_EQ(net->irecv(recv, 1, data, sizes, tags, mhandles, nullptr, &rreq), ncclSuccess);
-  int sendDone = 0, recvDone = 0, got[1] = {0};
-  while (!sendDone || !recvDone) {
-    if (!sendDone) {
-      ASSERT_EQ(net->test(sreq, &sendDone, nullptr), ncclSuccess) << logged();
-    }
-    if (!recvDone) {
-      ASSERT_EQ(net->test(rreq, &recvDone, got), ncclSuccess) << logged();
-    }
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(got[0], static_cast<int>(kBytes));
+  ASSERT_EQ(net->regMr(comms.send, out.data(), kBytes, NCCL_PTR_HOST, &sendMh), ncclSuccess);
+  ASSERT_EQ(net->regMr(comms.recv, in.data(), kBytes, NCCL_PTR_HOST, &recvMh), ncclSuccess);
+  int got = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::transfer(net, comms, out.data(), kBytes, sendMh, in.data(), kBytes, recvMh, &got));
+  EXPECT_EQ(got, static_cast<int>(kBytes));
   EXPECT_EQ(in, out);
-  EXPECT_EQ(net->deregMr(send, sendMh), ncclSuccess);
-  EXPECT_EQ(net->deregMr(recv, recvMh), ncclSuccess);
-  EXPECT_EQ(net->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net->closeRecv(recv), ncclSuccess);
-  EXPECT_EQ(net->closeListen(listen), ncclSuccess);
-  unsetenv("NEZHA_RAILS");
-  unsetenv("NEZHA_JOB_TOKEN");
+  EXPECT_EQ(net->deregMr(comms.send, sendMh), ncclSuccess);
+  EXPECT_EQ(net->deregMr(comms.recv, recvMh), ncclSuccess);
+  testing::closeComms(net, comms);
 }
 
 }  // namespace

@@ -16,8 +16,7 @@
 #include <vector>
 
 #include "nccl/engine_link.h"
-#include "nccl/handle.h"
-#include "nccl/pending_link.h"
+#include "nccl/link_pair.h"
 #include "test_util.h"
 #include "transport/fake_hca.h"
 
@@ -26,47 +25,15 @@ namespace {
 
 constexpr int kS = EngineLink::kSender;
 constexpr int kR = EngineLink::kReceiver;
-using Links = std::array<std::unique_ptr<EngineLink>, 2>;
+using Links = testing::LinkPair;
 
 class RdmaLinkTest : public ::testing::TestWithParam<std::array<std::string, 2>> {
  protected:
   static void SetUpTestSuite() { hca_ = std::make_unique<testing::FakeHcaOnLoopback>(); }
   static void TearDownTestSuite() { hca_.reset(); }
 
-  // The plugin's engine options with the test's two rail transports. Equal shares held (no
-  // probe, no tuning), so which rails carry a message depends only on the test's cut.
-  static Options base() {
-    Options o;
-    o.rails = testing::loopbackRails(2);
-    for (size_t r = 0; r < o.rails.size(); ++r) {
-      o.rails[r].transport = GetParam()[r];
-      o.rails[r].expectedMbps = 10000;
-    }
-    o.jobToken = testing::kTestToken;
-    o.ioTimeout = std::chrono::milliseconds(20000);
-    o.probeBytes = 0;
-    o.tuneInterval = 1 << 30;
-    o.coldThreshold = 64 << 10;
-    o.readmitHoldDown = std::chrono::milliseconds(50);
-    o.worldSize = 2;
-    return o;
-  }
-
-  // Both ends through PendingLink, polled as NCCL polls accept() and connect(); a set-up that
-  // fails or passes its timeout throws out of take().
-  static Links connectLinks() {
-    const auto timeout = std::chrono::seconds(20);
-    ConnectHandle handle;
-    auto receiver = PendingLink::listen(base(), timeout, handle);
-    auto sender = PendingLink::connect(base(), timeout, handle);
-    Links links;
-    while (links[kR] == nullptr || links[kS] == nullptr) {
-      if (links[kR] == nullptr) links[kR] = receiver->take();
-      if (links[kS] == nullptr) links[kS] = sender->take();
-      std::this_thread::yield();
-    }
-    return links;
-  }
+  static Options base() { return testing::heldShareLinkOptions({GetParam()[0], GetParam()[1]}); }
+  static Links connectLinks() { return testing::connectPendingLinks(base()); }
 
   static std::unique_ptr<testing::FakeHcaOnLoopback> hca_;
 };

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "transport/verbs/discovery.h"
@@ -53,6 +54,18 @@ class FakeHcaOnLoopback {
 
  private:
   std::string root_;
+};
+
+// A test suite whose tests share one fake HCA tree (GIDs 127.0.0.1 and .2), made before its
+// first test and removed after its last.
+class FakeHcaSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { hca_ = std::make_unique<FakeHcaOnLoopback>(); }
+  static void TearDownTestSuite() { hca_.reset(); }
+  static const std::string& sysfsRoot() { return hca_->root(); }
+
+ private:
+  static inline std::unique_ptr<FakeHcaOnLoopback> hca_;
 };
 
 }  // namespace nezha::testing

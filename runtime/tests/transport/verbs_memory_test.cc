@@ -35,13 +35,7 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   return v;
 }
 
-class VerbsMemoryTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { hca_ = std::make_unique<testing::FakeHcaOnLoopback>(); }
-  static void TearDownTestSuite() { hca_.reset(); }
-  static std::unique_ptr<testing::FakeHcaOnLoopback> hca_;
-};
-std::unique_ptr<testing::FakeHcaOnLoopback> VerbsMemoryTest::hca_;
+class VerbsMemoryTest : public testing::FakeHcaSuite {};
 
 // One RDMA write with immediate of `len` bytes at `from`+fromOff into `to`+toOff, pair.qp[0]
 // -> pair.qp[1]; both completions must succeed and the receive carry the immediate.
@@ -77,13 +71,13 @@ void writeWithImm(ConnectedPair& pair, const MemoryRegion& from, uint64_t fromOf
 }
 
 TEST_F(VerbsMemoryTest, TheDoubleSupportsDmabuf) {
-  auto dev = testing::openLoopbackDevice(hca_->root(), "127.0.0.1");
+  auto dev = testing::openLoopbackDevice(sysfsRoot(), "127.0.0.1");
   EXPECT_EQ(probeDmabufSupport(*dev), DmabufSupport::kSupported);
 }
 
 // memfd (dma-buf) -> memfd (dma-buf) -> host memory, at offsets that are not page aligned.
 TEST_F(VerbsMemoryTest, WritesMoveBytesBetweenDmabufAndHostRegions) {
-  ConnectedPair pair(hca_->root());
+  ConnectedPair pair(sysfsRoot());
   const size_t bytes = 1 << 20;
   Memfd sendBuf(bytes), recvBuf(bytes);
   const uint64_t sendOffset = 4096 + 100, recvOffset = 3 * 4096 + 1;
@@ -105,7 +99,7 @@ TEST_F(VerbsMemoryTest, WritesMoveBytesBetweenDmabufAndHostRegions) {
   EXPECT_EQ(recvBuf.read(recvOffset + 1000 + len, 4096), std::vector<uint8_t>(4096, 0));
 
   // Back the other way: the received dma-buf region is the source, host memory the target.
-  ConnectedPair back(hca_->root());
+  ConnectedPair back(sysfsRoot());
   auto again = MemoryRegion::registerDmabuf(*back.dev[0], recvBuf.fd(), recvOffset, regionBytes,
                                             kRecvIova, 0);
   std::vector<uint8_t> host(len, 0);
@@ -119,7 +113,7 @@ TEST_F(VerbsMemoryTest, WritesMoveBytesBetweenDmabufAndHostRegions) {
 // A write past the end of a dma-buf region is refused by the responder, as by an HCA: the
 // region's bounds are its iova range, not the whole buffer behind the fd.
 TEST_F(VerbsMemoryTest, AWriteBeyondTheRegionFails) {
-  ConnectedPair pair(hca_->root());
+  ConnectedPair pair(sysfsRoot());
   Memfd sendBuf(1 << 16), recvBuf(1 << 16);
   auto src = MemoryRegion::registerDmabuf(*pair.dev[0], sendBuf.fd(), 0, 8192, kSendIova, 0);
   auto dst = MemoryRegion::registerDmabuf(*pair.dev[1], recvBuf.fd(), 0, 4096, kRecvIova, 0);
@@ -140,7 +134,7 @@ TEST_F(VerbsMemoryTest, AWriteBeyondTheRegionFails) {
 }
 
 TEST_F(VerbsMemoryTest, AKernelWithoutDmabufIsReportedAndRefused) {
-  auto dev = testing::openLoopbackDevice(hca_->root(), "127.0.0.1");
+  auto dev = testing::openLoopbackDevice(sysfsRoot(), "127.0.0.1");
   Memfd buf(4096);
   setenv("NEZHA_IBV_DOUBLE_DMABUF", "unsupported", 1);
   EXPECT_EQ(probeDmabufSupport(*dev), DmabufSupport::kRefusedByKernel);
@@ -156,7 +150,7 @@ TEST_F(VerbsMemoryTest, AKernelWithoutDmabufIsReportedAndRefused) {
 }
 
 TEST_F(VerbsMemoryTest, BadRegistrationsNameTheCallAndTheInput) {
-  auto dev = testing::openLoopbackDevice(hca_->root(), "127.0.0.1");
+  auto dev = testing::openLoopbackDevice(sysfsRoot(), "127.0.0.1");
   Memfd buf(4096);
   EXPECT_THROW(MemoryRegion::registerDmabuf(*dev, -1, 0, 4096, kSendIova, 0), InvalidArgument);
   EXPECT_THROW(MemoryRegion::registerDmabuf(*dev, buf.fd(), 0, 0, kSendIova, 0), InvalidArgument);

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "test_util.h"
 #include "transport/fake_hca.h"
+#include "transport/rdma_ranks.h"
 #include "transport/transport.h"
 #include "transport/verbs_pair.h"
 
@@ -39,34 +40,9 @@ class VerbsTest : public ::testing::Test {
   static void SetUpTestSuite() { hca_ = std::make_unique<testing::FakeHcaOnLoopback>(); }
   static void TearDownTestSuite() { hca_.reset(); }
 
-  static Options options(int rank, int ranks) {
-    Options o;
-    o.rank = rank;
-    o.worldSize = ranks;
-    o.rails = {{"r0", "lo", "rdma", "127.0.0.1"}};
-    o.jobToken = kTestToken;
-    o.ioTimeout = std::chrono::milliseconds(20000);
-    return o;
-  }
-
-  // Connected rdma channels, one per rank.
+  static Options options(int rank, int ranks) { return testing::rdmaRankOptions(rank, ranks); }
   static std::vector<std::unique_ptr<Transport>> connectRanks(int ranks) {
-    std::vector<std::unique_ptr<Transport>> ts;
-    JobTable job;
-    job.session = "verbs-test";
-    for (int r = 0; r < ranks; ++r) {
-      ts.push_back(makeTransport(options(r, ranks), 0, "127.0.0.1"));
-      RankInfo info;
-      info.rank = r;
-      info.worldSize = ranks;
-      info.rails = {ts.back()->endpoint()};
-      job.ranks.push_back(info);
-    }
-    runRanks(ranks, [&](int r) {
-      ts[r]->connect(job, Clock::now() + std::chrono::seconds(20));
-      EXPECT_EQ(ts[r]->releaseControl().size(), static_cast<size_t>(ranks));
-    });
-    return ts;
+    return testing::connectRdmaRanks(ranks);
   }
 
   static std::unique_ptr<testing::FakeHcaOnLoopback> hca_;

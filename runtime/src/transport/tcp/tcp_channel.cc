@@ -129,6 +129,9 @@ StreamQueues TcpChannel::queueOps(std::vector<IoOp>& ops) const {
   for (size_t oi = 0; oi < ops.size(); ++oi) {
     IoOp& op = ops[oi];
     where[oi].assign(nstreams_, {-1, -1});
+    // A socket copies through the CPU, which must not touch a registered (GPU) buffer.
+    NEZHA_ENFORCE(!op.region, "rail ", spec_.name,
+                  ": tcp cannot move a registered (zero-copy) buffer; only rdma rails can");
     if (op.len == 0) continue;
     NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
     NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0, "length ", op.len, " not aligned to ",

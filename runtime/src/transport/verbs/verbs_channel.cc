@@ -21,7 +21,8 @@ namespace {
 constexpr int kConns = 2;  // per peer: bootstrap (0) and control (1)
 }  // namespace
 
-VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& address)
+VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& address,
+                           std::shared_ptr<const VerbsDevice> domain)
     : spec_(o.rails.at(railIndex)),
       address_(address),
       rail_(railIndex),
@@ -41,11 +42,20 @@ VerbsChannel::VerbsChannel(const Options& o, int railIndex, const std::string& a
   const RdmaPort port = resolveRdmaPort(paramString("NEZHA_RDMA_SYSFS_ROOT"), q);
   // Every peer's sends and receives (and their credits) can complete at once.
   const int cqDepth = std::max(1, size_ - 1) * (5 * kSlots + 16);
-  device_ = std::make_unique<VerbsDevice>(port, cqDepth, rail_, spec_.name);
+  if (domain == nullptr) {
+    device_ = std::make_unique<VerbsDevice>(port, cqDepth, rail_, spec_.name);
+  } else {
+    if (domain->port().device != port.device || domain->port().port != port.port) {
+      throw ConfigError(strCat("rail ", spec_.name, ": resolves to ", port.device, " port ",
+                               port.port, " but was handed the protection domain of ",
+                               domain->where()));
+    }
+    device_ = std::make_unique<VerbsDevice>(std::move(domain), cqDepth, rail_, spec_.name);
+  }
   wake_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_.valid()) throw RailError(rail_, sysError("eventfd", errno));
   listen_ = listenOn(address_, 0, spec_.iface, 256, tuning_);
-  async_ = std::thread([this] { asyncLoop(); });
+  if (!device_->sharesContext()) async_ = std::thread([this] { asyncLoop(); });
 }
 
 VerbsChannel::~VerbsChannel() {

@@ -21,8 +21,13 @@
 // above a rail's. Chunks are at most one slot, so one peer's stream cannot monopolize a rail
 // and a rail's bytes are spread in small units the scheduler can balance against other rails.
 //
-// External memory (memory_region.h): a caller that owns its buffers' registrations registers
-// them on device() (host memory or a dma-buf) for a zero-copy path of its own.
+// External memory (memory_region.h): a caller that owns its buffers' registrations (the NCCL
+// plugin: regMr / deregMr bracket every use) registers them in the rail's protection domain —
+// device(), or a device it hands the constructor, shared by every channel of that rail — and
+// passes the keys with its ops (IoOp::region). Those ops skip the staging rings: the receiver
+// advertises the buffer, the sender's HCA writes into it from the caller's region (direct
+// placement, verbs_peer.h). The registration's lifetime is the caller's, so the reason for
+// staging above does not apply to them.
 //
 // Progress (channel.h): exchange() posts, then polls the CQ; when nothing is ready it arms
 // the CQ and sleeps in poll() on the completion channel's fd and the peers' bootstrap
@@ -53,7 +58,13 @@ class VerbsChannel : public Transport {
   // Resolves the rail's HCA/port/GID (sysfs under NEZHA_RDMA_SYSFS_ROOT), opens the device,
   // starts the async event thread and listens on `address`. Throws ConfigError when the rail
   // has no RDMA device, RailError when it cannot be opened.
-  VerbsChannel(const Options& o, int railIndex, const std::string& address);
+  // `domain` (optional): open on that device's context and protection domain instead of a new
+  // one, so memory the caller registered there is valid in this rail's queue pairs (IoOp's
+  // region); it must be the port this rail resolves (ConfigError otherwise). The context's async
+  // events then have no reader here (one blocking reader per context): a port error shows as
+  // error completions of the queue pairs instead.
+  VerbsChannel(const Options& o, int railIndex, const std::string& address,
+               std::shared_ptr<const VerbsDevice> domain = nullptr);
   ~VerbsChannel() override;
 
   RailEndpoint endpoint() const override;
@@ -78,12 +89,12 @@ class VerbsChannel : public Transport {
   // protection domain, and release it before the channel goes.
   const VerbsDevice& device() const { return *device_; }
 
-  // Whether exchange() posts an IoOp's bytes from a caller's registered memory region (zero
-  // copy, what GPU buffers need: the CPU cannot touch them) rather than copying them through
-  // the staging rings below. Not yet: the IoOps carry no memory handle and receives land in
-  // the rings (see the top of this file). The NCCL plugin stays host-staged while this is false
-  // (nccl/gpu_memory.h).
-  static constexpr bool kPostsFromCallerMemory = false;
+  // Whether exchange() moves an IoOp that carries a region (channel.h) without the CPU touching
+  // its bytes: the sender's RDMA write names the caller's region, the receiver advertises its
+  // registered buffer and the HCA writes into it (verbs_peer.h, "Direct placement"). What GPU
+  // buffers need; ops without a region still go through the staging rings. The NCCL plugin's
+  // zero-copy rule reads it (nccl/gpu_memory.h).
+  static constexpr bool kPostsFromCallerMemory = true;
 
   // Staging: slots per peer and direction, and bytes per slot (= the largest chunk).
   static constexpr int kSlots = 16;
@@ -98,6 +109,7 @@ class VerbsChannel : public Transport {
   struct PeerQueues {
     std::vector<Part> sends, recvs;
     size_t sendCursor = 0, recvCursor = 0;
+    size_t advertCursor = 0;  // receives up to here advertised (those with a region)
   };
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   void connectQueuePairs(Deadline deadline);
@@ -106,7 +118,11 @@ class VerbsChannel : public Transport {
   // Handles every completion ready now; returns how many.
   int drainCompletions();
   bool deliver(int peer, PeerQueues& q);  // copies arrived chunks out; returns whether any
+  // Handles one direct write of `len` bytes into the current receive; false if none is pending.
+  bool landDirect(int peer, PeerQueues& q, uint32_t len);
+  bool postAdverts(int peer, PeerQueues& q);  // direct placement: the receives' buffers
   bool postSends(int peer, PeerQueues& q);
+  bool postDirect(int peer, Part& part);  // a send with a region: straight into the advert
   void waitForProgress(bool receiving);
   [[noreturn]] void fail(const std::string& what);
 

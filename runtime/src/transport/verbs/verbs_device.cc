@@ -33,12 +33,6 @@ VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail, const std:
     if (port_.device == lib_.getDeviceName(list[i])) ctx_ = lib_.openDevice(list[i]);
   }
   lib_.freeDeviceList(list);
-  // From here on the destructor does not run if we throw: release by hand on failure.
-  auto failWith = [&](const std::string& what) {
-    const std::string msg = strCat(where(), ": ", what);
-    release();
-    throw RailError(rail_, msg);
-  };
   if (ctx_ == nullptr) failWith("no such verbs device, or it cannot be opened");
   if (lib_.queryPort(ctx_, static_cast<uint8_t>(port_.port), &attr_) != 0)
     failWith(sysError("ibv_query_port", errno));
@@ -51,6 +45,28 @@ VerbsDevice::VerbsDevice(const RdmaPort& port, int cqDepth, int rail, const std:
     failWith(strCat("GID ", port_.gidIndex, " is ", gidText(gid_), ", sysfs says ", port_.gid));
   pd_ = lib_.allocPd(ctx_);
   if (pd_ == nullptr) failWith(sysError("ibv_alloc_pd", errno));
+  openCompletionQueue(cqDepth);
+}
+
+VerbsDevice::VerbsDevice(std::shared_ptr<const VerbsDevice> domain, int cqDepth, int rail,
+                         const std::string& railName)
+    : lib_(railName), domain_(std::move(domain)), port_(domain_->port_), rail_(rail) {
+  ctx_ = domain_->ctx_;
+  pd_ = domain_->pd_;
+  gid_ = domain_->gid_;
+  if (lib_.queryPort(ctx_, static_cast<uint8_t>(port_.port), &attr_) != 0)
+    failWith(sysError("ibv_query_port", errno));
+  openCompletionQueue(cqDepth);
+}
+
+// From a constructor: the destructor does not run if it throws, so release by hand.
+void VerbsDevice::failWith(const std::string& what) {
+  const std::string msg = strCat(where(), ": ", what);
+  release();
+  throw RailError(rail_, msg);
+}
+
+void VerbsDevice::openCompletionQueue(int cqDepth) {
   channel_ = lib_.createCompChannel(ctx_);
   if (channel_ == nullptr) failWith(sysError("ibv_create_comp_channel", errno));
   // exchange() poll()s the channel's fd with its own timeout, so reads must never block.
@@ -66,8 +82,8 @@ VerbsDevice::~VerbsDevice() { release(); }
 void VerbsDevice::release() {
   if (cq_ != nullptr) lib_.destroyCq(cq_);
   if (channel_ != nullptr) lib_.destroyCompChannel(channel_);
-  if (pd_ != nullptr) lib_.deallocPd(pd_);
-  if (ctx_ != nullptr) lib_.closeDevice(ctx_);
+  if (domain_ == nullptr && pd_ != nullptr) lib_.deallocPd(pd_);
+  if (domain_ == nullptr && ctx_ != nullptr) lib_.closeDevice(ctx_);
   cq_ = nullptr;
   channel_ = nullptr;
   pd_ = nullptr;
@@ -92,6 +108,30 @@ RegisteredBuffer::RegisteredBuffer(const VerbsDevice& dev, size_t bytes, int rai
 RegisteredBuffer::~RegisteredBuffer() {
   lib_.deregMr(mr_);
   munmap(data_, bytes_);
+}
+
+std::string DirectAdvert::encode() const {
+  WireWriter w;
+  w.u64(addr).u64(len).u32(rkey);
+  return w.data();
+}
+
+DirectAdvert DirectAdvert::decode(const std::string& wire, int rail, const std::string& from) {
+  if (wire.size() != kWireBytes) {
+    throw RailError(rail, strCat("receive advertisement from ", from, " has ", wire.size(),
+                                 " bytes, want ", kWireBytes));
+  }
+  DirectAdvert a;
+  WireReader r(wire, "receive advertisement");
+  a.addr = r.u64();
+  a.len = r.u64();
+  a.rkey = r.u32();
+  r.finish();
+  if (a.len == 0 || a.addr + a.len < a.addr) {
+    throw RailError(rail, strCat("receive advertisement from ", from, ": ", a.len, " bytes at ",
+                                 a.addr, " is no buffer"));
+  }
+  return a;
 }
 
 std::string QpAddress::encode() const {

@@ -23,6 +23,13 @@ class VerbsDevice {
   // Opens `port.device` and checks that the port is active and that its GID at port.gidIndex
   // is the one discovery read from sysfs. Throws RailError(rail) naming the device.
   VerbsDevice(const RdmaPort& port, int cqDepth, int rail, const std::string& railName);
+  // The same opened port and protection domain as `domain` (kept alive by this device), with a
+  // completion channel and CQ of its own: memory registered in `domain` (memory_region.h) is
+  // valid in this device's queue pairs. How the NCCL plugin's rails post from NCCL's registered
+  // buffers (zero copy): every channel of a rail, rebuilt ones included, opens on the plugin's
+  // device for that rail. Re-reads the port's attributes. Throws RailError(rail).
+  VerbsDevice(std::shared_ptr<const VerbsDevice> domain, int cqDepth, int rail,
+              const std::string& railName);
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;
   VerbsDevice& operator=(const VerbsDevice&) = delete;
@@ -38,10 +45,15 @@ class VerbsDevice {
   bool roce() const { return attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
   // "mlx5_0 port 1", for messages.
   std::string where() const;
+  // Opened over another device's domain: the context, and so its async events, are shared.
+  bool sharesContext() const { return domain_ != nullptr; }
 
  private:
+  void openCompletionQueue(int cqDepth);
   void release();
+  [[noreturn]] void failWith(const std::string& what);
   VerbsLibrary lib_;
+  std::shared_ptr<const VerbsDevice> domain_;  // the owner of ctx_ and pd_, when shared
   RdmaPort port_;
   int rail_;
   ibv_context* ctx_ = nullptr;
@@ -87,6 +99,20 @@ struct QpAddress {
   std::string encode() const;
   // Throws RailError(rail) naming `from` on a record of the wrong size or with absurd values.
   static QpAddress decode(const std::string& wire, int rail, const std::string& from);
+};
+
+// Direct placement (verbs_peer.h): a receiver's registered buffer for one receive, sent into the
+// sender's staging ring as a fixed 20-byte little-endian record. The sender writes the receive's
+// bytes straight to [addr, addr + len) with `rkey`.
+struct DirectAdvert {
+  uint64_t addr = 0;
+  uint64_t len = 0;
+  uint32_t rkey = 0;
+  static constexpr size_t kWireBytes = 20;
+  std::string encode() const;
+  // Throws RailError(rail) naming `from` on a record of the wrong size, no bytes, or a range
+  // that wraps around the address space.
+  static DirectAdvert decode(const std::string& wire, int rail, const std::string& from);
 };
 
 // One reliable-connected queue pair on the device's shared CQ.

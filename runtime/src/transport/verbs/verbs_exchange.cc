@@ -28,11 +28,12 @@ void VerbsChannel::exchange(std::vector<IoOp>& ops) {
       PeerQueues& q = queues[p];
       VerbsPeer& peer = *peers_[p];
       moved |= deliver(p, q);
+      moved |= postAdverts(p, q);
       moved |= postSends(p, q);
       receiving |= q.recvCursor < q.recvs.size();
       // Done with a peer once every receive is copied out and every write completed.
       done &= q.recvCursor == q.recvs.size() && q.sendCursor == q.sends.size() &&
-              peer.sendDone == peer.sent;
+              peer.sendDone == peer.sent && peer.directDone == peer.directPosted;
     }
     if (done) break;
     if (moved) {
@@ -57,6 +58,8 @@ std::vector<VerbsChannel::PeerQueues> VerbsChannel::queueOps(std::vector<IoOp>& 
     NEZHA_ENFORCE(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "bad peer ", op.peer);
     NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0 && op.align <= kSlotBytes, "length ",
                   op.len, " not aligned to ", op.align);
+    NEZHA_ENFORCE(!op.region || op.after == nullptr,
+                  "a registered (zero-copy) send cannot forward a receive");
     PeerQueues& q = queues[op.peer];
     if (op.kind == IoOp::kRecv) {
       where[i] = {op.peer, q.recvs.size()};
@@ -104,16 +107,21 @@ int VerbsChannel::drainCompletions() {
         const uint32_t imm = ntohl(wc[i].imm_data);
         if ((imm & kCreditFlag) != 0) {
           peer.creditLimit += imm & ~kCreditFlag;
+        } else if ((imm & kDirectFlag) != 0) {  // landed in our buffer: no slot used
+          peer.arrivals.push_back(imm);
+          guard_.arrived();
         } else {
-          NEZHA_ENFORCE(imm > 0 && imm <= kSlotBytes && peer.arrived - peer.consumed < kSlots,
-                        "rank ", p, " wrote a chunk of ", imm, " bytes beyond its credits");
-          peer.lengths.push_back(imm);
+          const uint32_t len = imm & ~kAdvertFlag;
+          NEZHA_ENFORCE(len > 0 && len <= kSlotBytes && peer.arrived - peer.consumed < kSlots,
+                        "rank ", p, " wrote a chunk of ", len, " bytes beyond its credits");
+          peer.arrivals.push_back(imm);
           ++peer.arrived;
           guard_.arrived();
         }
       } else {
         --peer.outstanding;
         if (wrKind(wc[i].wr_id) == kWrData) ++peer.sendDone;
+        if (wrKind(wc[i].wr_id) == kWrDirect) ++peer.directDone;
       }
     }
     total += n;
@@ -125,20 +133,43 @@ int VerbsChannel::drainCompletions() {
   return total;
 }
 
-// Copies chunks that landed in the ring into the pending receives, in order.
+// Copies chunks that landed in the ring into the pending receives, in order; takes adverts and
+// direct writes as they come (direct placement, verbs_peer.h).
 bool VerbsChannel::deliver(int p, PeerQueues& q) {
   VerbsPeer& peer = *peers_[p];
   bool moved = false;
-  while (!peer.lengths.empty() && q.recvCursor < q.recvs.size()) {
+  while (!peer.arrivals.empty()) {
+    const uint32_t imm = peer.arrivals.front();
+    if ((imm & kDirectFlag) != 0) {
+      if (!landDirect(p, q, imm & ~kDirectFlag)) break;
+      peer.arrivals.pop_front();
+      moved = true;
+      continue;
+    }
+    if ((imm & kAdvertFlag) != 0) {  // a send of ours may write this buffer now
+      const uint32_t len = imm & ~kAdvertFlag;
+      const std::string wire(peer.recvSlot(peer.consumed), len);
+      peer.adverts.push_back(
+          DirectAdvert::decode(wire, rail_, strCat("rank ", p, " on rail ", spec_.name)));
+      peer.arrivals.pop_front();
+      ++peer.consumed;
+      peer.returnCredits(false);
+      moved = true;
+      continue;
+    }
+    if (q.recvCursor == q.recvs.size()) break;
     Part& part = q.recvs[q.recvCursor];
-    const uint32_t len = peer.lengths.front();
+    const uint32_t len = imm;
+    NEZHA_ENFORCE(
+        !part.op->region, "rank ", p,
+        " sent ring chunks for a registered receive (both ends' ops must carry a region)");
     NEZHA_ENFORCE(part.done + len <= part.op->len && len % part.op->align == 0, "rank ", p,
                   " sent a chunk of ", len, " bytes that does not fit the receive (",
                   part.op->len - part.done, " left, element ", part.op->align, ")");
     std::memcpy(static_cast<char*>(part.op->buf) + part.done, peer.recvSlot(peer.consumed), len);
     const size_t offset = part.done;
     part.done += len;
-    peer.lengths.pop_front();
+    peer.arrivals.pop_front();
     ++peer.consumed;
     moved = true;
     if (part.op->onRecv) part.op->onRecv(offset, len);
@@ -148,12 +179,85 @@ bool VerbsChannel::deliver(int p, PeerQueues& q) {
   return moved;
 }
 
+bool VerbsChannel::landDirect(int p, PeerQueues& q, uint32_t len) {
+  if (q.recvCursor == q.recvs.size()) return false;
+  Part& part = q.recvs[q.recvCursor];
+  NEZHA_ENFORCE(part.op->region && q.advertCursor > q.recvCursor && part.done + len <= part.op->len,
+                "rank ", p, " wrote ", len,
+                " bytes directly into a receive that did not advertise"
+                " room for them");
+  part.done += len;
+  if (part.done == part.op->len) {
+    if (part.op->onRecv) part.op->onRecv(0, part.op->len);
+    ++q.recvCursor;
+  }
+  return true;
+}
+
+// The receiver's side of direct placement: each receive with a region tells the sender where
+// its bytes go. Adverts use ring slots (and credits) like data chunks.
+bool VerbsChannel::postAdverts(int p, PeerQueues& q) {
+  VerbsPeer& peer = *peers_[p];
+  bool moved = false;
+  while (q.advertCursor < q.recvs.size()) {
+    const IoOp& op = *q.recvs[q.advertCursor].op;
+    if (op.region) {
+      if (!peer.canSend()) break;
+      const DirectAdvert a{reinterpret_cast<uintptr_t>(op.buf), op.len, op.region->rkey};
+      const std::string wire = a.encode();
+      std::memcpy(peer.sendSlot(), wire.data(), wire.size());
+      try {
+        peer.postData(static_cast<uint32_t>(wire.size()), kAdvertFlag);
+      } catch (const RailError& e) {
+        fail(e.what());
+      }
+      moved = true;
+    }
+    ++q.advertCursor;
+  }
+  return moved;
+}
+
+// The sender's side: once the peer advertised the matching receive, the HCA reads the caller's
+// region and writes the advertised buffer; the CPU touches neither.
+bool VerbsChannel::postDirect(int p, Part& part) {
+  VerbsPeer& peer = *peers_[p];
+  if (peer.adverts.empty()) return false;  // the receive is not posted yet
+  const DirectAdvert& a = peer.adverts.front();
+  if (a.len != part.op->len) {
+    fail(strCat("rank ", p, " advertised a receive of ", a.len, " bytes for a send of ",
+                part.op->len));
+  }
+  bool moved = false;
+  while (part.done < part.op->len && peer.canWriteDirect()) {
+    const auto len =
+        static_cast<uint32_t>(std::min<size_t>(part.op->len - part.done, kDirectWriteBytes));
+    try {
+      peer.postDirect(reinterpret_cast<uintptr_t>(part.op->buf) + part.done, part.op->region->lkey,
+                      a.addr + part.done, a.rkey, len);
+    } catch (const RailError& e) {
+      fail(e.what());
+    }
+    part.done += len;
+    moved = true;
+  }
+  if (part.done == part.op->len) peer.adverts.pop_front();
+  return moved;
+}
+
 bool VerbsChannel::postSends(int p, PeerQueues& q) {
   VerbsPeer& peer = *peers_[p];
   bool moved = false;
   peer.returnCredits(false);  // credits deferred while the send queue was full
-  while (q.sendCursor < q.sends.size() && peer.canSend()) {
+  while (q.sendCursor < q.sends.size()) {
     Part& part = q.sends[q.sendCursor];
+    if (part.op->region) {
+      moved |= postDirect(p, part);
+      if (part.done < part.op->len) break;
+      ++q.sendCursor;
+      continue;
+    }
+    if (!peer.canSend()) break;
     const size_t limit = part.gate != nullptr ? part.gate->done : part.op->len;
     if (part.done >= limit) break;  // waiting for the data it forwards
     size_t len = std::min(limit - part.done, kSlotBytes);
@@ -210,6 +314,7 @@ void VerbsChannel::waitForProgress(bool receiving) {
       if (p == rank_) continue;
       const VerbsPeer& peer = *peers_[p];
       if (peer.sendDone < peer.sent) waiting << " write->" << p;
+      if (peer.directDone < peer.directPosted) waiting << " direct-write->" << p;
     }
     if (receiving) waiting << " receives";
     return waiting.str();

@@ -49,15 +49,26 @@ void postWriteImm(ibv_qp* qp, uint64_t id, const ibv_sge* sge, uint64_t raddr, u
 
 }  // namespace
 
-void VerbsPeer::postData(uint32_t len) {
+void VerbsPeer::postData(uint32_t len, uint32_t flags) {
   const uint64_t slot = sent % slots;
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(sendSlot());
   sge.length = len;
   sge.lkey = sendRing->lkey();
-  postWriteImm(qp->get(), 0, &sge, remote.ringAddr + slot * remote.slotBytes, remote.ringKey, len,
-               rail);
+  postWriteImm(qp->get(), wrId(0, kWrData), &sge, remote.ringAddr + slot * remote.slotBytes,
+               remote.ringKey, flags | len, rail);
   ++sent;
+  ++outstanding;
+}
+
+void VerbsPeer::postDirect(uint64_t addr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                           uint32_t len) {
+  ibv_sge sge{};
+  sge.addr = addr;
+  sge.length = len;
+  sge.lkey = lkey;
+  postWriteImm(qp->get(), wrId(0, kWrDirect), &sge, raddr, rkey, kDirectFlag | len, rail);
+  ++directPosted;
   ++outstanding;
 }
 

@@ -81,9 +81,11 @@ static std::mutex gDevicesMu;
 // A function-local static, not a namespace-scope one: threads dlopen this library concurrently,
 // and ThreadSanitizer does not see the loader's lock ordering one thread's static initializers
 // before another thread's first use (it reported that as a race); a local static's guard it sees.
+// Never destroyed: a context still open at exit (the NCCL plugin keeps its per-rail devices for
+// the life of the process) has a link-watch thread reading its Device until the process ends.
 static std::vector<std::unique_ptr<Device>>& allDevices() {
-  static std::vector<std::unique_ptr<Device>> devices;
-  return devices;
+  static auto* devices = new std::vector<std::unique_ptr<Device>>;
+  return *devices;
 }
 
 static Device* loadDevice(const std::string& root, const std::string& name) {
@@ -126,11 +128,13 @@ void Context::pushEvent(const ibv_async_event& ev) {
   }
 }
 
-char* Context::hostAddress(uint32_t key, uint64_t addr, uint64_t len, int access) {
+char* Context::hostAddress(const ibv_pd* pd, uint32_t key, uint64_t addr, uint64_t len,
+                           int access) {
   std::lock_guard<std::mutex> lock(mrMu);
   auto it = mrs.find(key);
   if (it == mrs.end()) return nullptr;
   const Mr* m = it->second;
+  if (m->mr.pd != pd) return nullptr;
   if (addr < m->iova || addr + len > m->iova + m->mr.length) return nullptr;
   if (access != 0 && (m->access & access) == 0) return nullptr;
   return m->host + (addr - m->iova);

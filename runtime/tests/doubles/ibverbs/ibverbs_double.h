@@ -74,9 +74,10 @@ struct Context {
   int watchWake = -1;  // eventfd stopping the link watch
   std::thread watch;
   void pushEvent(const ibv_async_event& ev);
-  // Where [addr, addr+len) of the MR with `key` is in this process, if it lies inside that MR
-  // and the MR allows `access` (0: any); nullptr otherwise.
-  char* hostAddress(uint32_t key, uint64_t addr, uint64_t len, int access);
+  // Where [addr, addr+len) of the MR with `key` is in this process, if it lies inside that MR,
+  // the MR is in the queue pair's protection domain `pd` (as on an HCA: a key of another domain
+  // is an access error) and allows `access` (0: any); nullptr otherwise.
+  char* hostAddress(const ibv_pd* pd, uint32_t key, uint64_t addr, uint64_t len, int access);
   Mr* addMr(ibv_pd* pd, uint64_t iova, size_t length, int access, char* host);
 };
 

@@ -195,7 +195,7 @@ void receiveLoop(Qp* q, uint32_t localIp, std::string iface) {
       continue;
     }
     if (h.type != kWriteImm && h.type != kWrite) break;
-    char* dest = q->ctx->hostAddress(h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE);
+    char* dest = q->ctx->hostAddress(q->qp.pd, h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE);
     if (h.len > 0 && dest == nullptr) {
       std::lock_guard<std::mutex> lock(q->mu);
       q->toError(IBV_WC_REM_ACCESS_ERR);
@@ -293,7 +293,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (wr->num_sge == 1) {
       s.len = wr->sg_list[0].length;
       // The bytes are read at send time from where the MR has them in this process.
-      char* src = q->ctx->hostAddress(wr->sg_list[0].lkey, wr->sg_list[0].addr, s.len, 0);
+      char* src = q->ctx->hostAddress(q->qp.pd, wr->sg_list[0].lkey, wr->sg_list[0].addr, s.len, 0);
       if (s.len > 0 && src == nullptr) {
         *bad = wr;
         return EINVAL;
