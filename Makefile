@@ -249,7 +249,7 @@ bench-alltoall: build-runtime ## Alltoall: the direct data path vs the allgather
 	$(PYTHON) -m bench.run_alltoall --tune
 
 .PHONY: bench-nccl
-bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket (~2 min).
+bench-nccl: build-runtime ## The NCCL net plugin benchmark: ring allreduce through it on 2 rails vs 1 rail vs a plain socket, and a cut, black-holed and gray rail mid-loop (~4 min).
 	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
 
 .PHONY: bench-ddp

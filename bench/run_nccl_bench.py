@@ -10,6 +10,12 @@ on the same bed:
   plain-socket    one plain TCP socket per neighbour on r0 (what NCCL's socket transport uses)
   ceiling         sum of the TBF rates (a ring's bus bandwidth cannot exceed its links)
 
+Faults (on the 500/500 bed, unless --no-faults): a 14 s loop of 8 MiB ring allreduces through the
+plugin on both rails while host 1's r1 is cut, black-holed (iptables, carrier up) or gray (1/40 of
+its rate) for 5 s, judged from rank 0's per-operation trace (harness/nccl_faults.py): the stall of
+the operation in flight <= 1 s, and the pace while the rail is out >= 0.9 x the plugin on the
+surviving rail alone (a fault-free loop on r0 in the same run). Every result is checked.
+
 Target: plugin-2rails >= 1.9x plugin-1rail on two equal rails. Results go to
 bench/results/nccl-<stamp>.{json,txt} and latest-nccl.{json,txt}. Needs root; ~3 min.
   /usr/bin/python3 -m bench.run_nccl_bench [--quick] [--keep-logs]
@@ -22,9 +28,13 @@ import secrets
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from typing import Optional
 
 from .harness import hostinfo
+from .harness.chaos_run import apply_fault
+from .harness.nccl_faults import PACE_GOAL, STALL_GOAL_S, judge_fault, steady_gbps, trace_of
 from .harness.launch import run_ranks
 from .harness.results import write_result
 from .harness.testbed import Testbed
@@ -94,12 +104,95 @@ def run_series(bed: Testbed, world: int, series: str, nbytes: int, iters: int, w
     return out
 
 
+FAULT_BYTES = 8 << 20
+FAULT_LOOP_S = 14
+FAULT_AFTER_S = 3.0  # after the loop has written DIR/running (it is moving data)
+FAULT_FOR_S = 5.0
+FAULT_HOST, FAULT_RAIL = 1, 1
+
+
+def run_fault_loop(bed: Testbed, series: str, work: str, fault: Optional[str]) -> dict:
+    """One --seconds ring loop of 2 ranks through the plugin; with `fault`, host 1's r1 suffers it
+    for FAULT_FOR_S in the middle. Returns rank 0's trace and the fault's unix times."""
+    d = tempfile.mkdtemp(dir=work, prefix=f"{series}-{fault or 'none'}-")
+    token = secrets.token_hex(32)
+    rails = "r0=r0:tcp,r1=r1:tcp" if series == "plugin-2rails" else "r0=r0:tcp"
+
+    def argv(rank: int) -> list[str]:
+        return [HARNESS, "--rank", str(rank), "--world", "2", "--dir", d, "--mode", "ring",
+                "--bytes", str(FAULT_BYTES), "--iters", "1", "--seconds", str(FAULT_LOOP_S),
+                "--timeout-ms", "120000", "--plugin", PLUGIN, "--idle-sleep-us", str(IDLE_SLEEP_US)]
+
+    times: dict = {}
+
+    def inject() -> None:
+        running, deadline = os.path.join(d, "running"), time.monotonic() + 60
+        while not os.path.exists(running):  # the harness's only sign that it moves data
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        time.sleep(FAULT_AFTER_S)
+        try:
+            apply_fault(bed, fault, FAULT_HOST, FAULT_RAIL, True)
+            times["on"] = time.time()
+            time.sleep(FAULT_FOR_S)
+        finally:
+            times["off"] = time.time()
+            apply_fault(bed, fault, FAULT_HOST, FAULT_RAIL, False)
+
+    injector = threading.Thread(target=inject, daemon=True) if fault else None
+    res = run_ranks(bed, 2, argv, lambda rank: {"NEZHA_RAILS": rails, "NEZHA_JOB_TOKEN": token},
+                    timeout_s=FAULT_LOOP_S + 120, log_dir=work, tag=f"{series}-{fault or 'none'}",
+                    on_started=(lambda _t0: injector.start()) if injector else None)
+    if injector:
+        injector.join()
+    if not res.ok():
+        return {"ok": False, "error": res.failure()}
+    docs = [last_json(p) for p in res.logs]
+    if any(doc.get("check") != "ok" for doc in docs):
+        return {"ok": False, "error": "a result was wrong"}
+    if fault and "on" not in times:
+        return {"ok": False, "error": "the fault was never applied (the loop did not start moving data)"}
+    return {"ok": True, "trace": trace_of(docs[0], f"{series} rank 0"), **times}
+
+
+def run_faults(bed: Testbed, work: str) -> dict:
+    base = run_fault_loop(bed, "plugin-1rail", work, None)
+    one_rail = steady_gbps(base["trace"]) if base["ok"] else None
+    runs = []
+    for kind in ("cut", "blackhole", "gray"):
+        log(f"  fault: {kind} of host {FAULT_HOST}'s r{FAULT_RAIL} for {FAULT_FOR_S:.0f} s")
+        r = run_fault_loop(bed, "plugin-2rails", work, kind)
+        if r["ok"]:
+            runs.append(judge_fault(kind, r["trace"], r["on"], r["off"], one_rail))
+        else:
+            runs.append({"fault": kind, "error": r["error"], "stall_verdict": "MISS", "pace_verdict": "MISS"})
+    return {"one_rail_gbps": one_rail, "baseline_error": None if base["ok"] else base["error"], "runs": runs}
+
+
+def fault_lines(faults: dict) -> list[str]:
+    one = faults["one_rail_gbps"]
+    lines = [f"faults: 2 ranks, 500/500 Mbit/s, {FAULT_BYTES >> 20} MiB ring allreduce loop, host {FAULT_HOST}'s "
+             f"r{FAULT_RAIL} faulty for {FAULT_FOR_S:.0f} s; plugin on r0 alone "
+             + (f"{one:.3f} GB/s algbw" if one else f"FAILED {faults['baseline_error']}")]
+    for r in faults["runs"]:
+        if "error" in r:
+            lines.append(f"  {r['fault']:10s} FAILED {r['error']}")
+            continue
+        pace = "n/a" if r["pace_vs_one_rail"] is None else f"{r['pace_vs_one_rail']:.3f}"
+        stall = "never resumed" if r["stall_s"] is None else f"{r['stall_s']:.3f} s"
+        lines.append(f"  {r['fault']:10s} {r['ops']} exact ops; stall of the op in flight {stall}; "
+                     f"pace while out / plugin on r0 alone {pace}")
+    return lines + [""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer, smaller operations")
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--scenario", action="append", choices=[s[0] for s in SCENARIOS],
                     help="run only this scenario (repeatable)")
+    ap.add_argument("--no-faults", action="store_true", help="skip the fault runs on the 500/500 bed")
     ap.add_argument("--tcp-cc", default="", metavar="ALGO",
                     help="TCP congestion control of every bed host (hack/testbed.sh --tcp-cc; default: the "
                          "machine's, recorded with the results)")
@@ -118,6 +211,7 @@ def main() -> int:
     host = hostinfo.collect(a.tcp_cc)
     work = tempfile.mkdtemp(prefix="nccl-bench-")
     scenarios = []
+    faults = None
     for name, world, rates, mode in SCENARIOS:
         if a.scenario and name not in a.scenario:
             continue
@@ -129,6 +223,8 @@ def main() -> int:
             bed.up()
             rows = [run_series(bed, world, s, nbytes, iters, work, mode)
                     for s in ("plugin-2rails", "plugin-1rail", "plain-socket")]
+            if name == "equal-2x500" and not a.no_faults:
+                faults = run_faults(bed, work)
         finally:
             bed.down()
         ceiling = sum(rates) / 1000.0
@@ -152,9 +248,15 @@ def main() -> int:
             v = sc["ratios"].get("plugin-2rails / plugin-1rail")
             goals.append({"goal": f"{sc['name']}: two equal rails >= {TARGET_TWO_EQUAL}x one rail",
                           "value": v, "verdict": "PASS" if v is not None and v >= TARGET_TWO_EQUAL else "MISS"})
+    for r in (faults or {}).get("runs", []):
+        goals.append({"goal": f"fault {r['fault']}: stall of the op in flight <= {STALL_GOAL_S} s",
+                      "value": r.get("stall_s"), "verdict": r["stall_verdict"]})
+        goals.append({"goal": f"fault {r['fault']}: pace while out >= {PACE_GOAL} x the plugin on the surviving rail",
+                      "value": r.get("pace_vs_one_rail"), "verdict": r["pace_verdict"]})
     host["loadavg_end"] = list(os.getloadavg())
     doc = {"kind": "nccl-plugin", "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "host": host, "bytes": nbytes, "iters": iters, "scenarios": scenarios, "goals": goals}
+           "host": host, "bytes": nbytes, "iters": iters, "scenarios": scenarios, "faults": faults,
+           "goals": goals}
     lines = [f"NCCL net plugin benchmark {doc['time_utc']} - {nbytes >> 20} MiB per operation "
              f"(ring allreduce, or a one-way stream for p2p), median of {iters} ops, slowest rank",
              f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']} (TCP congestion "
@@ -172,6 +274,8 @@ def main() -> int:
         for k, v in sc["ratios"].items():
             lines.append(f"  {k:32s} {v:.3f}")
         lines.append("")
+    if faults:
+        lines += fault_lines(faults)
     for g in goals:
         value = "n/a" if g["value"] is None else f"{g['value']:.3f}"
         lines.append(f"{g['verdict']}  {g['goal']} (measured {value})")
@@ -184,7 +288,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     else:
         log(f"logs in {work}")
-    return 0 if all(r["ok"] for sc in scenarios for r in sc["series"]) else 1
+    faults_ok = faults is None or (faults["baseline_error"] is None and not any("error" in r for r in faults["runs"]))
+    return 0 if faults_ok and all(r["ok"] for sc in scenarios for r in sc["series"]) else 1
 
 
 if __name__ == "__main__":

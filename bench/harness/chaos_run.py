@@ -88,7 +88,12 @@ GRAY_SLOWDOWN = 40
 
 
 def _fault(ctx: RunContext, kind: str, host: int, rail: int, on: bool) -> None:
-    bed = ctx.bed
+    apply_fault(ctx.bed, kind, host, rail, on)
+
+
+def apply_fault(bed, kind: str, host: int, rail: int, on: bool) -> None:
+    """Starts (on) or ends a fault of one host's rail on the bed: a cut (switch port down), a black
+    hole (iptables drops everything, carrier stays up) or a gray rail (1/GRAY_SLOWDOWN of its rate)."""
     if kind == "cut":
         (bed.cut if on else bed.restore)(host, rail)
     elif kind == "blackhole":

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -42,6 +43,11 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Wall-clock time, for traces a benchmark lines up with the faults it injects (same host).
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 struct Args {
   std::string plugin;
@@ -803,7 +809,8 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
   std::vector<float> data(seg * n), recvBuf(seg);
   int bad = 0, ops = 0;
   const auto t0 = Clock::now();
-  std::vector<double> opSeconds;
+  const double startUnix = unixSeconds();
+  std::vector<double> opSeconds, opEndUnix;
   while (anotherOp(a, t, ops, t0)) {
     for (size_t i = 0; i < data.size(); ++i)
       data[i] = static_cast<float>((a.rank + 1) * ((i + ops) % 97));
@@ -829,6 +836,7 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
       t.exchange(&data[sendSeg * seg], segBytes, &data[recvSeg * seg], segBytes, tag++);
     }
     opSeconds.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+    opEndUnix.push_back(unixSeconds());
     const float ranksSum = static_cast<float>(n * (n + 1) / 2);
     for (size_t i = 0; i < data.size(); ++i) {
       const float want = ranksSum * static_cast<float>((i + ops) % 97);
@@ -851,6 +859,15 @@ int runRing(const Args& a, RingTransport& t, std::ostringstream& json) {
        << ",\"median_op_s\":" << median << ",\"max_op_s\":" << sorted.back()
        << ",\"busbw_bytes_per_s\":" << busbw << ",\"check\":\"" << (bad ? "mismatch" : "ok")
        << "\"";
+  // A --seconds loop's per-operation trace, in the shape bench/harness/chaos.py analyses (the
+  // stall and the pace around a fault): [completion time (unix s), duration (us)] per operation.
+  if (a.seconds > 0) {
+    json << ",\"start_unix\":" << std::fixed << std::setprecision(6) << startUnix
+         << ",\"op_trace\":[";
+    for (size_t i = 0; i < opSeconds.size(); ++i)
+      json << (i ? "," : "") << "[" << opEndUnix[i] << "," << opSeconds[i] * 1e6 << "]";
+    json << "]" << std::defaultfloat;
+  }
   return bad ? 1 : 0;
 }
 

@@ -367,15 +367,26 @@ ncclResult_t irecv(void* recvComm, int n, void** data, const uint64_t* sizes, in
   });
 }
 
-// No flush request (NCCL takes a null request as done). Host-staged there is nothing to make
-// visible to a GPU. Zero copy: a receive's test() completes only after the receive completion of
-// the HCA's last write into the buffer, which is all the test double (and host memory) needs; on
-// a GPU the HCA's PCIe writes may still be in flight to GPU memory then, which NCCL's own IB
-// transport closes with an RDMA read of the received buffer over a loopback queue pair. That read
-// is not built: it needs GPUDirect hardware to be shown (docs/nccl.md "GPU memory").
-ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
+// A flush makes a GPU receive's bytes visible to the GPU's kernels. NCCL asks for one only for
+// receives into GPU memory (GPUDirect) where the HCA's PCIe writes may still be on their way when
+// the receive completes: GPUs before Hopper, C2C platforms, NCCL_NET_FORCE_FLUSH (NCCL's
+// topology decides). Its IB transport then does an RDMA read of the buffer over a loopback queue
+// pair. That read is not built here (docs/nccl.md "GPU memory"), so such a flush fails loudly,
+// naming the way out, instead of handing NCCL a buffer whose bytes may not all have landed.
+// Host-staged, NCCL never asks; a flush of nothing is done at once (a null request).
+ncclResult_t iflush(void* recvComm, int n, void**, int* sizes, void**, void** request) {
   *request = nullptr;
-  return ncclSuccess;
+  return guarded("iflush", [&] {
+    (void)live(gRecvs, recvComm, "recv comm");
+    bool bytes = false;
+    for (int i = 0; i < n && sizes != nullptr; ++i) bytes = bytes || sizes[i] > 0;
+    if (!bytes || !gMemory->path().zeroCopy) return ncclSuccess;
+    throw CommError(ncclInternalError,
+                    "NCCL asks to flush a receive into GPU memory (GPUs before Hopper, C2C "
+                    "platforms or NCCL_NET_FORCE_FLUSH need it), and the plugin does not "
+                    "implement the RDMA-read flush, so it cannot promise the bytes have landed; "
+                    "set NCCL_NET_GDR_LEVEL=LOC to run host-staged (docs/nccl.md \"GPU memory\")");
+  });
 }
 
 ncclResult_t test(void* request, int* done, int* sizes) {

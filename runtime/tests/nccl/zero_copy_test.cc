@@ -134,6 +134,24 @@ TEST_F(ZeroCopyTest, ThePluginMovesGpuBuffersOfEverySizeWithoutTouchingThem) {
     EXPECT_EQ(got, static_cast<int>(sizes[m]));
     EXPECT_TRUE(arrivedExact(in, static_cast<int>(m), sizes[m])) << sizes[m] << " bytes";
   }
+  // NCCL asks for a flush only where a GPU may not yet see the HCA's writes (before Hopper, C2C
+  // platforms, NCCL_NET_FORCE_FLUSH). The plugin has no flush to do it with: it fails naming the
+  // way out, never a silent "done". A flush of nothing is done at once.
+  void* data[1] = {in.device()};
+  int flushSizes[1] = {4096};
+  void* flushHandles[1] = {recvMh};
+  void* flushReq = &flushReq;
+  EXPECT_EQ(net->iflush(comms.recv, 1, data, flushSizes, flushHandles, &flushReq),
+            ncclInternalError);
+  EXPECT_EQ(flushReq, nullptr);
+  EXPECT_NE(logged().find("iflush: NCCL asks to flush a receive into GPU memory"),
+            std::string::npos)
+      << logged();
+  EXPECT_NE(logged().find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
+  flushSizes[0] = 0;
+  EXPECT_EQ(net->iflush(comms.recv, 1, data, flushSizes, flushHandles, &flushReq), ncclSuccess);
+  EXPECT_EQ(flushReq, nullptr);
+
   EXPECT_EQ(net->deregMr(comms.send, sendMh), ncclSuccess);
   EXPECT_EQ(net->deregMr(comms.recv, recvMh), ncclSuccess);
   testing::closeComms(net, comms);
