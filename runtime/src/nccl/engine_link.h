@@ -97,6 +97,11 @@ class EngineLink {
   void request(int rail, FailoverEngine::Request what) { engine_.request(rail, what); }
   // Fails the rail's exchange in flight now (tests; an operator's cut).
   void abortRail(int rail) { engine_.abortRail(rail); }
+  // This host's link of `rail` lost / regained carrier (the plugin's one LinkWatcher,
+  // nccl/plugin_context.h): the rail leaves at once with reason "carrier", and is not rebuilt
+  // before its link has been back for the hold-down (failover_engine.h). Any thread.
+  void onLinkDown(int rail) { engine_.onLinkDown(static_cast<size_t>(rail)); }
+  void onLinkUp(int rail) { engine_.onLinkUp(static_cast<size_t>(rail)); }
   // What the engine recorded (failovers, re-admissions, drains). Read it only while no message
   // is in flight: the link's thread writes it during a unit.
   const Metrics& metrics() const { return metrics_; }

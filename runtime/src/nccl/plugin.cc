@@ -110,6 +110,7 @@ ncclResult_t initCommon(ncclDebugLogger_t logger) {
     auto ctx = std::make_unique<PluginContext>(PluginConfig::fromEnv(), logger);
     auto memory = std::make_unique<GpuMemory>(ctx->config().engine);
     ctx->startControl();
+    ctx->startLinkWatch();
     gContext = std::move(ctx);
     gMemory = std::move(memory);
   } catch (const std::exception& e) {

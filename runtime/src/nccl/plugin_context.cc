@@ -17,6 +17,7 @@
 #include "control/control_server.h"
 #include "control/prometheus.h"
 #include "control/rail_routes.h"
+#include "failover/link_watch.h"
 #include "nccl/engine_link.h"
 
 namespace nezha::ncclnet {
@@ -234,6 +235,32 @@ void PluginContext::info(const std::string& msg) const {
 
 int PluginContext::controlPort() const { return control_ ? control_->port() : 0; }
 
+void PluginContext::startLinkWatch() {
+  std::vector<std::string> ifaces;
+  for (const PluginRail& r : config_.rails) ifaces.push_back(r.iface);
+  try {
+    watcher_ = std::make_unique<LinkWatcher>(
+        ifaces, [this](size_t i) { onLink(i, false); }, [this](size_t i) { onLink(i, true); });
+  } catch (const Error& e) {
+    warn(strCat(e.what(), "; rail failures are detected by deadline only"));
+  }
+}
+
+void PluginContext::onLink(size_t rail, bool up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (linkDown_[rail] == !up) return;
+  linkDown_[rail] = !up;
+  for (EngineLink* link : links_) {
+    if (up) {
+      link->onLinkUp(static_cast<int>(rail));
+    } else {
+      link->onLinkDown(static_cast<int>(rail));
+    }
+  }
+  info(strCat("link of ", config_.rails[rail].iface, " (rail ", config_.rails[rail].name, ") ",
+              up ? "is back" : "went down", "; ", links_.size(), " connection(s) told"));
+}
+
 bool PluginContext::setDrained(size_t rail, bool drain) {
   std::lock_guard<std::mutex> lock(mu_);
   if (drain) {
@@ -252,6 +279,7 @@ void PluginContext::attach(EngineLink* link) {
   links_.push_back(link);
   for (size_t r = 0; r < config_.rails.size(); ++r) {
     if (drained(r)) link->request(static_cast<int>(r), FailoverEngine::Request::kDrain);
+    if (linkDown_[r]) link->onLinkDown(static_cast<int>(r));
   }
 }
 

@@ -21,7 +21,8 @@
 
 namespace nezha {
 class ControlServer;
-}
+class LinkWatcher;
+}  // namespace nezha
 
 namespace nezha::ncclnet {
 
@@ -67,14 +68,21 @@ class PluginContext {
   // control/rail_routes.h's routes, a drain/restore taking effect in this process at once.
   void startControl();
   int controlPort() const;  // 0 when the endpoint is off
+  // Watches the carrier of every rail's interface for the whole process (failover/link_watch.h),
+  // as the communicator does for its ranks: a rail whose link goes down leaves every live
+  // connection at once (reason "carrier"), not at its progress deadline, and no connection
+  // rebuilds it before its link is back. Where netlink cannot be opened it warns once and
+  // detection rests on the deadlines.
+  void startLinkWatch();
   // Drained by the operator: the comms of this process take the rail out of both directions
   // (senders stop using it, receivers drop it and stop listening on it) until it is restored.
   bool drained(size_t rail) const { return drained_[rail].load(std::memory_order_relaxed); }
   // False (and nothing changes) when draining it would leave no rail. Reaches every live
   // connection's engine (EngineLink::request), applied at its next agreed round.
   bool setDrained(size_t rail, bool drained);
-  // The connections the operator's drains and restores reach: a link joins when its comm is
-  // handed to NCCL (taking the rails drained so far out at once) and leaves before it is closed.
+  // The connections the operator's drains and restores (and the link watch's carrier events)
+  // reach: a link joins when its comm is handed to NCCL (taking the rails drained so far, and
+  // those whose link is down, out at once) and leaves before it is closed.
   void attach(EngineLink* link);
   void detach(EngineLink* link);
   // Prometheus text of what every connection's engine did, closed ones included (the runtime's
@@ -90,6 +98,8 @@ class PluginContext {
   void noteFailure(const std::string& what);
 
  private:
+  void onLink(size_t rail, bool up);
+
   PluginConfig config_;
   ncclDebugLogger_t logger_;
   std::array<std::atomic<bool>, kMaxRails> drained_{};
@@ -97,12 +107,15 @@ class PluginContext {
   mutable std::mutex mu_;
   std::string lastFailure_;
   std::vector<EngineLink*> links_;            // under mu_
+  std::array<bool, kMaxRails> linkDown_{};    // carrier lost, as last reported; under mu_
   LinkCounters closedSent_, closedReceived_;  // of links detached already, under mu_
   struct Totals {
     LinkCounters sent, received;
   };
   Totals totals() const;
   std::unique_ptr<ControlServer> control_;
+  // Last: its thread calls onLink, so it stops before the state above goes away.
+  std::unique_ptr<LinkWatcher> watcher_;
 };
 
 }  // namespace nezha::ncclnet

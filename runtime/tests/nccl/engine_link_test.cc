@@ -238,6 +238,45 @@ TEST(EngineLinkTest, ACutRailFailsOverAndComesBackWithEveryMessageExact) {
   EXPECT_EQ(done[kS].rails, 2) << "r1 carries its share again";
 }
 
+// The plugin's link watch (nccl/plugin_context.h) tells every connection when a rail's link loses
+// carrier: the rail leaves at once with reason "carrier" on both ends (the peer learns it over
+// the control mesh), stays out however long its hold-down has run while the link is down, and
+// comes back once the link is up again. Every message exact throughout.
+TEST(EngineLinkTest, ALostCarrierTakesTheRailOutUntilTheLinkIsBack) {
+  auto links = connectLinks("link-carrier");
+  constexpr int kDownAt = 2;
+  int m = 0;
+  for (; m < kDownAt; ++m) {
+    std::array<Done, 2> done;
+    ASSERT_TRUE(sendOne(links, m, 2 << 20, done)) << "message " << m;
+  }
+  links[kS]->onLinkDown(1);
+  // Ten hold-downs (50 ms each) of messages with the link down: a rail whose link is down is
+  // never rebuilt, however long it has been out.
+  const auto downSince = Clock::now();
+  for (; Clock::now() - downSince < std::chrono::milliseconds(500) || m < kDownAt + 5; ++m) {
+    std::array<Done, 2> done;
+    ASSERT_TRUE(sendOne(links, m, 2 << 20, done)) << "message " << m;
+    EXPECT_EQ(done[kS].rails, 1) << "message " << m << " while r1's link is down";
+  }
+  for (int rank : {kS, kR}) {
+    const Metrics& metrics = links[rank]->metrics();
+    ASSERT_EQ(metrics.failovers.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(metrics.failovers[0].rail, "r1");
+    EXPECT_EQ(metrics.failovers[0].reason, "carrier") << "rank " << rank;
+    EXPECT_TRUE(metrics.readmissions.empty()) << "rank " << rank << ": rebuilt with its link down";
+  }
+  links[kS]->onLinkUp(1);
+  for (const int upAt = m; links[kS]->metrics().readmissions.empty(); ++m) {
+    ASSERT_LT(m - upAt, 5000) << "r1 never came back after its link did";
+    std::array<Done, 2> done;
+    ASSERT_TRUE(sendOne(links, m, 2 << 20, done)) << "message " << m;
+  }
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, m, 2 << 20, done));
+  EXPECT_EQ(done[kS].rails, 2) << "r1 carries its share again";
+}
+
 // A message up to NEZHA_ROUND_FREE_BYTES is one engine operation: its size rides in the
 // operation header with the data, and the operation skips its round (every 16th holds one).
 // A cut of the rail they ride fails over; the messages stay exact.

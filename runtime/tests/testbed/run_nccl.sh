@@ -111,8 +111,9 @@ until_ring_running() { until_exists "$WORK/$1/running" "$2" "ring loop $1"; }
 # 3. Failures in the middle of transfers. A loop of 8 MiB allreduces runs for SECONDS; a fault
 # starts once the loop is moving data and lasts 2 s. Every op must be exact, the faulty rail must
 # fail over on the rank that sends over it, and it must come back and carry data again after the fault ends.
-fault_run() { # name fault-on fault-off
-  local name=$1 on=$2 off=$3
+# With EXPECT, host 1's last failure must contain it (how it learned of the fault).
+fault_run() { # name fault-on fault-off [expect]
+  local name=$1 on=$2 off=$3 expect=${4:-}
   run "$name" 2 2 NEZHA_WATCHDOG_MS=500 -- --mode ring --bytes 8000000 --iters 1 --seconds 8 &
   local job=$!
   until_ring_running "$name" "$job" # the fault must land while transfers run
@@ -130,7 +131,9 @@ fault_run() { # name fault-on fault-off
   f=$(rail_stat "$name" 0 1 failures)
   r=$(rail_stat "$name" 0 1 readmissions)
   ops=$(get "$name" 0 "j['ops']")
-  if [ "$f" -ge 1 ] && [ "$r" -ge 1 ]; then
+  if [ -n "$expect" ] && ! get "$name" 1 "j['stats']['last_failure']" | grep -qF "$expect"; then
+    fail "$name: host 1's last failure is '$(get "$name" 1 "j['stats']['last_failure'][:160]")', want '$expect'"
+  elif [ "$f" -ge 1 ] && [ "$r" -ge 1 ]; then
     pass "$name: $ops exact 8 MB allreduces; r1 failed $f time(s), came back $r time(s); worst op $(get "$name" 0 "round(j['max_op_s'], 2)") s, median $(get "$name" 0 "round(j['median_op_s'], 3)") s; last failure: $(get "$name" 0 "j['stats']['last_failure'][:120]")"
   else
     fail "$name: r1 failures=$f readmissions=$r (want >= 1 each)"
@@ -147,7 +150,8 @@ hole_off() {
   "$TESTBED" exec --name "$BED" --host 1 -- iptables -D INPUT -i r1 -j DROP
   "$TESTBED" exec --name "$BED" --host 1 -- iptables -D OUTPUT -o r1 -j DROP
 }
-fault_run cut cut_on cut_off
+# A cut takes the carrier of host 1's r1 away: its plugin's link watch takes the rail out at once.
+fault_run cut cut_on cut_off "link of r1 went down"
 fault_run blackhole hole_on hole_off
 
 # A gray rail: host 1's r1 drops to 20 Mbit/s (from several Gbit/s here) for 2 s of an 8 MB
