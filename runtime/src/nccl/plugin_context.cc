@@ -49,6 +49,10 @@ void refuseRetiredKnobs() {
   }
 }
 
+// The plugin's default progress floor is the watchdog's window, never below this (the control
+// mesh's silence window follows the floor, and a loaded host must still answer within it).
+constexpr std::chrono::milliseconds kLeastPluginFloor{300};
+
 Options engineOptions(const std::vector<PluginRail>& rails, const std::vector<RailSpec>& specs) {
   Options o;
   for (const PluginRail& r : rails) {
@@ -59,6 +63,14 @@ Options engineOptions(const std::vector<PluginRail>& rails, const std::vector<Ra
     }
   }
   readEngineKnobsFromEnv(o);
+  // Every message's head is an operation on one rail (nccl/engine_link.h), which the watchdog
+  // cannot judge: no other rail of its attempt moves. Its no-progress deadline is the floor, so
+  // a black-holed head rail held the loop for the runtime's 1 s floor (plus the late peer's
+  // grace, transport/progress_guard.h); at the watchdog's window a black hole costs what it
+  // costs a split operation (docs/nccl.md "Benchmark"). Set, NEZHA_PROGRESS_FLOOR_MS wins.
+  if (std::getenv("NEZHA_PROGRESS_FLOOR_MS") == nullptr && o.watchdog.count() > 0) {
+    o.progressFloor = std::max(o.watchdog, kLeastPluginFloor);
+  }
   o.rank = 0;  // each link sets its own rank of two (nccl/pending_link.h)
   o.worldSize = 2;
   validateOptions(o);
