@@ -18,6 +18,9 @@ namespace {
 // round): the knob's default, so a small message is still one operation.
 constexpr uint64_t kDefaultHeadBytes = 64 << 10;
 
+// The control mesh's silence window at the least: the runtime's default progress floor.
+constexpr std::chrono::milliseconds kLeastSilence{1000};
+
 std::vector<RailInfo> railInfos(const Options& o) {
   std::vector<RailInfo> rails;
   for (const RailSpec& s : o.rails)
@@ -55,8 +58,11 @@ EngineLink::EngineLink(const Options& options, std::vector<std::unique_ptr<Trans
                              rails_.size(), " rails in the options"));
   }
   // The agreement rides the rails' own control connections, as in the communicator
-  // (comm/communicator_setup.cc): silence long enough for a loaded machine to answer.
-  const auto silence = std::max(o_.progressFloor, std::chrono::milliseconds(300));
+  // (comm/communicator_setup.cc): silence long enough for a loaded machine to answer. Never
+  // below the runtime's default floor (1 s), though the plugin's floor is lower
+  // (nccl/plugin_context.cc): at 400 ms a black-holed rail's control connection made rounds
+  // give up on a live peer, and 2 of 7 black-hole runs stalled the loop for the whole hole.
+  const auto silence = std::max(o_.progressFloor, kLeastSilence);
   mesh_ = std::make_unique<ControlMesh>(
       o_.rank, o_.worldSize, rails_.size(), silence,
       [this](int peer, int rail, uint64_t gen) { engine_.onPeerRailDown(peer, rail, gen); },
