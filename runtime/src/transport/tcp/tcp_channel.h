@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+struct iovec;
+
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
 #include "transport/peer_mesh.h"
@@ -56,6 +58,12 @@ class TcpChannel : public Transport {
   void install(std::vector<std::vector<Fd>> conns);
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
+  // The parts from q's cursor that may move now, as iovecs (at most kMaxGather); 0 when the
+  // head send waits for its gate.
+  size_t gather(const StreamQueue& q, struct iovec* iov) const;
+  // Credits `n` bytes moved to the parts from q's cursor in order (receives: onRecv).
+  void advance(StreamQueue& q, size_t n, size_t& pendingQueues);
+  static constexpr size_t kMaxGather = 8;
   void waitForProgress(const StreamQueues& sq);
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
