@@ -2,8 +2,10 @@
 // (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through another
 // NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives every
 // pending send/receive with non-blocking sockets and poll(), splitting each message across the
-// peer's streams. One more connection per peer is opened with them for the control mesh
-// (failover/control_mesh.h), so control messages never queue behind bulk data.
+// peer's streams; the parts queued on one stream move with one gathered sendmsg/recvmsg
+// (pump()), so a small header and the data behind it share a write. One more connection per
+// peer is opened with them for the control mesh (failover/control_mesh.h), so control
+// messages never queue behind bulk data.
 #pragma once
 
 #include <atomic>
