@@ -18,11 +18,17 @@ extern "C" {
 
 typedef enum {
   NEZHA_OK = 0,
-  NEZHA_ERR_CONFIG = 1,  /* bad environment/options; message names the field */
-  NEZHA_ERR_RAIL = 2,    /* a rail's network I/O failed or timed out */
-  NEZHA_ERR_AUTH = 3,    /* a peer or the rendezvous failed the NEZHA_JOB_TOKEN proof */
-  NEZHA_ERR_INVALID = 4, /* invalid argument (null pointer, bad root, ...) */
-  NEZHA_ERR_INTERNAL = 5 /* bug check failed */
+  NEZHA_ERR_CONFIG = 1,   /* bad environment/options; message names the field */
+  NEZHA_ERR_RAIL = 2,     /* a rail's network I/O failed or timed out */
+  NEZHA_ERR_AUTH = 3,     /* a peer or the rendezvous failed the NEZHA_JOB_TOKEN proof */
+  NEZHA_ERR_INVALID = 4,  /* invalid argument (null pointer, bad root, ...) */
+  NEZHA_ERR_INTERNAL = 5, /* bug check failed */
+  /* The ranks called different operations: the signatures they gave it (nezha_sign_next_op)
+   * differ, or they are in different operations. Every rank that compared gets it, with a
+   * message naming each rank's operation and signature. Not a rail failure: the callers are
+   * out of step, and the communicator is unusable (a skipped operation shifts every later
+   * one): destroy it and build a new one. */
+  NEZHA_ERR_MISMATCH = 6
 } nezha_status_t;
 
 typedef enum {
@@ -91,6 +97,20 @@ nezha_status_t nezha_alltoallv(nezha_comm_t comm, const void* sendbuf, const siz
                                const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                const size_t* rdispls, nezha_dtype_t dtype);
 
+/* Signs the next collective this rank starts on `comm` with `length` (at most
+ * NEZHA_OP_SIGNATURE_MAX) caller-chosen bytes, zero-padded: an opaque digest of the call's
+ * arguments (collective, dtype, count, reduce op, root, a sequence number; their meaning is the
+ * caller's). They travel in that operation's first frames to every peer of each rail it uses,
+ * ahead of its data, and every rank compares them with its own before it accepts the result:
+ * ranks that signed other bytes, or are in another operation, make it fail with
+ * NEZHA_ERR_MISMATCH on every rank that compared. A later call replaces a signature not yet
+ * used; every rank must sign the same operations (an unsigned peer is out of step). Costs 44
+ * bytes per peer and rail in the operation's first exchange, in the same write as its data on
+ * TCP: no message and no wait of its own (runtime/README.md "Signed operations").
+ * NEZHA_ERR_INVALID: null bytes with a nonzero length, or more than NEZHA_OP_SIGNATURE_MAX. */
+#define NEZHA_OP_SIGNATURE_MAX 32
+nezha_status_t nezha_sign_next_op(nezha_comm_t comm, const void* bytes, size_t length);
+
 /* Writes the data-length table (split ratios per collective/world size/size bucket) as JSON. */
 nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path);
 
@@ -102,7 +122,7 @@ const char* nezha_last_error(void);
  * Bindings compare it at load time with the version they were written for (ctypes:
  * runtime/python/nezha/_lib.py) so a mismatched library fails at once, naming both, instead of
  * misreading arguments. */
-#define NEZHA_API_VERSION 1
+#define NEZHA_API_VERSION 2 /* 2: NEZHA_ERR_MISMATCH (and nezha_sign_next_op) */
 int nezha_api_version(void);
 
 #ifdef __cplusplus

@@ -312,8 +312,9 @@ class Communicator {
   // communicator is unusable afterwards. What the bytes mean is the caller's (the torch
   // backend: collective, dtype, count, reduce op, root, sequence number). A later call replaces
   // a signature not yet used; every rank must sign the same operations (an unsigned peer is
-  // out of step). Costs two small sends and receives per peer and rail, in the operation's
-  // first exchange: no message and no wait of its own (failover/signed_channel.h).
+  // out of step). Costs a 44-byte header each way per peer and rail, in the operation's first
+  // exchange and on TCP in the same write as its data: no message and no wait of its own
+  // (failover/signed_channel.h). C: nezha_sign_next_op, NEZHA_ERR_MISMATCH.
   void signNextOp(const void* bytes, size_t length);
 
   // Ranks that, as far as this rank has heard (the control mesh's heartbeats and questions),

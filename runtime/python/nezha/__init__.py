@@ -10,8 +10,8 @@
 from .buffers import DType
 from .communicator import Communicator, ReduceOp
 from .errors import (AuthError, ConfigError, InternalError, InvalidArgument, LibraryNotFound,
-                     LibraryVersionMismatch, NezhaError, RailError)
+                     LibraryVersionMismatch, MismatchError, NezhaError, RailError)
 
 __all__ = ["Communicator", "ReduceOp", "DType", "NezhaError", "ConfigError", "RailError",
            "AuthError", "InvalidArgument", "InternalError", "LibraryNotFound",
-           "LibraryVersionMismatch"]
+           "LibraryVersionMismatch", "MismatchError"]

@@ -16,7 +16,7 @@ from .errors import LibraryNotFound, LibraryVersionMismatch
 LIBRARY_ENV = "NEZHA_LIBRARY"
 _SONAMES = ("libnezha.so.0", "libnezha.so")
 # NEZHA_API_VERSION (runtime/include/nezha/nezha.h) of the C API the prototypes below describe.
-API_VERSION = 1
+API_VERSION = 2
 
 _lock = threading.Lock()
 _lib = None
@@ -56,6 +56,7 @@ def _declare(lib):
         "nezha_alltoall": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int]),
         "nezha_barrier": (c_int, [c_void_p]),
         "nezha_save_table": (c_int, [c_void_p, c_char_p]),
+        "nezha_sign_next_op": (c_int, [c_void_p, c_char_p, c_size_t]),
         "nezha_last_error": (c_char_p, []),
     }
     for name, (restype, argtypes) in protos.items():

@@ -130,6 +130,15 @@ class Communicator:
     def barrier(self):
         self._call(self._lib.nezha_barrier)
 
+    def sign_next_op(self, signature):
+        """Signs the next collective with `signature` (bytes, at most 32; an opaque digest of
+        the call's arguments, the caller's to choose): every rank compares it with its peers'
+        in that operation's first frames, and ranks that signed differently get MismatchError
+        (nezha_sign_next_op in nezha.h)."""
+        if not isinstance(signature, (bytes, bytearray)):
+            raise InvalidArgument(f"sign_next_op signature: {type(signature).__name__}, want bytes")
+        self._call(self._lib.nezha_sign_next_op, bytes(signature), len(signature))
+
     def save_table(self, path):
         """Writes the learned data-length table (split ratios) as JSON."""
         self._call(self._lib.nezha_save_table, os.fsencode(path))

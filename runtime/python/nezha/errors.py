@@ -38,6 +38,15 @@ class InternalError(NezhaError):
     status = 5
 
 
+class MismatchError(NezhaError):
+    """NEZHA_ERR_MISMATCH: the ranks called different operations (the signatures given with
+    Communicator.sign_next_op differ, or the ranks are in different operations); the message
+    names each rank's operation and signature. Not a rail failure: the communicator is unusable
+    afterwards; build a new one."""
+
+    status = 6
+
+
 class LibraryNotFound(NezhaError, OSError):
     """libnezha.so could not be located or loaded."""
 
@@ -47,7 +56,7 @@ class LibraryVersionMismatch(LibraryNotFound):
 
 
 BY_STATUS = {cls.status: cls for cls in (ConfigError, RailError, AuthError, InvalidArgument,
-                                         InternalError)}
+                                         InternalError, MismatchError)}
 
 
 def from_status(status, message):

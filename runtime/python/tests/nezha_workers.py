@@ -44,5 +44,32 @@ def scenario_numpy():
         report(rank=rank, world=world)
 
 
+def scenario_signed():
+    """Signed operations (Communicator.sign_next_op): ranks that sign alike get their result;
+    equal sizes signed differently (float32 vs int32) raise MismatchError naming both ranks,
+    and the communicator refuses what follows."""
+    import numpy as np
+    import nezha
+    with nezha.Communicator() as comm:
+        rank = comm.rank
+        a = np.ones(4, dtype=np.float32)
+        comm.sign_next_op(b"allreduce f32[4] sum")
+        comm.allreduce(a)
+        assert a.tolist() == [2.0] * 4, a
+        b = np.ones(4, dtype=np.int32) if rank else np.ones(4, dtype=np.float32)
+        comm.sign_next_op(b"allreduce i32[4] sum" if rank else b"allreduce f32[4] sum")
+        try:
+            comm.allreduce(b)
+            mismatch = ""
+        except nezha.MismatchError as e:
+            mismatch = str(e)
+        try:
+            comm.allreduce(a)
+            after = "usable"
+        except nezha.NezhaError as e:
+            after = type(e).__name__
+        report(rank=rank, mismatch=mismatch, after=after)
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]]()

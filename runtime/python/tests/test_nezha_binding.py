@@ -107,6 +107,17 @@ def test_numpy_job_two_ranks(tmp_path):
     assert table["format"] == "nezha-table/v1" and table["rails"] == ["r0", "r1"]
 
 
+def test_signed_ops_mismatch_raises_on_both_ranks():
+    env = launch.base_env(2)
+    env["NEZHA_RENDEZVOUS"] = f"127.0.0.1:{int(env['MASTER_PORT']) + 1}"
+    env["NEZHA_JOB_TOKEN"] = "cd" * 32
+    results = launch.run("signed", 2, env)
+    assert all(rc == 0 for rc, _, _ in results), launch.describe(results)
+    for _, rep, _ in results:
+        assert "rank 0 sent operation" in rep["mismatch"] and "rank 1 sent operation" in rep["mismatch"], rep
+        assert rep["after"] != "usable", rep
+
+
 def _import_in_subprocess(env_changes):
     env = {k: v for k, v in os.environ.items() if k not in ("NEZHA_LIBRARY", "LD_LIBRARY_PATH")}
     env.update(env_changes, PYTHONPATH=launch.PKG_ROOT)

@@ -1,8 +1,12 @@
 // C API over the C++ Communicator: exceptions become status codes plus a thread-local message.
 #include <string>
 
+#include "failover/op_header.h"
 #include "nezha/nezha.h"
 #include "nezha/nezha.hpp"
+
+static_assert(NEZHA_OP_SIGNATURE_MAX == nezha::kOpSignatureBytes,
+              "nezha.h promises the signed header's room for a signature");
 
 struct nezha_comm {
   std::unique_ptr<nezha::Communicator> comm;
@@ -17,6 +21,9 @@ nezha_status_t guard(F&& f) {
     lastError.clear();
     f();
     return NEZHA_OK;
+  } catch (const nezha::MismatchError& e) {
+    lastError = e.what();
+    return NEZHA_ERR_MISMATCH;
   } catch (const nezha::ConfigError& e) {
     lastError = e.what();
     return NEZHA_ERR_CONFIG;
@@ -121,6 +128,11 @@ nezha_status_t nezha_alltoallv(nezha_comm_t comm, const void* sendbuf, const siz
   return guard([&] {
     get(comm).alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt(dtype));
   });
+}
+
+nezha_status_t nezha_sign_next_op(nezha_comm_t comm, const void* bytes, size_t length) {
+  // Communicator::signNextOp refuses null bytes and signatures over the header's room.
+  return guard([&] { get(comm).signNextOp(bytes, length); });
 }
 
 nezha_status_t nezha_save_table(nezha_comm_t comm, const char* path) {

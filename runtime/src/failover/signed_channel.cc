@@ -21,12 +21,17 @@ void SignedChannel::exchange(std::vector<IoOp>& ops) {
   std::vector<size_t> received(n, 0);  // header bytes landed, by peer (onRecv)
   std::vector<IoOp> all;
   all.reserve(ops.size() + 2 * static_cast<size_t>(n));  // no reallocation: `after` points in
+  // The header is one element (align = its length): the transport never cuts it across a
+  // peer's streams, so it rides whole on one of them, in the same write as the data queued
+  // behind it there (TCP gathers a stream's parts, transport/tcp/tcp_channel.cc pump()), and
+  // arrives in the same read.
   for (int p = 0; p < n; ++p) {
-    if (p != me) all.push_back(IoOp::send(p, header_.data(), header_.size()));
+    if (p != me)
+      all.push_back(IoOp::send(p, header_.data(), kSignedHeaderBytes, kSignedHeaderBytes));
   }
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
-    all.push_back(IoOp::recv(p, theirs_[p].data(), kSignedHeaderBytes, 1,
+    all.push_back(IoOp::recv(p, theirs_[p].data(), kSignedHeaderBytes, kSignedHeaderBytes,
                              [&received, p](size_t, size_t len) { received[p] += len; }));
   }
   const size_t front = all.size();

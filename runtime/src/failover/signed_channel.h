@@ -6,11 +6,14 @@
 // (op_header.h, "NZOS": operation number + signature) in front: a send to every peer and a
 // receive from every peer, posted ahead of the algorithm's own ops in the same exchange. The
 // transport orders ops to one peer in posting order (transport/channel.h), so each header is
-// the first thing of the slice on both streams of every pair, and the algorithm's data follows
-// on the same connections without waiting for it: the header costs 44 bytes per peer and
-// direction, no round trip. After that exchange this rank holds every peer's header and
-// compares: a peer in another operation or with other bytes fails the slice with
-// MismatchError. Every rank of the rail receives every header, so a rank whose exchange
+// the first thing of the slice between every pair, and the algorithm's data follows on the
+// same connections without waiting for it: the header costs 44 bytes per peer and direction,
+// no round trip. It is posted as one element (align = its length), so a transport never cuts
+// it across a peer's streams; TCP sends it in the same gathered write as the data queued
+// behind it on its stream and reads both in one call (transport/tcp/tcp_channel.cc, pump()), so on
+// TCP it adds no system call or segment of its own. After that exchange this rank holds every
+// peer's header and compares: a peer in another operation or with other bytes fails the
+// slice with MismatchError. Every rank of the rail receives every header, so a rank whose exchange
 // completes sees any disagreement itself, whatever the algorithm's own pattern (a ring's
 // neighbours alone would let ranks whose neighbours agree with them finish with a wrong
 // result). A rank whose exchange cannot complete (it waits for data a disagreeing peer never
@@ -23,8 +26,9 @@
 // it knows that no rank disagreed, and only the all-to-all of headers tells it in the same
 // exchange; the operations' agreement round (failover_engine.h) would tell it too, but small
 // operations skip it (round-free) and waiting for one costs a message latency per operation.
-// The price is 2·(N-1) small ops per slice: nothing next to the data at the world sizes this
-// runs at, worth revisiting at hundreds of ranks.
+// The price is 2·(N-1) small ops per slice, folded into the data's writes to the peers the
+// algorithm talks to in its first exchange and writes of their own to the others: nothing
+// next to the data at the world sizes this runs at, worth revisiting at hundreds of ranks.
 #pragma once
 
 #include <string>

@@ -2,14 +2,18 @@
 // (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through another
 // NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives every
 // pending send/receive with non-blocking sockets and poll(), splitting each message across the
-// peer's streams. One more connection per peer is opened with them for the control mesh
-// (failover/control_mesh.h), so control messages never queue behind bulk data.
+// peer's streams; the parts queued on one stream move with one gathered sendmsg/recvmsg
+// (pump()), so a small header and the data behind it share a write. One more connection per
+// peer is opened with them for the control mesh (failover/control_mesh.h), so control
+// messages never queue behind bulk data.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
+
+struct iovec;
 
 #include "base/socket.h"
 #include "bootstrap/rendezvous.h"
@@ -56,6 +60,12 @@ class TcpChannel : public Transport {
   void install(std::vector<std::vector<Fd>> conns);
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
+  // The parts from q's cursor that may move now, as iovecs (at most kMaxGather); 0 when the
+  // head send waits for its gate.
+  size_t gather(const StreamQueue& q, struct iovec* iov) const;
+  // Credits `n` bytes moved to the parts from q's cursor in order (receives: onRecv).
+  void advance(StreamQueue& q, size_t n, size_t& pendingQueues);
+  static constexpr size_t kMaxGather = 8;
   void waitForProgress(const StreamQueues& sq);
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
