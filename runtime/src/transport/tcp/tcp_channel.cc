@@ -77,15 +77,21 @@ void TcpChannel::connect(const JobTable& job, Deadline deadline) {
              [this, session = job.session](int from, int to, int stream) {
                return purpose(session, from, to, stream);
              });
+  const std::vector<int> peers = peersUsed(rank_, size_);
   std::vector<std::vector<Fd>> conns;
   try {
-    conns = mesh_.connect(peersUsed(rank_, size_), nstreams_ + 1, deadline);
+    conns = mesh_.connect(peers, nstreams_ + 1, deadline);
   } catch (...) {
     rejected_ = mesh_.rejected();
     throw;
   }
   rejected_ = mesh_.rejected();
   install(std::move(conns));
+  // Up to 4 ranks the set is every peer: nothing can come on demand, so no port stays open.
+  if (static_cast<int>(peers.size()) == size_ - 1) {
+    std::lock_guard<std::mutex> lock(connMu_);
+    listen_.reset();
+  }
 }
 
 void TcpChannel::install(std::vector<std::vector<Fd>> conns) {

@@ -38,7 +38,8 @@ class TcpChannel : public Transport {
 
   RailEndpoint endpoint() const override;
   // Connects the start-up set (transport/peer_set.h): dials lower ranks, accepts higher ones
-  // (peer_mesh.h). The listener stays open for peers connected on first use.
+  // (peer_mesh.h). The listener stays open for peers connected on first use (closed when the
+  // set is every peer, as up to 4 ranks).
   void connect(const JobTable& job, Deadline deadline) override;
   // Indexed by peer; only the start-up set's peers have one (the rest stay invalid).
   std::vector<Fd> releaseControl() override { return std::move(control_); }
