@@ -1,5 +1,7 @@
 #include "transport/peer_mesh.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 
 #include "base/error.h"
@@ -56,12 +58,31 @@ void PeerMesh::open(const JobTable& job, int listenFd, const SocketTuning& tunin
 
 uint64_t PeerMesh::rejected() const { return acceptor_ ? acceptor_->rejectedTotal() : 0; }
 
-Fd PeerMesh::dial(int peer, int stream, Deadline deadline) const {
+void PeerMesh::interrupt() {
+  std::lock_guard<std::mutex> lock(dialMu_);
+  interrupted_ = true;
+  if (dialling_ >= 0) ::shutdown(dialling_, SHUT_RDWR);
+}
+
+Fd PeerMesh::dial(int peer, int stream, Deadline deadline) {
   const RailEndpoint& ep = job_.ranks[peer].rails[rail_];
   const std::string what = strCat("rail ", spec_.name, " to rank ", peer);
   try {
     Fd fd = connectTo(ep.address, ep.port, address_, spec_.iface, deadline, rail_, what, tuning_);
-    authenticateAsClient(fd.get(), token_, purpose_(rank_, peer, stream), deadline, rail_, what);
+    {
+      std::lock_guard<std::mutex> lock(dialMu_);
+      if (interrupted_) throw RailError(rail_, strCat(what, ": the rail was aborted"));
+      dialling_ = fd.get();  // interrupt() shuts it down, which ends the handshake's wait
+    }
+    try {
+      authenticateAsClient(fd.get(), token_, purpose_(rank_, peer, stream), deadline, rail_, what);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(dialMu_);
+      dialling_ = -1;
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(dialMu_);
+    dialling_ = -1;
     return fd;
   } catch (const PeerConnectError&) {
     throw;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,13 +67,17 @@ class PeerMesh {
                                        const SocketTuning& tuning, int conns,
                                        const Purpose& purpose, uint64_t& rejected);
 
+  // From any thread: the dial in progress, if any, fails at once and later dials fail before
+  // they start (the rail was aborted; an accept wait ends when its owner shuts the listener).
+  void interrupt();
+
   // Connections turned away so far (strangers, wrong token, purposes of no peer of this rail).
   uint64_t rejected() const;
   // Connections that arrived before they were asked for and wait in the mesh.
   size_t kept() const { return kept_.size(); }
 
  private:
-  Fd dial(int peer, int stream, Deadline deadline) const;
+  Fd dial(int peer, int stream, Deadline deadline);
   // Accepts until `want` ([peer][stream], only higher peers) is filled.
   void accept(std::vector<std::vector<Fd>>& want, Deadline deadline);
 
@@ -89,6 +94,9 @@ class PeerMesh {
   std::map<std::string, std::pair<int, int>> dialledBy_;  // purpose -> (higher peer, stream)
   std::map<std::pair<int, int>, Fd> kept_;                // (peer, stream) -> arrived early
   std::vector<std::vector<char>> handedOut_;              // [peer][stream] given to the caller
+  std::mutex dialMu_;
+  int dialling_ = -1;         // dialMu_: the socket of the handshake under way (not owned)
+  bool interrupted_ = false;  // dialMu_
 };
 
 }  // namespace nezha

@@ -79,10 +79,11 @@ Options meshOptions(int rank, int worldSize) {
 
 // `n` TCP rails of one job, each listening, and the job table that names them.
 struct Rails {
-  explicit Rails(int n) {
+  explicit Rails(int n, std::chrono::milliseconds ioTimeout = std::chrono::seconds(20)) {
     job.session = "first-use";
     for (int r = 0; r < n; ++r) {
-      const Options o = meshOptions(r, n);
+      Options o = meshOptions(r, n);
+      o.ioTimeout = ioTimeout;
       channels.push_back(std::make_unique<TcpChannel>(o, 0, o.rails[0].address));
       job.ranks.push_back(RankInfo{r, n, "", {channels.back()->endpoint()}});
     }
@@ -141,6 +142,26 @@ TEST(FirstUse, StartUpConnectsTheSetAndAPairOutsideItConnectsFromBothEndsAtOnce)
     EXPECT_EQ(rails.channels[r]->connectedPeers(), others) << r;
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(rails.channels[r]->rejectedConnections(), 0u) << r;
+}
+
+// Rank 3 dials rank 0 on first use, and rank 0 never gets to accept it: abort() (the failover
+// engine's, from another thread) ends the exchange with a RailError at once, not after the I/O
+// timeout (ten minutes here: the test would hang).
+TEST(FirstUse, AbortEndsAFirstUseDialThatNoOneAccepts) {
+  const int n = 8;
+  Rails rails(n, std::chrono::minutes(10));
+  const Deadline deadline = Clock::now() + std::chrono::seconds(20);
+  runRanks(n, [&](int r) { rails.channels[r]->connect(rails.job, deadline); });
+  std::promise<void> dialling;
+  auto exchange = std::async(std::launch::async, [&] {
+    char byte = 1;
+    std::vector<IoOp> ops{IoOp::send(0, &byte, 1)};
+    dialling.set_value();
+    rails.channels[3]->exchange(ops);
+  });
+  dialling.get_future().wait();
+  rails.channels[3]->abort();
+  EXPECT_THROW(exchange.get(), RailError);
 }
 
 // The purpose TcpChannel names a data stream with (what a genuine dialer proves).

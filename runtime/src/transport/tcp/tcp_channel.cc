@@ -153,8 +153,10 @@ void TcpChannel::abort() {
   std::lock_guard<std::mutex> lock(connMu_);
   aborted_ = true;
   shutDownStreams();
-  // A connect or a first-use accept waiting on the listener ends at once (acceptor.h).
+  // A connect or a first-use accept waiting on the listener ends at once (acceptor.h), and so
+  // does a dial's handshake.
   if (listen_.valid()) ::shutdown(listen_.get(), SHUT_RDWR);
+  mesh_.interrupt();
 }
 
 void TcpChannel::shutDownStreams() {

@@ -86,7 +86,8 @@ class TcpChannel : public Transport {
   // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a poll()
   // that saw a socket ready; arrival: bytes received on any stream.
   ProgressGuard guard_;
-  PeerMesh mesh_;  // how connect() and connectOnFirstUse() reach peers (rail thread)
+  PeerMesh mesh_;  // how connect() and connectOnFirstUse() reach peers (rail thread; interrupt()
+                   // from any)
   SocketTuning tuning_;
   Fd listen_;
   // [peer][stream]; empty for self, invalid for a peer not connected yet. Written on the rail
