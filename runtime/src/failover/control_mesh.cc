@@ -409,9 +409,14 @@ void ControlMesh::ask(const std::vector<int>& peers, uint64_t op) {
 }
 
 bool ControlMesh::peersBehind(uint64_t op) {
+  // Only peers with a control connection can be asked (the start-up set); one outside it is not
+  // waited for (it would never answer) and is not taken for late.
   std::vector<int> asked;
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && peerOpsStarted_[p]->load() < op + 1) asked.push_back(p);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_ && peerOpsStarted_[p]->load() < op + 1 && peerReachable(p)) asked.push_back(p);
+    }
   }
   if (asked.empty()) return false;
   const int64_t since = nowNs();
@@ -598,8 +603,8 @@ void ControlMesh::failRound(uint64_t round, int step, uint32_t kind, uint32_t or
     if (failedWith_.empty()) failedWith_ = abort;
   }
   if (origin == static_cast<uint32_t>(rank_)) {
-    sendEverywhere(abort, false);
-    abortsSent_ += static_cast<uint64_t>(size_ - 1);
+    // To every peer this rank has a control connection to; they flood it on (dispatch).
+    abortsSent_ += floodAbort(abort, -1);
   } else {
     for (int s = step + 1; s < steps_; ++s) {
       sendEverywhere(abort, false, targetOf(s));
@@ -701,26 +706,48 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
     cv_.notify_all();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (seq <= finished_) {
-    // A late copy (a slower rail), or an abort of a round ended here. That abort is news: its
-    // ranks failed for good (a rank killed inside the round can leave some ranks with the
-    // result, others with the error), so the round after cannot complete anywhere.
-    if (type == kMeshAbort && !abortedAfterFinish_) {
-      abortAfterFinish_ = Abort{f.origin, f.kind, std::move(f.why)};
-      abortedAfterFinish_ = true;
+  std::string passOn;  // an ABORT new here, flooded on once the lock is let go
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seq <= finished_) {
+      // A late copy (a slower rail), or an abort of a round ended here. That abort is news: its
+      // ranks failed for good (a rank killed inside the round can leave some ranks with the
+      // result, others with the error), so the round after cannot complete anywhere.
+      if (type == kMeshAbort && !abortedAfterFinish_) {
+        passOn = encodeMeshAbort(seq, f.origin, f.kind, f.why);
+        abortAfterFinish_ = Abort{f.origin, f.kind, std::move(f.why)};
+        abortedAfterFinish_ = true;
+        cv_.notify_all();
+      }
+    } else if (type == kMeshAbort) {
+      const std::string frame = encodeMeshAbort(seq, f.origin, f.kind, f.why);
+      if (aborts_.emplace(seq, Abort{f.origin, f.kind, std::move(f.why)}).second) passOn = frame;
+      cv_.notify_all();
+    } else {
+      auto& slot = inbox_[seq];
+      slot.resize(steps_);
+      if (!slot[f.step]) slot[f.step] = std::make_unique<std::vector<double>>(std::move(f.values));
       cv_.notify_all();
     }
-    return;
   }
-  if (type == kMeshAbort) {
-    aborts_.emplace(seq, Abort{f.origin, f.kind, std::move(f.why)});
-  } else {
-    auto& slot = inbox_[seq];
-    slot.resize(steps_);
-    if (!slot[f.step]) slot[f.step] = std::make_unique<std::vector<double>>(std::move(f.values));
+  // Control connections join only the start-up set (transport/peer_set.h), not every pair, so
+  // an ABORT reaches the ranks that are not the origin's neighbours by flooding, like a verdict:
+  // each rank passes the first copy it takes (per round, and the first after a round ended
+  // here) to its other peers once; later copies stop. Every rank then fails its round, or its
+  // next one, with the origin's cause, as if the origin had reached it directly.
+  if (!passOn.empty()) abortsSent_ += floodAbort(passOn, c.peer);
+}
+
+uint64_t ControlMesh::floodAbort(const std::string& frame, int except) {
+  std::vector<char> to(size_, 0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& c : conns_) {
+      if (!c->closed && c->peer != except) to[c->peer] = 1;
+    }
   }
-  cv_.notify_all();
+  sendToPeers(frame, to);
+  return static_cast<uint64_t>(std::count(to.begin(), to.end(), 1));
 }
 
 // Why a well-formed frame cannot come from this peer in this job (empty when it can): a round

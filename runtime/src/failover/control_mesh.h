@@ -1,7 +1,8 @@
 // Control mesh: small authenticated messages between ranks, kept apart from the data path.
 //
-// Every rail carries one extra TCP connection per pair of ranks, opened and authenticated with
-// the rail's data streams (TcpChannel::releaseControl). Each message can go out on every rail at
+// Every rail carries one extra TCP connection per pair of ranks of the start-up set
+// (transport/peer_set.h, which holds every neighbour below), opened and authenticated with the
+// rail's data streams (TcpChannel::releaseControl). Each message can go out on every rail at
 // once and the first copy to arrive counts, so the control plane works as long as any rail still
 // joins two ranks. That is what makes failure agreement safe: run as an allreduce on one rail, a
 // cut landing inside the round could complete it on one rank and not on another and end the job
@@ -19,16 +20,18 @@
 // rank's result depends on every rank's participation, so a round cannot complete anywhere
 // without every rank in it; a rank whose round fails (its source closed every connection, was
 // heard on no rail for the silence window, or the timeout passed, or the lengths differ) sends
-// ABORT (round, its rank, why) to every peer on every rail — N - 1 frames, on failure only —
-// and a rank that receives it fails the round at once with that cause, passing it on to the
-// ranks that still wait for its later steps. What no protocol can prevent: a rank that dies or
-// loses its last rail to one peer inside a round can leave the ranks that already had every step
-// with the result and the rest with an error (as with an all-to-all); the failed ranks then close
-// their mesh (failStop), so the others' next round fails at once. It fails with the first
-// round's cause, not with "rank Q closed" for a failed rank Q that merely left: an ABORT for a
-// round this rank already finished is kept (its ranks join no later round, so no later round can
-// complete), and a rank that failed a round repeats its ABORT on every connection before
-// closeAll() shuts them, so a peer reads why it left before it reads that it left.
+// ABORT (round, its rank, why) to every peer it has a control connection to (transport/peer_set.h:
+// O(log N) peers, not every pair), on every rail, and every rank floods the first copy it takes
+// on to its own peers once (later copies stop) — O(log N) frames per rank, on failure only — so
+// every rank learns the cause; a rank that receives it fails the round at once with that cause.
+// What no protocol can prevent: a rank that dies or loses its last rail to one peer inside a round
+// can leave the ranks that already had every step with the result and the rest with an error (as
+// with an all-to-all); the failed ranks then close their mesh (failStop), so the others' next round
+// fails at once. It fails with the first round's cause, not with "rank Q closed" for a failed rank
+// Q that merely left: an ABORT for a round this rank already finished is kept (its ranks join no
+// later round, so no later round can complete), and a rank that failed a round repeats its ABORT on
+// every connection before closeAll() shuts them, so a peer reads why it left before it reads that
+// it left.
 //
 // Other messages: "I lost this rail's link" notices (so peers drop the rail within milliseconds
 // instead of waiting for their progress deadline), and "which operation are you in?" with its
@@ -100,14 +103,15 @@ class ControlMesh : public Agreement {
   // invalid), replacing the ones the rail had.
   void attach(int rail, std::vector<Fd> conns) override;
 
-  // Best effort, from any thread: tells every peer, on every rail, that this rank lost the link
-  // of `rail`.
+  // Best effort, from any thread: tells every peer with a control connection (the start-up
+  // set), on every rail, that this rank lost the link of `rail`. Others (peers met only by an
+  // alltoall or a send) learn it from their connection closing or their progress deadline.
   void notifyRailDown(int rail, uint64_t generation) override;
   // This rank started operation `op` (an atomic store; peers learn it only when they ask).
   void setCurrentOp(uint64_t op) override { opsStarted_ = op + 1; }
   // True when some peer is alive but has not started operation `op` yet: it answered within
   // the silence window, and every peer that was asked answered. Asks only peers not already
-  // known to be in `op` or later.
+  // known to be in `op` or later, and only those with a control connection (the start-up set).
   bool peersBehind(uint64_t op) override;
   // Peers last heard (heartbeats, answers) in an operation before the one this rank started
   // last (setCurrentOp): as far as this rank knows, they have not started it. Asks nothing;
@@ -125,7 +129,7 @@ class ControlMesh : public Agreement {
   // What this rank's rounds cost, counted since construction. `messages`: steps sent, one per
   // step (ceil(log2 N) per round), however many rails carried a copy; `resentCopies`: steps
   // sent again on every rail (a chase after a lost or late copy, or a peer's RESEND);
-  // `abortsSent`: ABORT frames addressed to peers (each on every rail).
+  // `abortsSent`: ABORT frames addressed to peers (each on every rail), own and flooded on.
   struct AgreementStats {
     uint64_t rounds = 0, messages = 0, resentCopies = 0, abortsSent = 0;
   };
@@ -170,6 +174,8 @@ class ControlMesh : public Agreement {
   void takeVerdict(int peer, uint32_t watcher, int from);
   // Sends the verdict on `peer` to every neighbour but `peer` and `except`, on every rail.
   void floodVerdict(int peer, uint32_t watcher, int except);
+  // Sends an ABORT frame to every peer with an open connection but `except`; returns how many.
+  uint64_t floodAbort(const std::string& frame, int except);
   // Sends `frame` on every open connection to the peers marked in `to`; frames put out whole.
   uint64_t sendToPeers(const std::string& frame, const std::vector<char>& to);
   // verdictMu_ held: `peer` is named by a verdict this rank holds, at `now`.

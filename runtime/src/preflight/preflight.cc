@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <memory>
-#include <set>
 
 #include "base/error.h"
+#include "transport/peer_set.h"
 
 namespace nezha {
 
@@ -31,20 +31,7 @@ PreflightPolicy parsePreflightPolicy(const std::string& s) {
       strCat("NEZHA_PREFLIGHT=\"", s, "\" is unknown (want fail, degrade, wait or off)"));
 }
 
-std::vector<int> preflightPeers(int rank, int worldSize) {
-  std::set<int> peers;
-  if (worldSize <= kAllPairsUpTo) {
-    for (int p = 0; p < worldSize; ++p) peers.insert(p);
-  } else {
-    peers.insert((rank + 1) % worldSize);
-    peers.insert((rank + worldSize - 1) % worldSize);
-    for (int bit = 1; bit < worldSize; bit <<= 1) {
-      if ((rank ^ bit) < worldSize) peers.insert(rank ^ bit);
-    }
-  }
-  peers.erase(rank);
-  return {peers.begin(), peers.end()};
-}
+std::vector<int> preflightPeers(int rank, int worldSize) { return peersUsed(rank, worldSize); }
 
 unsigned char preflightByte(int from, int to, int rail, size_t offset) {
   // Differs between directions, pairs and rails, and along the buffer (a shifted or truncated

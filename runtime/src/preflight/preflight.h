@@ -4,8 +4,9 @@
 // training, not by the first collective's deadline.
 //
 // What is checked, per rail:
-//   1. connect   every rail connects to every peer concurrently, within NEZHA_PREFLIGHT_TIMEOUT_MS
-//                (the TCP transport opens a full mesh, so connecting is itself an all-pairs check);
+//   1. connect   every rail connects to its start-up set concurrently, within
+//                NEZHA_PREFLIGHT_TIMEOUT_MS (transport/peer_set.h: the peers the algorithms and
+//                the control mesh use; the rest are connected on first use);
 //   2. transfer  NEZHA_PREFLIGHT_BYTES each way, with a pattern that names sender, receiver and
 //                rail, to the peers preflightPeers() picks, every byte checked;
 //   3. agree     the ranks exchange, in one control-mesh round, which rails failed and where
@@ -19,12 +20,13 @@
 //                           every rail is back (bounded by NEZHA_PREFLIGHT_WAIT_MS);
 //                  off      connect as before: a rail that cannot connect ends the start.
 //
-// Which peers get a transfer: all of them up to kAllPairsUpTo ranks; beyond that the pairs the
-// algorithms move data on — ring neighbours (ring allreduce, reduce-scatter, allgather, chain
-// broadcast) and the recursive-doubling partners rank XOR 2^k (small allreduces) — that is
-// 2 + ceil(log2 N) peers per rank instead of N-1. A broken pair no algorithm uses costs nothing
-// until re-admission or the data path meets it. The choice is symmetric (a checks b iff b
-// checks a), so both ends post matching transfers.
+// Which peers get a transfer: exactly the pairs connected at start-up, at every N — the
+// peers the algorithms and the control mesh exchange with (transport/peer_set.h: ring and
+// dissemination neighbours, recursive-doubling partners), at most 4 ceil(log2 N) per rank
+// instead of N - 1. A broken pair outside that set (used only by alltoall or point-to-point
+// traffic) costs nothing until the data path meets it, when its first-use connect or transfer
+// fails the rail. The set is symmetric (a checks b iff b checks a), so both ends post matching
+// transfers.
 #pragma once
 
 #include <chrono>
@@ -34,8 +36,6 @@
 #include "transport/channel.h"
 
 namespace nezha {
-
-inline constexpr int kAllPairsUpTo = 16;
 
 // The peers `rank` checks with a transfer (sorted, without `rank`).
 std::vector<int> preflightPeers(int rank, int worldSize);

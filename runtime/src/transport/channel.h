@@ -1,7 +1,8 @@
 // The data half of the transport seam: what collectives see of a rail. A Channel is one rail
-// connected to every peer rank; algorithms post batches of point-to-point sends and receives
-// (IoOp) and the transport progresses them to completion. How a rail is brought up (listen,
-// connect, authenticate) is the other half, in transport.h. TCP (tcp/), verbs (verbs/) and
+// that reaches every peer rank (TCP connects a peer outside its start-up set when an exchange
+// first names it: transport/peer_set.h); algorithms post batches of point-to-point sends and
+// receives (IoOp) and the transport progresses them to completion. How a rail is brought up
+// (listen, connect, authenticate) is the other half, in transport.h. TCP (tcp/), verbs (verbs/) and
 // SHARP (sharp/) implement both. tests/transport/contract_test.cc runs one suite of this
 // contract over every transport of the build (TCP, and verbs against its test double).
 //

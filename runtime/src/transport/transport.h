@@ -5,13 +5,16 @@
 // (failover/readmission.cc) when a healed rail comes back:
 //   1. makeTransport()   opens what peers will dial (a listening socket, a QP's address) now,
 //                        so endpoint() can be published at rendezvous;
-//   2. connect(job, …)   reaches every peer, authenticates every connection with the job token
-//                        and the job table's session (a rebuilt rail gets a new session suffix,
+//   2. connect(job, …)   reaches the peers it connects at start-up (TCP: the set of
+//                        peer_set.h, O(log N), the rest on first use in exchange(); verbs:
+//                        every peer), authenticates every connection with the job token and
+//                        the job table's session (a rebuilt rail gets a new session suffix,
 //                        so nothing of an old generation is taken for the new one); TCP and
 //                        verbs open their connections with peer_mesh.h;
-//   3. releaseControl()  hands over one TCP connection per peer for the control mesh
-//                        (failover/control_mesh.h); every transport provides one, because
-//                        failure agreement must not depend on the data path it judges;
+//   3. releaseControl()  hands over one TCP connection per peer connected at start-up for the
+//                        control mesh (failover/control_mesh.h); every transport provides
+//                        them, because failure agreement must not depend on the data path it
+//                        judges;
 //   4. exchange()*       the data path (channel.h);
 //   5. abort() / destruction: connections closed, registered memory and queues released (RAII:
 //                        the object owns every fd and NIC resource it opened).
@@ -49,11 +52,13 @@ class Transport : public Channel {
  public:
   // What peers need to reach this rank on the rail (published at rendezvous).
   virtual RailEndpoint endpoint() const = 0;
-  // Connects to every peer and authenticates each connection; throws PeerConnectError (naming
-  // the peer it could not reach), RailError or AuthError. Called once, from one thread (rails
+  // Connects to the peers it connects at start-up (see above) and authenticates each
+  // connection; throws PeerConnectError (naming the peer it could not reach), RailError or
+  // AuthError. Called once, from one thread (rails
   // connect concurrently, each on its own), before any exchange.
   virtual void connect(const JobTable& job, Deadline deadline) = 0;
-  // The control connections opened by connect(), indexed by peer (own rank: invalid). Once.
+  // The control connections opened by connect(), indexed by peer (own rank and peers not
+  // connected at start-up: invalid). Once.
   virtual std::vector<Fd> releaseControl() = 0;
   // Connections to this rail's listener that were not peers of the job (stray, idle, garbage,
   // wrong token) and were turned away during connect().

@@ -24,6 +24,7 @@
 #include "base/error.h"
 #include "failover/mesh_frame.h"
 #include "nezha/nezha.hpp"
+#include "transport/peer_set.h"
 
 namespace nezha {
 namespace {
@@ -226,14 +227,15 @@ TEST(ControlMeshTest, HeartbeatsKeepALatePeerReachable) {
   EXPECT_TRUE(p.m1->silentPeers().empty());
 }
 
-// N ranks, every pair joined by one socket pair per rail. With `fake` >= 0 that rank has no
-// mesh: the test holds its ends (fakeEnds[rail][peer]) and speaks for it.
+// N ranks, every pair joined by one socket pair per rail (with `onlySet`, only the pairs a rail
+// connects at start-up: transport/peer_set.h). With `fake` >= 0 that rank has no mesh: the test
+// holds its ends (fakeEnds[rail][peer]) and speaks for it.
 struct Mesh {
   std::vector<std::unique_ptr<ControlMesh>> m;
   std::vector<std::vector<Fd>> fakeEnds;
 
   Mesh(int n, int rails, milliseconds silence = milliseconds(300),
-       milliseconds peerSilence = milliseconds(0), int fake = -1) {
+       milliseconds peerSilence = milliseconds(0), int fake = -1, bool onlySet = false) {
     for (int r = 0; r < n; ++r) {
       m.push_back(r == fake ? nullptr
                             : std::make_unique<ControlMesh>(
@@ -243,7 +245,9 @@ struct Mesh {
       std::vector<std::vector<Fd>> conns(n);
       for (auto& c : conns) c.resize(n);
       for (int a = 0; a < n; ++a) {
+        const std::vector<int> set = peersUsed(a, n);
         for (int b = a + 1; b < n; ++b) {
+          if (onlySet && !std::binary_search(set.begin(), set.end(), b)) continue;
           int sv[2];
           EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
           conns[a][b] = Fd(sv[0]);
@@ -457,9 +461,11 @@ TEST(ControlMeshTest, RankThatVanishesFailsTheRoundOnEveryOtherRankNamingIt) {
 // out: every rank but rank 3 (which waits for its last step) completes the round. Rank 3 fails
 // it naming rank 7 and leaves (closeAll, as failStop does). The others' next round must name
 // rank 7 too — the cause rank 3 sent them — not rank 3, whose connections they find closed.
-TEST(ControlMeshTest, RankKilledInsideARoundIsWhatEverySurvivorsNextRoundNames) {
+// With only the start-up set connected, rank 3's cause reaches the ranks it is not joined to by
+// the ABORT its peers flood on.
+void rankKilledInsideARound(bool onlySet) {
   constexpr int kN = 8, kKilled = 7, kLast = 3;  // kLast: kKilled's last step goes to it
-  Mesh mesh(kN, 2, milliseconds(30000), milliseconds(0), kKilled);
+  Mesh mesh(kN, 2, milliseconds(30000), milliseconds(0), kKilled, onlySet);
   const std::vector<double> one{1.0};
   for (int step : {0, 1}) {
     const std::string frame = encodeMeshStep(1, static_cast<uint16_t>(step), one);
@@ -490,8 +496,15 @@ TEST(ControlMeshTest, RankKilledInsideARoundIsWhatEverySurvivorsNextRoundNames) 
   EXPECT_NE(lastError.find("rank(s) 7 closed their control connections"), std::string::npos)
       << lastError;
   mesh.m[kLast]->closeAll();
-  // Rank 4 alone first: its first step's source is rank 3, whose connections it finds closed.
   std::vector<std::vector<double>> in(kN, one);
+  if (onlySet) {
+    // Rank 6 is no peer of rank 3, and the sources of its round (5, 4, 2) are alive but do not
+    // join: only the flooded ABORT ends its round before the timeout, and with the cause.
+    const auto six = mesh.round(in, {6}, milliseconds(30000));
+    EXPECT_NE(six[6].error.find("rank(s) 7 closed their control connections"), std::string::npos)
+        << six[6].error;
+  }
+  // Rank 4 alone first: its first step's source is rank 3, whose connections it finds closed.
   const auto four = mesh.round(in, {4}, milliseconds(30000));
   const auto rest = mesh.round(in, {0, 1, 2, 5, 6}, milliseconds(30000));
   for (int r : {0, 1, 2, 4, 5, 6}) {
@@ -499,6 +512,17 @@ TEST(ControlMeshTest, RankKilledInsideARoundIsWhatEverySurvivorsNextRoundNames) 
     EXPECT_NE(e.find("rank(s) 7 closed their control connections"), std::string::npos)
         << "rank " << r << ": " << e;
   }
+}
+
+TEST(ControlMeshTest, RankKilledInsideARoundIsWhatEverySurvivorsNextRoundNames) {
+  rankKilledInsideARound(false);
+}
+
+// Rank 3's peers at 8 ranks are 1, 2, 4, 5 and 7 (transport/peer_set.h): ranks 0 and 6 learn the
+// cause only from the ABORT its peers flood on.
+TEST(ControlMeshTest, RankKilledInsideARoundReachesNonPeersByTheFloodedAbort) {
+  ASSERT_EQ(peersUsed(3, 8), (std::vector<int>{1, 2, 4, 5, 7}));
+  rankKilledInsideARound(true);
 }
 
 // One rank of 4 calls with another length: the ranks that fold its steps see it, and every rank

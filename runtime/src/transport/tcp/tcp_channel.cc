@@ -14,6 +14,7 @@
 #include "base/congestion_control.h"
 #include "base/error.h"
 #include "base/sha256.h"
+#include "transport/peer_set.h"
 
 namespace nezha {
 
@@ -71,29 +72,95 @@ std::string TcpChannel::purpose(const std::string& session, int from, int to, in
 }
 
 void TcpChannel::connect(const JobTable& job, Deadline deadline) {
-  // Per peer: nstreams_ data streams, then the control connection (index nstreams_).
-  streams_ = mesh_.connect(
-      job, deadline, listen_.get(), tuning_, nstreams_ + 1,
-      [&](int from, int to, int stream) { return purpose(job.session, from, to, stream); },
-      rejected_);
-  listen_.reset();  // no more peers will come
-  install(std::move(streams_));
-}
-
-void TcpChannel::install(std::vector<std::vector<Fd>> conns) {
-  streams_ = std::move(conns);
-  control_.clear();
-  control_.resize(size_);
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    control_[p] = std::move(streams_[p][nstreams_]);
-    streams_[p].resize(nstreams_);
-    setControlTimeouts(control_[p].get(), controlUserTimeout_);
-    for (auto& fd : streams_[p]) setNonBlocking(fd.get(), true);
+  // Per peer of the start-up set: nstreams_ data streams, then the control connection (index
+  // nstreams_). Peers outside it are connected on first use, data streams only.
+  mesh_.open(job, listen_.get(), tuning_, nstreams_ + 1,
+             [this, session = job.session](int from, int to, int stream) {
+               return purpose(session, from, to, stream);
+             });
+  const std::vector<int> peers = peersUsed(rank_, size_);
+  std::vector<std::vector<Fd>> conns;
+  try {
+    conns = mesh_.connect(peers, nstreams_ + 1, deadline);
+  } catch (...) {
+    rejected_ = mesh_.rejected();
+    throw;
+  }
+  rejected_ = mesh_.rejected();
+  install(std::move(conns));
+  // Up to 4 ranks the set is every peer: nothing can come on demand, so no port stays open.
+  if (static_cast<int>(peers.size()) == size_ - 1) {
+    std::lock_guard<std::mutex> lock(connMu_);
+    listen_.reset();
   }
 }
 
+void TcpChannel::install(std::vector<std::vector<Fd>> conns) {
+  std::vector<Fd> control(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (conns[p].empty()) {  // not in the start-up set: connected on first use
+      conns[p].resize(nstreams_);
+      continue;
+    }
+    control[p] = std::move(conns[p][nstreams_]);
+    conns[p].resize(nstreams_);
+    setControlTimeouts(control[p].get(), controlUserTimeout_);
+    for (auto& fd : conns[p]) setNonBlocking(fd.get(), true);
+  }
+  std::lock_guard<std::mutex> lock(connMu_);
+  streams_ = std::move(conns);
+  control_ = std::move(control);
+  if (aborted_) shutDownStreams();
+}
+
+void TcpChannel::connectOnFirstUse(const std::vector<IoOp>& ops) {
+  std::vector<int> missing;
+  for (const IoOp& op : ops) {
+    // Bad peers are queueOps' to refuse; empty ops move nothing on either end.
+    if (op.len == 0 || op.peer < 0 || op.peer >= size_ || op.peer == rank_) continue;
+    if (!streams_[op.peer][0].valid()) missing.push_back(op.peer);
+  }
+  if (missing.empty()) return;
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  std::vector<std::vector<Fd>> conns;
+  try {
+    conns = mesh_.connect(missing, nstreams_, Clock::now() + ioTimeout_);
+  } catch (const Error& e) {  // RailError (unreachable, deadline) or AuthError
+    rejected_ = mesh_.rejected();
+    fail(strCat("connecting on first use: ", e.what()));
+  }
+  rejected_ = mesh_.rejected();
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (int p : missing) {
+    for (int s = 0; s < nstreams_; ++s) {
+      setNonBlocking(conns[p][s].get(), true);
+      streams_[p][s] = std::move(conns[p][s]);
+    }
+  }
+  if (aborted_) shutDownStreams();  // exchange then fails on them like on the others
+}
+
+std::vector<int> TcpChannel::connectedPeers() const {
+  std::vector<int> peers;
+  for (int p = 0; p < static_cast<int>(streams_.size()); ++p) {
+    if (p != rank_ && !streams_[p].empty() && streams_[p][0].valid()) peers.push_back(p);
+  }
+  return peers;
+}
+
 void TcpChannel::abort() {
+  std::lock_guard<std::mutex> lock(connMu_);
+  aborted_ = true;
+  shutDownStreams();
+  // A connect or a first-use accept waiting on the listener ends at once (acceptor.h), and so
+  // does a dial's handshake.
+  if (listen_.valid()) ::shutdown(listen_.get(), SHUT_RDWR);
+  mesh_.interrupt();
+}
+
+void TcpChannel::shutDownStreams() {
   // shutdown() (not close()) is safe while the rail thread polls these fds: they stay valid,
   // every pending and later send/recv on them fails at once, and the peer sees EOF.
   for (auto& peer : streams_) {
@@ -111,6 +178,7 @@ void TcpChannel::fail(const std::string& what) {
 
 void TcpChannel::exchange(std::vector<IoOp>& ops) {
   if (broken_) fail("used after an earlier failure");
+  connectOnFirstUse(ops);
   StreamQueues sq = queueOps(ops);
   guard_.start();
   while (sq.pending > 0) {

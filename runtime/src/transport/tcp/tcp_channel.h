@@ -1,15 +1,20 @@
-// TCP rail transport: `streams` connections to every peer, all bound to the rail's interface
-// (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through another
-// NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives every
-// pending send/receive with non-blocking sockets and poll(), splitting each message across the
-// peer's streams; the parts queued on one stream move with one gathered sendmsg/recvmsg
-// (pump()), so a small header and the data behind it share a write. One more connection per
-// peer is opened with them for the control mesh (failover/control_mesh.h), so control
-// messages never queue behind bulk data.
+// TCP rail transport: `streams` connections to each peer it exchanges with, all bound to the rail's
+// interface (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through
+// another NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives
+// every pending send/receive with non-blocking sockets and poll(), splitting each message across
+// the peer's streams; the parts queued on one stream move with one gathered sendmsg/recvmsg
+// (pump()), so a small header and the data behind it share a write. Start-up connects only the
+// peers of transport/peer_set.h (those the algorithms and the control mesh use: O(log N) of
+// them), each with one more connection for the control mesh (failover/control_mesh.h), so
+// control messages never queue behind bulk data. Any other peer gets its data streams when an
+// exchange first names it (alltoall, a send to any rank): the higher rank dials, the lower one
+// accepts, through the same authentication (peer_mesh.h) under the I/O timeout, so the rail's
+// listener stays open for the channel's life.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,10 +41,15 @@ class TcpChannel : public Transport {
              Fd control);
 
   RailEndpoint endpoint() const override;
-  // Dials lower ranks, accepts higher ones (peer_mesh.h).
+  // Connects the start-up set (transport/peer_set.h): dials lower ranks, accepts higher ones
+  // (peer_mesh.h). The listener stays open for peers connected on first use (closed when the
+  // set is every peer, as up to 4 ranks).
   void connect(const JobTable& job, Deadline deadline) override;
+  // Indexed by peer; only the start-up set's peers have one (the rest stay invalid).
   std::vector<Fd> releaseControl() override { return std::move(control_); }
   uint64_t rejectedConnections() const override { return rejected_; }
+  // Peers with data streams now (start-up set plus those connected on first use); rail thread.
+  std::vector<int> connectedPeers() const;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -56,8 +66,12 @@ class TcpChannel : public Transport {
  private:
   enum class Listen { kNow, kNever };
   TcpChannel(const Options& o, int railIndex, const std::string& address, Listen listen);
-  // Takes each peer's connections ([peer][stream], the control connection last) into use.
+  // Takes each peer's connections ([peer][stream], the control connection last; empty for a
+  // peer not connected yet) into use.
   void install(std::vector<std::vector<Fd>> conns);
+  // Opens the data streams of the peers `ops` name that have none yet (peer_mesh.h); a failure
+  // fails the rail like any other (RailError).
+  void connectOnFirstUse(const std::vector<IoOp>& ops);
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
   bool pump(StreamQueue& q, size_t& pendingQueues);
   // The parts from q's cursor that may move now, as iovecs (at most kMaxGather); 0 when the
@@ -70,6 +84,7 @@ class TcpChannel : public Transport {
   std::string purpose(const std::string& session, int from, int to, int stream) const;
   int fdOf(int peer, int stream) const { return streams_[peer][stream].get(); }
   [[noreturn]] void fail(const std::string& what);
+  void shutDownStreams();  // connMu_ held
 
   RailSpec spec_;
   std::string address_;
@@ -81,13 +96,18 @@ class TcpChannel : public Transport {
   // Deadline, late-peer grace and progress watch (progress_guard.h). Progress here: a poll()
   // that saw a socket ready; arrival: bytes received on any stream.
   ProgressGuard guard_;
-  PeerMesh mesh_;  // how connect() reaches every peer
+  PeerMesh mesh_;  // how connect() and connectOnFirstUse() reach peers (rail thread; interrupt()
+                   // from any)
   SocketTuning tuning_;
   Fd listen_;
-  std::vector<std::vector<Fd>> streams_;  // [peer][stream]; empty for self
-  std::vector<Fd> control_;               // [peer]; until releaseControl()
-  uint64_t rejected_ = 0;                 // stray connections turned away by connect()
-  bool broken_ = false;  // set once an I/O error is seen; the channel never recovers
+  // [peer][stream]; empty for self, invalid for a peer not connected yet. Written on the rail
+  // thread under connMu_ (abort() reads it from any thread).
+  std::vector<std::vector<Fd>> streams_;
+  std::vector<Fd> control_;  // [peer]; until releaseControl()
+  std::mutex connMu_;
+  bool aborted_ = false;               // connMu_: a connection made after abort() is shut too
+  std::atomic<uint64_t> rejected_{0};  // stray connections turned away by the listener
+  bool broken_ = false;                // set once an I/O error is seen; the channel never recovers
 };
 
 }  // namespace nezha
