@@ -733,16 +733,20 @@ bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Sli
 }
 
 // Round-free operations (Options::roundFreeBytes). A small cold operation on one rail skips the
-// per-operation round when every rail is alive: its result stands on this rank as soon as its
-// exchange finishes here. A rank that fails it aborts the rail, so every peer that finished it
-// fails its next operation on that rail too (that one cannot finish without the failed rank)
-// and the next round meets: the round carries each rank's operation number, and ranks one
-// operation ahead redo the kept operation with the ones behind (from kept inputs, on the
-// survivors), then run their own operation again from a fresh plan. Before anything that could
-// leave a peer's data waiting on another rail (a split, another rail, a broadcast, a timing
-// agreement) and every kConfirmEvery operations, a round confirms the kept operation. A rank
-// that finished an operation is never more than one ahead of one that did not: finishing the
-// next one needs every rank's part.
+// per-operation round when no rail is being drained or rebuilt: its result stands on this rank
+// as soon as its exchange finishes here. A rail that is out (failed, agreed by every rank) runs
+// none of its slices, so it does not stop the others skipping rounds; its re-admission moves at
+// the rounds still held (every kConfirmEvery operations, and every operation that is not
+// round-free). Holding a round per operation while a rail was out made the NCCL plugin's
+// messages pay two rounds instead of one for as long as the rail stayed out. A rank that fails it
+// aborts the rail, so every peer that finished it fails its next operation on that rail too (that
+// one cannot finish without the failed rank) and the next round meets: the round carries each
+// rank's operation number, and ranks one operation ahead redo the kept operation with the ones
+// behind (from kept inputs, on the survivors), then run their own operation again from a fresh
+// plan. Before anything that could leave a peer's data waiting on another rail (a split, another
+// rail, a broadcast, a timing agreement) and every kConfirmEvery operations, a round confirms the
+// kept operation. A rank that finished an operation is never more than one ahead of one that did
+// not: finishing the next one needs every rank's part.
 bool FailoverEngine::roundFree(OpKind op, const Plan& plan, bool twoWay) const {
   if (!o_.failover || o_.worldSize < 2 || plan.hot || plan.slices.size() != 1) return false;
   if (!twoWay && op != OpKind::kAllreduce && op != OpKind::kAllgather &&
@@ -754,7 +758,7 @@ bool FailoverEngine::roundFree(OpKind op, const Plan& plan, bool twoWay) const {
   if (sched_->isOffload(plan.slices[0].rail)) return false;
   const std::vector<bool>& alive = sched_->alive();
   for (size_t r = 0; r < rails_.size(); ++r) {
-    if (!alive[r] || drained_[r] || rebuilds_[r]) return false;
+    if ((!alive[r] && !localDown_[r]) || drained_[r] || rebuilds_[r]) return false;
   }
   return continuesKept(plan) || !kept_;
 }
