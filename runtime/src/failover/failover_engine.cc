@@ -738,7 +738,7 @@ bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Sli
 // none of its slices, so it does not stop the others skipping rounds; its re-admission moves at
 // the rounds still held (every kConfirmEvery operations, and every operation that is not
 // round-free). Holding a round per operation while a rail was out made the NCCL plugin's
-// messages pay two rounds instead of one for as long as the rail stayed out. A rank that fails it
+// messages pay two rounds instead of one for as long as the rail stayed out. A rank that fails one
 // aborts the rail, so every peer that finished it fails its next operation on that rail too (that
 // one cannot finish without the failed rank) and the next round meets: the round carries each
 // rank's operation number, and ranks one operation ahead redo the kept operation with the ones
