@@ -228,7 +228,13 @@ if [ -n "$IBV_DOUBLE" ]; then
     fail "mixed tcp + rdma rails, p2p"
     show mixed_p2p 2
   fi
-  if run mixed_ring 2 2 -- --mode ring --bytes 3000000 --iters 4 && all_ok mixed_ring 2 &&
+  # Both rails must carry data here, so the split is held equal (the rails' expected speeds, no
+  # probe, no tuning) and every message above 64K is split: under load the double can measure
+  # slow enough that a learned split leaves it idle in one direction, which is the scheduler's
+  # right answer, not the striping bug this looks for.
+  if TRANSPORTS="tcp@1000 rdma@1000" run mixed_ring 2 2 NEZHA_PROBE_BYTES=0 NEZHA_TUNE_INTERVAL=1000000 \
+    NEZHA_COLD_THRESHOLD=64K NEZHA_MIN_SLICE_BYTES=64K -- --mode ring --bytes 3000000 --iters 4 &&
+    all_ok mixed_ring 2 &&
     [ "$(rail_stat mixed_ring 0 0 bytes_sent)" -gt 0 ] && [ "$(rail_stat mixed_ring 0 1 bytes_sent)" -gt 0 ]; then
     pass "mixed tcp + rdma rails, ring allreduce exact; rank 0 bytes r0 (tcp) $(rail_stat mixed_ring 0 0 bytes_sent), r1 (rdma) $(rail_stat mixed_ring 0 1 bytes_sent)"
   else
