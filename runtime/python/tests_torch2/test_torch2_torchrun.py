@@ -28,3 +28,27 @@ def test_torchrun_restarts_the_group_after_a_killed_worker(tmp_path):
         assert r["restart_count"] == 1, (r, out)
         assert r["world"] == 2 and "nezha" in r["backend"], r
         assert r["exact"] == [True] * 5, (r, out)
+
+
+def test_each_attempt_keeps_its_store_keys_apart(monkeypatch):
+    # torchrun's agent store outlives an attempt: the keys a killed attempt published must not
+    # be what the next attempt reads (nezha/torch/__init__.py, RESTART_COUNT_ENV).
+    import torch.distributed as dist
+    import nezha.torch as nt
+
+    raw = dist.HashStore()
+    monkeypatch.setenv(nt.RESTART_COUNT_ENV, "2")
+    nt._attempt_store(raw).set("nezha/p2p/1", "127.0.0.1:9")
+    assert raw.get("nezha/attempt_2/nezha/p2p/1") == b"127.0.0.1:9"
+    assert not raw.check(["nezha/p2p/1"])
+
+    monkeypatch.delenv(nt.RESTART_COUNT_ENV)
+    assert nt._attempt_store(raw) is raw  # no elastic agent: the group's store as torch gives it
+
+    monkeypatch.setenv(nt.RESTART_COUNT_ENV, "two")
+    try:
+        nt._attempt_store(raw)
+    except ValueError as e:
+        assert nt.RESTART_COUNT_ENV in str(e)
+    else:
+        raise AssertionError("a restart count that is not a number was accepted")

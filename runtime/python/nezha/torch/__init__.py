@@ -43,6 +43,13 @@ _ENV_LOCK = threading.Lock()
 # value is an error naming the variable.
 SIGNATURES_ENV = "NEZHA_TORCH_SIGNATURES"
 
+# torchrun (and any elastic agent that shares its store with the workers) keeps one store for
+# every attempt of a job and restarts the workers with the same keys: what a killed attempt
+# published (each rank's p2p listener, a subgroup's rendezvous endpoint) is still there when the
+# next attempt reads it, and a rank that reads before its peer republishes dials a dead process.
+# Each attempt therefore keeps its keys under its own prefix.
+RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
+
 
 def _check_signatures():
     value = os.environ.get(SIGNATURES_ENV, "on")
@@ -56,6 +63,17 @@ def _timeout_ms(timeout):
     if timeout is None:
         return 30 * 60 * 1000  # torch's default for non-NCCL backends
     return max(1, int(timeout.total_seconds() * 1000))
+
+
+def _attempt_store(store):
+    """The store under this attempt's own prefix when an elastic agent restarts the workers."""
+    attempt = os.environ.get(RESTART_COUNT_ENV)
+    if attempt is None:
+        return store
+    if not attempt.isdigit():
+        raise ValueError(f"{RESTART_COUNT_ENV}={attempt!r} is not valid (want the agent's "
+                         "restart count, a whole number >= 0)")
+    return dist.PrefixStore(f"nezha/attempt_{int(attempt)}", store)
 
 
 def _create_backend(store, rank, size, timeout):
@@ -75,7 +93,8 @@ def _create_backend(store, rank, size, timeout):
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:
-            return NezhaBackend(store, rank, size, rendezvous_through_store=through_store,
+            return NezhaBackend(_attempt_store(store), rank, size,
+                                rendezvous_through_store=through_store,
                                 timeout_ms=_timeout_ms(timeout),
                                 check_signatures=_check_signatures())
         finally:
