@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +70,24 @@ struct Args {
   int timeoutMs = 60000;
   int idleSleepUs = 0;
 };
+
+// NCCL's logger, as NCCL hands it to the plugin: warnings always, INFO lines (the plugin's
+// failover records, its choices at init) when NCCL_DEBUG=INFO or TRACE, as NCCL decides.
+void ncclLikeLogger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* file, int line,
+                    const char* fmt, ...) {
+  static const bool info = [] {
+    const char* d = std::getenv("NCCL_DEBUG");
+    return d != nullptr && (std::strcmp(d, "INFO") == 0 || std::strcmp(d, "TRACE") == 0);
+  }();
+  if (level != NCCL_LOG_WARN && !(info && level >= NCCL_LOG_INFO)) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "NCCL %s %s:%d %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", file, line,
+               msg);
+}
 
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "nezha-nccl-harness: %s\n", msg.c_str());
@@ -225,7 +244,7 @@ class Net {
     } else {
       v8_ = static_cast<const ncclNet_v8_t*>(dlsym(lib_, "ncclNetPlugin_v8"));
       if (v8_ == nullptr) die("the plugin has no ncclNetPlugin_v8");
-      check(v8_->init(nullptr), "init");
+      check(v8_->init(ncclLikeLogger), "init");
       ncclNetProperties_v8_t p{};
       check(v8_->getProperties(0, &p), "getProperties");
       name_ = describeProps(p, "v8");
@@ -243,7 +262,7 @@ class Net {
   const Table* loadVirtual(const char* symbol, const char* version) {
     const auto* table = static_cast<const Table*>(dlsym(lib_, symbol));
     if (table == nullptr) die(std::string("the plugin has no ") + symbol);
-    check(table->init(&ctx_, 1, nullptr, nullptr, nullptr), "init");
+    check(table->init(&ctx_, 1, nullptr, ncclLikeLogger, nullptr), "init");
     Props p{};
     check(table->getProperties(0, &p), "getProperties");
     name_ = describeProps(p, version);

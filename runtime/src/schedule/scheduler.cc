@@ -230,7 +230,8 @@ void Scheduler::setShare(std::vector<double>& ratios, int rail, double share) co
 }
 
 void Scheduler::probeStarvedRails(const TableKey& key, TableEntry& e,
-                                  const std::vector<double>& secs) {
+                                  const std::vector<double>& secs,
+                                  const std::vector<double>& ranOn) {
   if (o_.minSliceBytes == 0) return;  // every positive share earns a slice
   // The smallest operation of the bucket gets a slice a quarter above the minimum from this
   // share, so weight rounding cannot drop it again; any larger one gets more.
@@ -242,13 +243,32 @@ void Scheduler::probeStarvedRails(const TableKey& key, TableEntry& e,
     e.probed[i] = false;
     if (e.pendingBytes[i] > 0) {
       e.starvedUpdates[i] = 0;
-      if (wasProbed) {
-        // The probe's own interval: if it slowed the job, the next probe waits long enough to
-        // stay within the budget.
-        e.probeWait[i] = std::max(e.probeWait[i], probeCostWait(i, secs));
-      } else {
-        // Bytes it earned on its own: it is back; a later starvation starts the waits over.
-        e.probeWait[i] = kFirstProbeWait;
+      if (!wasProbed) {
+        // Bytes it earned on its own, and its timings hold it at least at a probe's share: it is
+        // back; a later starvation starts the waits over. Below that share it is the tail of a
+        // probe its first bytes flattered, or a rail sinking: the waits go on.
+        if (e.ratios[i] >= probeShare) e.probeWait[i] = kFirstProbeWait;
+        continue;
+      }
+      // The probe's own interval: if it slowed the job, the next probe waits long enough to
+      // stay within the budget.
+      e.probeWait[i] = std::max(e.probeWait[i], probeCostWait(i, secs));
+      // Its timings did not raise it above the probe's share: it is still too slow to earn a
+      // slice of its own. It leaves the split now, not over the further agreements the tuner's
+      // gain would take to walk it down, each of which the job would wait on it for (behind a
+      // token bucket the probe's first bytes leave at line rate, so the probe flatters it), and
+      // whose bytes would pass for a share won back and start the waits over.
+      if (e.ratios[i] < probeShare) {
+        setShare(e.ratios, static_cast<int>(i), 0.0);
+        continue;
+      }
+      // Won: it ramps up as TCP's slow start does, at most doubling the share it just ran on,
+      // and each step is judged as the probe was. One flattered interval would otherwise hand a
+      // still-gray rail the share of a healthy one for the next interval (a probe slice that fits
+      // a token bucket's burst times at line rate).
+      if (e.ratios[i] > 2 * ranOn[i]) {
+        setShare(e.ratios, static_cast<int>(i), 2 * ranOn[i]);
+        e.probed[i] = true;
       }
       continue;
     }
@@ -317,8 +337,9 @@ void Scheduler::applyAgreed(const std::vector<double>& agreed) {
     std::vector<double> secs(agreed.begin() + static_cast<long>(pos),
                              agreed.begin() + static_cast<long>(pos + nrails_));
     pos += nrails_;
+    const std::vector<double> ranOn = e.ratios;
     e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
-    probeStarvedRails(key, e, secs);
+    probeStarvedRails(key, e, secs, ranOn);
     for (size_t i = 0; i < nrails_; ++i) {
       if (secs[i] > 0 && e.pendingBytes[i] >= kMinObservedBytes) {
         observed_[i] = e.pendingBytes[i] / secs[i];

@@ -137,8 +137,13 @@ class Scheduler {
   // never give it a share back once it is fast again. Such a rail gets the least share that
   // earns a slice in this bucket after kFirstProbeWait starved agreements; its timings decide
   // from there. Waits double per probe that did not win the rail a share (to kMaxProbeWait),
-  // and are at least probeCostWait after a probe that slowed the job.
-  void probeStarvedRails(const TableKey& key, TableEntry& e, const std::vector<double>& secs);
+  // and are at least probeCostWait after a probe that slowed the job. Winning means timings
+  // that hold the rail at least at the probe's share; a probe that did not win leaves the split
+  // at once (its tail would cost the job, and a token bucket's burst flatters a probe); one that
+  // won ramps up, at most doubling per agreement the share it ran on (`ranOn`: the ratios of the
+  // interval just agreed), each step judged as the probe was.
+  void probeStarvedRails(const TableKey& key, TableEntry& e, const std::vector<double>& secs,
+                         const std::vector<double>& ranOn);
   // Agreements to wait so that a probe interval that ran `rail` this much past the other rails
   // costs at most kStarvedProbeBudget of the job's time (0 if it cost nothing).
   uint32_t probeCostWait(size_t rail, const std::vector<double>& secs) const;

@@ -54,7 +54,7 @@ struct TableEntry {
   // agreed data only, so the same on every rank, and never saved.
   std::vector<uint32_t> starvedUpdates;  // agreements in a row without a byte on the rail
   std::vector<uint32_t> probeWait;       // starved agreements before the next probe slice
-  std::vector<bool> probed;              // the last agreement raised the rail to a probe share
+  std::vector<bool> probed;  // the last agreement raised the rail to a probe share or a ramp step
 };
 
 class Table {

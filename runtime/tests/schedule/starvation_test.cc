@@ -139,5 +139,47 @@ TEST_F(StarvationTest, NoMinimumSliceNoProbe) {
   }
 }
 
+// A gray rail behind a token bucket (the test bed's TBF, a shaper, a switch buffer): after it sat
+// idle, its first bytes leave at line rate, so the probe interval times it several times faster
+// than it runs. The tuner's gain then walks its share down over more agreements instead of
+// leaving it out at once, and the job waits on it in each: the probe must cost what the budget
+// allows, tail included, and bytes from a probe's tail are not the rail winning a share back.
+TEST_F(StarvationTest, AProbedRailBehindATokenBucketIsLeftOutWithinTheBudget) {
+  constexpr size_t kChunkFloats = 128 << 10;  // 512 KiB: the NCCL plugin's chunk, bucket 2^19
+  constexpr double kBurst = 64 << 10, kSlow = kFast / 40;
+  Options o = options();
+  Scheduler s(o, ProbeResult{{1e-4, 1e-4}, {kFast, kFast}}, Table({"r0", "r1"}));
+  double tokens = kBurst, busy = 0, overrun = 0;
+  int probes = 0;
+  bool carrying = false;
+  for (uint64_t op = 0; op < 3000; ++op) {
+    if (s.agreementDue(op)) s.applyAgreed(s.pendingStats());
+    Plan p = s.plan(OpKind::kAllreduce, kChunkFloats, 4);
+    std::vector<double> secs(2, 0);
+    for (const Slice& sl : p.slices) {
+      const double bytes = sl.count * 4.0;
+      if (sl.rail == 0) {
+        secs[0] = 1e-4 + bytes / kFast;
+      } else {
+        const double fast = std::min(bytes, tokens);  // what the bucket lets through at once
+        tokens -= fast;
+        secs[1] = 1e-4 + fast / kFast + (bytes - fast) / kSlow;
+      }
+    }
+    s.record(p, secs);
+    const double took = std::max(secs[0], secs[1]);
+    tokens = std::min(kBurst, tokens + took * kSlow);
+    const bool r1 = secs[1] > 0;
+    if (op >= 500) {  // after the split has learned the rail is gray
+      busy += took;
+      overrun += std::max(0.0, secs[1] - secs[0]);
+      probes += r1 && !carrying;
+    }
+    carrying = r1;
+  }
+  EXPECT_GE(probes, 1);  // it keeps being tried: a later heal is noticed
+  EXPECT_LE(overrun / busy, 0.08) << overrun << " s of " << busy << " s, " << probes << " probes";
+}
+
 }  // namespace
 }  // namespace nezha
