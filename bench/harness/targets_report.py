@@ -39,7 +39,7 @@ def build(passes: list[dict]) -> dict:
 
 
 def _head(p: dict) -> str:
-    return f"{p['label']} ({p['cc']})"
+    return p["cc"] if p["label"] == p["cc"] else f"{p['label']} ({p['cc']})"
 
 
 def _rows(doc: dict) -> list[list[str]]:

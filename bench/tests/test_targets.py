@@ -105,15 +105,15 @@ def test_report_puts_the_passes_side_by_side_with_their_runs():
         {"label": "reno", "cc": "reno", "docs": {"suite": suite(same_rail=1.0, cc="reno")}, "note": "trimmed"}])
     text = targets_report.text(doc)
     head = next(line for line in text.splitlines() if line.startswith("goal"))
-    assert "host default (bbr)" in head and "reno (reno)" in head
+    assert "host default (bbr)" in head and "reno" in head
     row = next(line for line in text.splitlines() if line.startswith("one rail / Gloo on the same rail, 64K"))
     assert "1.060x at homogeneous 256K PASS" in row and "1.000x at homogeneous 256K MISS" in row
     assert "host default (bbr), suite: started 2026-11-29T01:00:00+00:00, bed's congestion control bbr, " \
            "load average 1.00, 0.50, 0.20 at start, 0.80, 0.60, 0.30 at end" in text
-    assert "reno (reno), ddp: not run" in text and "note (reno (reno)): trimmed" in text
+    assert "reno, ddp: not run" in text and "note (reno): trimmed" in text
     assert "copies 40 %, reductions 20 %" in text
     md = targets_report.markdown(doc)
-    assert "| goal | target | host default (bbr) | reno (reno) |" in md
+    assert "| goal | target | host default (bbr) | reno |" in md
     assert md.count("\n| ") == len(TARGETS) + 1  # the header and one row per target
 
 
