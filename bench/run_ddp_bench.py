@@ -122,6 +122,7 @@ def main() -> int:
     ap.add_argument("--tcp-cc", default="", metavar="ALGO",
                     help="TCP congestion control of the bed's hosts (default: the machine's, recorded)")
     ap.add_argument("--kind", default="ddp", help="results kind: <kind>-<stamp>.* and latest-<kind>.* (default ddp)")
+    ap.add_argument("--out", default=RESULTS, help="results directory (default bench/results)")
     a = ap.parse_args()
     if hostinfo.tcp_cc_error(a.tcp_cc):
         ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
@@ -210,7 +211,7 @@ def main() -> int:
     lines.append(f"{verdict}  nezha-2rails / gloo-1rail step time {value} (target <= {ddp.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    write_result(RESULTS, a.kind, stamp, {".json": doc, ".txt": text})
+    write_result(a.out, a.kind, stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

@@ -43,6 +43,8 @@ KIND = "targets"
 TARGET_SERIES = ("nezha-adaptive", "nezha-single", "gloo-best-rail")
 FAULT_SERIES = ("nezha-adaptive", "gloo-best-rail")
 PROFILE_SIZE = "16M"
+QUICK_RANDOM_MIXES = 1  # --quick: a smoke of the plumbing, not a measurement
+QUICK_UNSHAPED_SIZES = "1M,16M"
 UNSHAPED_ESTIMATE_S = 120  # ~1.5 min of sweep plus two profiled launches
 DDP_ESTIMATE_S = 90  # two launches per series, three series, on a fresh bed
 
@@ -58,21 +60,27 @@ def pass_kinds(second: bool, cc: str) -> dict:
     return {"suite": f"bench-{cc}", "faults": "chaos", "unshaped": f"unshaped-{cc}", "ddp": f"ddp-{cc}"}
 
 
-def pass_steps(second: bool, cc: str, seed: int, torch_python: str) -> dict:
-    """{source: argv (after python3 -m)} of one pass; a source without a step is not run."""
+def pass_steps(second: bool, cc: str, a, out: str) -> dict:
+    """{source: argv (after python3 -m)} of one pass, for the sources in a.sources; a source
+    without a step is not run (its targets are NOT RUN). out: the results directory."""
     kinds = pass_kinds(second, cc)
     cc_flag = ["--tcp-cc", cc] if second else []
-    suite = ["bench.run_bench", "--seed", str(seed), "--kind", kinds["suite"], *cc_flag]
+    suite = ["bench.run_bench", "--seed", str(a.seed), "--kind", kinds["suite"], *cc_flag]
+    if a.quick:
+        suite += ["--quick", "--random", str(QUICK_RANDOM_MIXES)]
     if second:
         suite += [arg for s in TARGET_SERIES for arg in ("--series", s)]
     faults = ["bench.run_bench", "--chaos", "--kind", kinds["faults"], *cc_flag]
     if not second:
         faults += [arg for s in FAULT_SERIES for arg in ("--series", s)]
-    steps = {"suite": suite, "faults": faults,
-             "unshaped": ["bench.run_unshaped", "--profile", PROFILE_SIZE, "--kind", kinds["unshaped"], *cc_flag]}
-    if torch_python:
-        steps["ddp"] = ["bench.run_ddp_bench", "--python", torch_python, "--kind", kinds["ddp"], *cc_flag]
-    return steps
+    unshaped = ["bench.run_unshaped", "--profile", PROFILE_SIZE, "--kind", kinds["unshaped"], "--out", out, *cc_flag]
+    if a.quick:
+        unshaped += ["--sizes", QUICK_UNSHAPED_SIZES]
+    steps = {"suite": suite, "faults": faults, "unshaped": unshaped}
+    if a.torch_python:
+        steps["ddp"] = ["bench.run_ddp_bench", "--python", a.torch_python, "--kind", kinds["ddp"], "--out", out,
+                        *cc_flag]
+    return {s: argv for s, argv in steps.items() if s in a.sources}
 
 
 def step_estimate_s(argv: list[str]) -> float:
@@ -92,6 +100,10 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=None, help="seed of the random rail mixes, both passes (default: fresh)")
     ap.add_argument("--torch-python", default="", metavar="PATH",
                     help="the torch venv's python for the DDP runs (make bench passes it); without it DDP is NOT RUN")
+    ap.add_argument("--sources", default=",".join(SOURCES), metavar="LIST",
+                    help=f"which runs of each pass (default all: {','.join(SOURCES)}); the others' targets are NOT RUN")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: quick suites with one random mix, unshaped at 1M and 16M only")
     ap.add_argument("--dry-run", action="store_true", help="print both passes' runs and the time estimate")
     ap.add_argument("--report", nargs="?", const="", metavar="JSON",
                     help="judge an earlier targets result again from its runs' files (default: latest-targets.json)")
@@ -101,6 +113,10 @@ def parse_args(argv):
     err = hostinfo.tcp_cc_error(a.second_cc)
     if err:
         ap.error(err.replace("--tcp-cc", "--second-cc"))
+    a.sources = [x.strip() for x in a.sources.split(",") if x.strip()]
+    bad = [x for x in a.sources if x not in SOURCES]
+    if bad or not a.sources:
+        ap.error(f"--sources: want some of {', '.join(SOURCES)}, got {bad[0] if bad else 'none'!r}")
     if a.seed is None:
         a.seed = secrets.randbelow(1 << 31)
     if a.seed < 0:
@@ -108,14 +124,12 @@ def parse_args(argv):
     return a
 
 
-def plan(a, host_cc: str) -> list[dict]:
+def plan(a, host_cc: str, out: str) -> list[dict]:
     """The passes: label, cc, whether it is the second, its steps (none when it reuses the first)."""
-    first = {"label": "host default", "cc": host_cc, "second": False,
-             "steps": pass_steps(False, host_cc, a.seed, a.torch_python)}
-    second = {"label": a.second_cc, "cc": a.second_cc, "second": True,
-              "steps": pass_steps(True, a.second_cc, a.seed, a.torch_python)}
+    first = {"label": "host default", "cc": host_cc, "second": False, "steps": pass_steps(False, host_cc, a, out)}
+    second = {"label": a.second_cc, "cc": a.second_cc, "second": True, "steps": pass_steps(True, a.second_cc, a, out)}
     if host_cc == a.second_cc:
-        second.update(steps={}, note=f"the machine's default is {host_cc}: the host-default pass's runs fill "
+        second.update(steps={}, second=False, note=f"the machine's default is {host_cc}: the host-default pass's runs fill "
                                      "this column too")
     return [first, second]
 
@@ -135,8 +149,9 @@ def load(path: str, since: float) -> dict | None:
 def collect(passes: list[dict], results_dir: str, since: float) -> list[dict]:
     out = []
     for i, p in enumerate(passes):
-        # A pass without steps (the default already is the second congestion control) reads the first's files.
-        kinds = pass_kinds(p["second"] and bool(p["steps"]), p["cc"])
+        # A pass that reuses the first (the default already is the second congestion control) is
+        # not "second" and so reads the first's files.
+        kinds = pass_kinds(p["second"], p["cc"])
         files = {s: os.path.join(results_dir, results.latest_name(kinds[s], ".json")) for s in SOURCES}
         entry = {"label": p["label"], "cc": p["cc"], "files": files,
                  "docs": {s: load(files[s], since) for s in SOURCES}}
@@ -182,7 +197,7 @@ def main(argv=None) -> int:
     if a.report is not None:
         return rereport(a.report, tun.results_dir)
     host_cc = hostinfo.collect()["tcp_congestion_control"]
-    passes = plan(a, host_cc)
+    passes = plan(a, host_cc, tun.results_dir)
     total = 0.0
     for p in passes:
         for source, argv_ in p["steps"].items():
@@ -191,7 +206,7 @@ def main(argv=None) -> int:
             log(f"{p['label']} ({p['cc']}), {source}: python3 -m {' '.join(argv_)} (~{est / 60:.1f} min)")
         if p.get("note"):
             log(f"{p['label']}: {p['note']}")
-        if "ddp" not in p["steps"] and p["steps"]:
+        if "ddp" in a.sources and "ddp" not in p["steps"] and not p.get("note"):
             log(f"{p['label']}: no DDP run (--torch-python not given): its target is NOT RUN")
     log(f"random rail mixes: seed {a.seed}; estimated {total / 60:.0f} min in all")
     if a.dry_run:
