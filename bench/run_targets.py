@@ -97,7 +97,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--second-cc", default="reno", metavar="ALGO",
                     help="congestion control of the second pass (default reno)")
-    ap.add_argument("--seed", type=int, default=None, help="seed of the random rail mixes, both passes (default: fresh)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed of the random rail mixes, both passes (default: fresh)")
     ap.add_argument("--torch-python", default="", metavar="PATH",
                     help="the torch venv's python for the DDP runs (make bench passes it); without it DDP is NOT RUN")
     ap.add_argument("--sources", default=",".join(SOURCES), metavar="LIST",
@@ -129,8 +130,8 @@ def plan(a, host_cc: str, out: str) -> list[dict]:
     first = {"label": "host default", "cc": host_cc, "second": False, "steps": pass_steps(False, host_cc, a, out)}
     second = {"label": a.second_cc, "cc": a.second_cc, "second": True, "steps": pass_steps(True, a.second_cc, a, out)}
     if host_cc == a.second_cc:
-        second.update(steps={}, second=False, note=f"the machine's default is {host_cc}: the host-default pass's runs fill "
-                                     "this column too")
+        second.update(steps={}, second=False,
+                      note=f"the machine's default is {host_cc}: the host-default pass's runs fill this column too")
     return [first, second]
 
 
