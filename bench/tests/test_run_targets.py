@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from bench import run_targets
 
 
@@ -35,8 +37,6 @@ def test_without_torch_no_ddp_run_and_a_default_of_reno_runs_one_pass():
 
 
 def test_bad_sources_are_named():
-    import pytest
-
     with pytest.raises(SystemExit):
         run_targets.parse_args(["--sources", "suite,chaos"])
 
