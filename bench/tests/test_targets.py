@@ -69,7 +69,7 @@ def test_every_target_of_a_full_pass_is_judged_from_its_source():
     assert got["hole-stall"]["status"] == "INCOMPLETE"
 
 
-def test_the_issues_thresholds_decide():
+def test_the_targets_thresholds_decide():
     got = judge_pass({"suite": suite(same_rail=1.03, paired=1 / 1.03, random_sum=0.96), "faults": faults(1.2),
                       "unshaped": unshaped(nezha_cyc=1.2), "ddp": {"goal": {"value": 0.61}}})
     # 1.03x Gloo on the same rail passes >= 1.0 at >= 1M but not >= 1.05 at 64K-512K.
