@@ -119,7 +119,13 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180, help="seconds per launch before it is killed")
     ap.add_argument("--note", default="", help="free text stored with the result")
     ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--tcp-cc", default="", metavar="ALGO",
+                    help="TCP congestion control of the bed's hosts (default: the machine's, recorded)")
+    ap.add_argument("--kind", default="ddp", help="results kind: <kind>-<stamp>.* and latest-<kind>.* (default ddp)")
+    ap.add_argument("--out", default=RESULTS, help="results directory (default bench/results)")
     a = ap.parse_args()
+    if hostinfo.tcp_cc_error(a.tcp_cc):
+        ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
     if os.geteuid() != 0:
         log("needs root (network namespaces)")
         return 1
@@ -127,10 +133,10 @@ def main() -> int:
         if not os.path.exists(p):
             log(f"missing {p} (run: {hint})")
             return 1
-    host = hostinfo.collect()
+    host = hostinfo.collect(a.tcp_cc)
     work = tempfile.mkdtemp(prefix="ddp-bench-")
     launches = {s: [] for s in ddp.SERIES}
-    bed = Testbed(TESTBED, BED, hosts=WORLD, rails=2, rates_mbit=[a.rate, a.rate], mptcp=True)
+    bed = Testbed(TESTBED, BED, hosts=WORLD, rails=2, rates_mbit=[a.rate, a.rate], mptcp=True, tcp_cc=a.tcp_cc)
     port = 29600
     t_start = time.monotonic()
     log(f"2 ranks, rails {a.rate}/{a.rate} Mbit/s, MLP {a.layers}x{a.width}, batch {a.batch}, "
@@ -185,7 +191,8 @@ def main() -> int:
              f"model: MLP {a.layers} x Linear({a.width},{a.width}), batch {a.batch}, "
              f"{(grad or 0) / 1e6:.1f} MB of gradients per step; {a.warmup} warmup + {a.steps} timed "
              f"steps per launch, {a.repeats} launches per series (interleaved); slowest rank's median step",
-             f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']}; load average "
+             f"machine: {host['cpu_model']}, {host['cores']} cores, kernel {host['kernel']}, bed's TCP congestion "
+             f"control {host['tcp_congestion_control']}; load average "
              f"{', '.join(f'{x:.2f}' for x in host['loadavg_start'])} at start, "
              f"{', '.join(f'{x:.2f}' for x in host['loadavg_end'])} at end"]
     if a.note:
@@ -204,7 +211,7 @@ def main() -> int:
     lines.append(f"{verdict}  nezha-2rails / gloo-1rail step time {value} (target <= {ddp.TARGET_RATIO})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    write_result(RESULTS, "ddp", stamp, {".json": doc, ".txt": text})
+    write_result(a.out, a.kind, stamp, {".json": doc, ".txt": text})
     sys.stdout.write(text)
     if a.keep_logs:
         log(f"logs in {work}")

@@ -15,12 +15,15 @@ differencing (harness/unshaped.py); it is reported as "fixed CPU". The whole mac
 over the same launches (/proc/stat, includes ksoftirqd and everyone else) is printed next to it.
 
 Verdicts: (B) nezha-single >= 1.05x gloo-best-rail busbw at every size >= 64 KiB; (U) the better
-Nezha series >= 1.2x gloo-best-rail at every size. Writes unshaped-<stamp>.{json,txt}
-and latest-unshaped.* to --out (bench/results).
+Nezha series >= 1.2x gloo-best-rail at every size; (C) nezha-adaptive (two rails) >= 1.3x the
+bytes per CPU second of gloo-best-rail (one rail) at every size. --profile SIZE then runs rank 0
+of nezha-adaptive and of gloo-best-rail once more at SIZE under `perf record` and says where its
+cycles go (copies, reductions, kernel; harness/cpu_profile.py). Writes <kind>-<stamp>.{json,txt}
+and latest-<kind>.* to --out (bench/results; kind "unshaped" unless --kind).
 
   /usr/bin/python3 -m bench.run_unshaped [--min-bytes 64K] [--max-bytes 64M] [--series NAME,...]
       [--knob NEZHA_X=V,...]... [--sizes 64K,1M] [--repeats 1] [--target-bytes 1G] [--iperf-seconds 3]
-      [--out DIR] [--note TEXT]
+      [--profile 16M] [--tcp-cc ALGO] [--kind NAME] [--out DIR] [--note TEXT]
 """
 
 import argparse
@@ -30,11 +33,12 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
-from .harness import budget, hostinfo, iperf, results
+from .harness import budget, cpu_profile, hostinfo, iperf, results
 from .harness.config import Scenario, load_tunables
 from .harness.launch import run_ranks
 from .harness.series import SeriesSpec, by_name, make_launch
@@ -76,8 +80,15 @@ def parse_args(argv):
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--out", default=results.DEFAULT_DIR)
     ap.add_argument("--note", default="")
+    ap.add_argument("--profile", default="", metavar="SIZE",
+                    help="after the sweep, profile rank 0 of nezha-adaptive and gloo-best-rail at SIZE (perf record)")
+    ap.add_argument("--tcp-cc", default="", metavar="ALGO",
+                    help="TCP congestion control of the bed's hosts (default: the machine's, recorded)")
+    ap.add_argument("--kind", default="unshaped", help="results kind: <kind>-<stamp>.* and latest-<kind>.*")
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     a = ap.parse_args(argv)
+    if hostinfo.tcp_cc_error(a.tcp_cc):
+        ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
     try:
         if a.sizes:
             a.sizes = sorted({parse_bytes("--sizes", x) for x in a.sizes.split(",") if x.strip()})
@@ -85,6 +96,7 @@ def parse_args(argv):
             a.sizes = sweep(parse_bytes("--min-bytes", a.min_bytes), parse_bytes("--max-bytes", a.max_bytes))
         a.target = parse_bytes("--target-bytes", a.target_bytes)
         a.warmup = parse_bytes("--warmup-bytes", a.warmup_bytes)
+        a.profile_bytes = parse_bytes("--profile", a.profile) if a.profile else 0
         base = [n.strip() for n in a.series.split(",") if n.strip()]
         a.specs = [(s, {}) for s in by_name(base)] if base else []
         for k in a.knob:
@@ -103,7 +115,8 @@ class Bench:
         self.port = tun.rendezvous_port + 400
         self.launches: list[dict] = []
 
-    def launch(self, spec: SeriesSpec, env_extra: dict, size: int, warmup: int, iters: int, tag: str) -> Launch:
+    def launch(self, spec: SeriesSpec, env_extra: dict, size: int, warmup: int, iters: int, tag: str,
+               rank0_prefix: tuple = ()) -> Launch:
         self.port += 1  # fresh port: the previous job's sockets may be in TIME_WAIT
         json_path = os.path.join(self.work, tag + ".json")
         store = tempfile.mkdtemp(prefix="store-", dir=self.work)
@@ -114,7 +127,9 @@ class Bench:
         ru = [os.path.join(self.work, f"{tag}.rusage{r}.json") for r in range(HOSTS)]
         expected = budget.LAUNCH_SECONDS + (warmup + iters) * size / 0.05e9  # 50 MB/s: only hangs time out
         tx0, busy0 = self.bed.rail_tx_bytes(), busy_ticks(read("/proc/stat"))
-        res = run_ranks(self.bed, HOSTS, lambda r: [sys.executable, RUSAGE_EXEC, ru[r], "--", *ln.argv(r)],
+        res = run_ranks(self.bed, HOSTS,
+                        lambda r: [sys.executable, RUSAGE_EXEC, ru[r], "--", *(rank0_prefix if r == 0 else ()),
+                                   *ln.argv(r)],
                         lambda r: {**ln.env(r), **env_extra}, budget.launch_timeout(expected), self.work, tag)
         busy = (busy_ticks(read("/proc/stat")) - busy0) * TICK_S
         tx = diff_tx(tx0, self.bed.rail_tx_bytes())
@@ -132,6 +147,22 @@ class Bench:
         self.launches.append(rec)
         self.last_share = "/".join(f"{b / max(sum(tx), 1):.0%}" for b in tx)
         return Launch(iters, sum(c["user_s"] + c["sys_s"] for c in cpu), row["busbw_gbps"], busy)
+
+
+def profile_series(b: Bench, specs: list, size: int, plan) -> dict:
+    """Rank 0 of each profiled series once more at `size`, under perf record (not counted in the
+    cost table: perf's own sampling costs CPU); perf report's self time summed into buckets."""
+    out = {}
+    for spec, env in specs:
+        data = os.path.join(b.work, f"profile.{spec.name}.perf.data")
+        tag = f"{spec.name}.{format_bytes(size)}.profile"
+        b.launch(spec, env, size, plan.warmup, plan.long_iters, tag, tuple(cpu_profile.perf_record_argv(data)))
+        rep = subprocess.run(cpu_profile.perf_report_argv(data), capture_output=True, text=True, timeout=300)
+        if rep.returncode != 0:
+            raise RuntimeError(f"{tag}: perf report exit {rep.returncode}: {rep.stderr.strip()[-300:]}")
+        out[spec.name] = cpu_profile.summarize(cpu_profile.parse_report(rep.stdout))
+        log(f"  {cpu_profile.summary_line(spec.name, out[spec.name])}")
+    return out
 
 
 def main(argv=None) -> int:
@@ -157,7 +188,7 @@ def main(argv=None) -> int:
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
-    info = hostinfo.collect()
+    info = hostinfo.collect(a.tcp_cc)
     info["setup"] = "network namespaces on one VM, UNSHAPED veth rails (no TBF): the CPU is the limit"
     mhz = nominal_mhz(read("/proc/cpuinfo"))
     info["cpu_mhz_nominal"] = mhz
@@ -171,7 +202,7 @@ def main(argv=None) -> int:
                                     "warmup_bytes": a.warmup, "series": names, "knobs": a.knob},
            "plans": [p.__dict__ for p in plans]}
     try:
-        with Testbed(tun.testbed_sh, BED, HOSTS, RAILS, [0] * RAILS, mptcp=False) as bed:
+        with Testbed(tun.testbed_sh, BED, HOSTS, RAILS, [0] * RAILS, mptcp=False, tcp_cc=a.tcp_cc) as bed:
             if a.iperf_seconds:
                 mbit = iperf.measure_rails(bed, [0], a.iperf_seconds)[0]
                 doc["iperf_r0_mbit"] = mbit
@@ -194,6 +225,15 @@ def main(argv=None) -> int:
                         pairs[spec.name][p.size].append((short, long))
                         log(f"  {spec.name:34s} {format_bytes(p.size):>5s}  busbw {long.busbw_gbps:6.3f} GB/s  "
                             f"CPU {short.cpu_s:5.2f}/{long.cpu_s:5.2f} s  rail tx r0/r1 {b.last_share}")
+            profiled = [(spec, env) for spec, env in a.specs if spec.name in (ADAPTIVE, GLOO)]
+            if a.profile_bytes and profiled:
+                log(f"profile: rank 0 at {format_bytes(a.profile_bytes)} under perf record")
+                try:
+                    doc["profile"] = {"size": a.profile_bytes, "rank": 0, "series": profile_series(
+                        b, profiled, a.profile_bytes, plan_size(a.profile_bytes, a.target, a.warmup))}
+                except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+                    failures.append(f"profile: {e}")
+                    log(f"  FAILED profile: {e}")
             doc["launches"] = b.launches
     except TestbedError as e:
         print(f"run_unshaped.py: test bed: {e}", file=sys.stderr)
@@ -220,13 +260,17 @@ def main(argv=None) -> int:
     if a.note:
         lines.append(f"note: {a.note}")
     lines += [""] + table(cells, names, a.sizes) + [""] + verdict_lines(v)
+    if "profile" in doc:
+        lines += ["", f"where rank 0's cycles go at {format_bytes(doc['profile']['size'])} (perf record, self time, "
+                      "% of the process's samples; softirq work in ksoftirqd is not in it):"]
+        lines += [f"  {cpu_profile.summary_line(n, p)}" for n, p in doc["profile"]["series"].items()]
     if failures:
         lines += ["", "failures:"] + [f"  {f}" for f in failures]
     text = "\n".join(lines) + "\n"
     print()
     print(text, end="")
-    paths = results.write_result(a.out, "unshaped", f"{started:%Y%m%dT%H%M%SZ}", {".json": doc, ".txt": text})
-    log(f"wrote {', '.join(paths.values())} and their latest-unshaped.* copies")
+    paths = results.write_result(a.out, a.kind, f"{started:%Y%m%dT%H%M%SZ}", {".json": doc, ".txt": text})
+    log(f"wrote {', '.join(paths.values())} and their latest-{a.kind}.* copies")
     return 1 if failures else 0
 
 

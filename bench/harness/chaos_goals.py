@@ -8,7 +8,9 @@ from typing import Optional
 from .goals import INCOMPLETE, MISS, PASS
 
 NEZHA, SURVIVOR = "nezha-adaptive", "gloo-best-rail"
-STALL_GOAL_S, STALL_AIM_S = 0.200, 0.050
+# The cut's stall limit is the black hole's, 0.5 s (it was 0.2 s; the newer target, bench/README.md
+# "Targets on the host default and on reno", wins).
+STALL_GOAL_S, STALL_AIM_S = 0.500, 0.050
 THROUGHPUT_GOAL = 0.95
 # Restore/heal -> the rail carries its share again, for every kind of fault (cut, black hole,
 # gray), with the re-admission probe kept (runtime/src/failover/readmission.cc).

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Optional
 
+from .ratios import SAME_RAIL
 from .sizes import format_bytes
 
 PASS, MISS, INCOMPLETE, NOT_RUN = "PASS", "MISS", "INCOMPLETE", "NOT RUN"
@@ -29,6 +30,16 @@ class Goal:
         return f"{'+'.join(self.scenarios)}, {size}"
 
 
+LATENCY_TARGET = 1.02  # <= 64 KiB, the best single rail in the same launch (was 1.05; the newer target wins)
+SAME_RAIL_LARGE_MIN = 1 << 20
+SAME_RAIL_LARGE_TARGET = 1.0
+SAME_RAIL_MID_MIN, SAME_RAIL_MID_MAX = 64 << 10, 512 << 10  # 64 KiB up to (not including) 1 MiB
+SAME_RAIL_MID_TARGET = 1.05
+FIXED_SCENARIOS = ("homogeneous", "heterogeneous")
+
+# Gloo over MPTCP is no goal any more: on these rails it gets ~0.93 of their measured sum, so
+# ">= 1.1x Gloo/MPTCP" could not pass however good Nezha is; the rails' measured sum is the
+# judge instead (bw-heterogeneous-iperf, i18-sum). Its ratio stays in the tables.
 GOALS = (
     Goal("bw-homogeneous", ">= 1.9x best single rail", "nezha/best-single", ("homogeneous",), 1.9,
          min_bytes=4 << 20),
@@ -36,14 +47,23 @@ GOALS = (
          ("heterogeneous",), 0.95, min_bytes=16 << 20),
     Goal("bw-heterogeneous-iperf", ">= 0.95 of the sum of rail bandwidths (iperf3-measured)",
          "nezha/ceiling-iperf", ("heterogeneous",), 0.95, min_bytes=16 << 20),
-    Goal("vs-gloo", ">= 1.0x Gloo on one rail", "nezha/gloo-1-rail", ("homogeneous", "heterogeneous"), 1.0),
-    Goal("vs-mptcp", ">= 1.1x Gloo over MPTCP", "nezha/gloo-mptcp", ("homogeneous", "heterogeneous"), 1.1,
-         min_bytes=16 << 20),
+    Goal("vs-gloo", ">= 1.0x Gloo on one rail", "nezha/gloo-1-rail", FIXED_SCENARIOS, 1.0),
     # Judged side by side: the adaptive policy and the best single rail in the same launches
-    # (Band.paired); separate launches of each differ by more than the 5 % judged.
-    Goal("latency", "<= 1.05x best single rail latency (same launch)", "nezha/best-single-paired",
-         ("homogeneous", "heterogeneous"), 1.05, max_bytes=64 << 10, kind="latency"),
+    # (Band.paired); separate launches of each differ by more than the few per cent judged.
+    Goal("latency", f"<= {LATENCY_TARGET}x best single rail latency (same launch)", "nezha/best-single-paired",
+         FIXED_SCENARIOS, LATENCY_TARGET, max_bytes=64 << 10, kind="latency"),
 )
+
+
+def same_rail_goals(scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
+    """Nezha on one rail against Gloo on the same rail, on every scenario of the run: >= 1.0x at
+    every size >= 1 MiB and >= 1.05x from 64 KiB up to 1 MiB (1 MiB itself is judged by the first)."""
+    return (
+        Goal("same-rail-large", f"Nezha on one rail >= {SAME_RAIL_LARGE_TARGET}x Gloo on the same rail", SAME_RAIL,
+             scenarios, SAME_RAIL_LARGE_TARGET, min_bytes=SAME_RAIL_LARGE_MIN),
+        Goal("same-rail-mid", f"Nezha on one rail >= {SAME_RAIL_MID_TARGET}x Gloo on the same rail", SAME_RAIL,
+             scenarios, SAME_RAIL_MID_TARGET, min_bytes=SAME_RAIL_MID_MIN, max_bytes=SAME_RAIL_MID_MAX),
+    )
 
 
 def evaluate(goal: Goal, ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> dict:
@@ -89,7 +109,9 @@ def attainable_at(goal: Goal, ratios_by_scenario: dict, scen: str, nbytes: int, 
     """For a goal against a measured baseline: the most any series could have reached where the goal is
     worst, the rails' measured sum over the baseline (nezha/baseline / nezha/ceiling-iperf). When that is
     below the target (Gloo over MPTCP near the rails' sum), the goal cannot pass on those rails."""
-    if goal.kind != "algbw" or goal.ratio.startswith("nezha/ceiling") or goal.ratio == "nezha/best-single":
+    # Only the adaptive series' ratios: the bound is Nezha's ratio to the ceiling.
+    if (goal.kind != "algbw" or not goal.ratio.startswith("nezha/") or goal.ratio.startswith("nezha/ceiling")
+            or goal.ratio == "nezha/best-single"):
         return None
     for row in ratios_by_scenario.get(scen, {}).get(CEILING_RATIO, []):
         if row["bytes"] == nbytes and row["ratio"]:
@@ -113,11 +135,12 @@ def drawn_mix_goals(random_scenarios: tuple[str, ...]) -> tuple[Goal, ...]:
              random_scenarios, 0.97, min_bytes=16 << 20),
         Goal("i18-hand-split", ">= 0.97 of Gloo hand-split at the best static ratio", "nezha/gloo-hand-split",
              random_scenarios, 0.97, min_bytes=16 << 20),
-        Goal("i18-latency", "<= 1.05x best single rail latency (same launch)", "nezha/best-single-paired",
-             random_scenarios, 1.05, max_bytes=64 << 10, kind="latency"),
+        Goal("i18-latency", f"<= {LATENCY_TARGET}x best single rail latency (same launch)",
+             "nezha/best-single-paired", random_scenarios, LATENCY_TARGET, max_bytes=64 << 10, kind="latency"),
     )
 
 
 def evaluate_all(ratios_by_scenario: dict[str, dict[str, list[dict]]]) -> list[dict]:
     drawn = tuple(s for s in ratios_by_scenario if s.startswith(RANDOM_PREFIX))
-    return [evaluate(g, ratios_by_scenario) for g in GOALS + drawn_mix_goals(drawn)]
+    every = FIXED_SCENARIOS + drawn
+    return [evaluate(g, ratios_by_scenario) for g in GOALS + drawn_mix_goals(drawn) + same_rail_goals(every)]

@@ -6,6 +6,7 @@ from typing import Optional
 from .merge import PAIRED_STATS, paired_speedup
 
 NEZHA = "nezha-adaptive"
+SAME_RAIL = "single/gloo-same-rail"
 # The adaptive series against the best single rail measured in the same launches (Band.paired:
 # nezha-bench --paired-policy single, interleaved): the median over repeats of each launch's own
 # ratio of trimmed means (judged), and of plain means (reported). n/a without a pair.
@@ -23,6 +24,9 @@ RATIO_SPECS = (
     ("nezha/gloo-hand-split", NEZHA, "gloo-hand-split"),
     ("nezha/ceiling", NEZHA, "ceiling"),
     ("nezha/ceiling-iperf", NEZHA, "ceiling-iperf"),
+    # Nezha on one rail against Gloo on that same rail: the runtime's own cost per byte, with the
+    # split out of the picture (bench/README.md, "Targets on the host default and on reno").
+    (SAME_RAIL, "nezha-single", "gloo-best-rail"),
 )
 
 

@@ -4,7 +4,9 @@ launch's fixed cost - start, rendezvous, probe, warmup - subtracted), cycles per
 two verdicts:
 
   (B) nezha-single busbw >= 1.05x gloo-best-rail at every size >= 64 KiB (same rail);
-  (U) the best Nezha series' busbw >= 1.2x gloo-best-rail at every size.
+  (U) the best Nezha series' busbw >= 1.2x gloo-best-rail at every size;
+  (C) nezha-adaptive (two rails) moves >= 1.3x the bytes per CPU second of gloo-best-rail (one
+      rail) at every size: gloo's CPU cycles per byte over Nezha's.
 
 Fixed cost out: every (series, size) runs twice with the same warmup, a short launch of n_s timed
 ops and a long one of n_l. Whatever a launch spends outside its timed loop is the same in both,
@@ -17,6 +19,7 @@ from typing import Optional
 
 GOAL_SINGLE_VS_GLOO = 1.05  # (B)
 GOAL_BEST_VS_GLOO = 1.2  # (U)
+GOAL_BYTES_PER_CPU = 1.3  # (C)
 B_MIN_BYTES = 64 << 10
 
 SINGLE = "nezha-single"
@@ -147,6 +150,14 @@ def best_nezha_ratios(cells: dict[str, dict[int, Cell]],
     return out
 
 
+def bytes_per_cpu_ratios(cycles: dict[str, dict[int, float]], series: str = ADAPTIVE,
+                         base: str = GLOO) -> dict[int, float]:
+    """size -> bytes per CPU second of `series` over `base`'s, from cycles per byte (size ->
+    cycles/B per series): base's cycles per byte / series'. > 1: the series moves more per cycle."""
+    a, b = cycles.get(series, {}), cycles.get(base, {})
+    return {s: b[s] / a[s] for s in sorted(a) if s in b and a[s] > 0}
+
+
 def judge(per_size: dict[int, float], goal: float, min_bytes: int, want_sizes: list[int]) -> dict:
     """PASS when every wanted size >= min_bytes has a ratio >= goal; a missing size is a MISS
     (never judged on what was not measured)."""
@@ -163,9 +174,12 @@ def verdicts(cells: dict[str, dict[int, Cell]], sizes: list[int]) -> dict:
     best = best_nezha_ratios(cells)
     u = judge({s: r for s, (_, r) in best.items()}, GOAL_BEST_VS_GLOO, 0, sizes)
     u["best_series"] = {s: n for s, (n, _) in best.items()}
+    cycles = {n: {s: c.cycles_per_byte for s, c in by.items()} for n, by in cells.items()}
+    c = judge(bytes_per_cpu_ratios(cycles), GOAL_BYTES_PER_CPU, 0, sizes)
     if ADAPTIVE not in cells:
         u["status"] = "N/A"  # a run without nezha-adaptive (a knob run) does not judge "best Nezha"
-    return {"B": b, "U": u}
+        c["status"] = "N/A"
+    return {"B": b, "U": u, "C": c}
 
 
 # ---- knob series ------------------------------------------------------------------------------

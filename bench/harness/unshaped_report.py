@@ -1,5 +1,5 @@
 """The text summary of bench/run_unshaped.py: per size, every series' busbw and CPU cycles per
-byte side by side, the ratios to Gloo, and the verdicts (B) and (U) (bench/README.md, "Unshaped rails")."""
+byte side by side, the ratios to Gloo, and the verdicts (B), (U) and (C) (bench/README.md, "Unshaped rails")."""
 
 from .sizes import format_bytes
 from .unshaped import GLOO, Cell, best_nezha_ratios, ratios
@@ -46,7 +46,7 @@ def table(cells: dict[str, dict[int, Cell]], order: list[str], sizes: list[int])
 
 
 def verdict_lines(v: dict) -> list[str]:
-    b, u = v["B"], v["U"]
+    b, u, c = v["B"], v["U"], v.get("C")
 
     def why(j):
         parts = []
@@ -59,4 +59,6 @@ def verdict_lines(v: dict) -> list[str]:
     return [f"{b['status']:<4} (B) nezha-single busbw >= {b['goal']:.2f}x gloo-best-rail at every size >= 64K: "
             f"worst {_f(b['worst'], '.2f')}x{why(b)}",
             f"{u['status']:<4} (U) best Nezha busbw >= {u['goal']:.2f}x gloo-best-rail (one rail) at every size: "
-            f"worst {_f(u['worst'], '.2f')}x{why(u)}"]
+            f"worst {_f(u['worst'], '.2f')}x{why(u)}"] + ([
+        f"{c['status']:<4} (C) nezha-adaptive (two rails) bytes per CPU second >= {c['goal']:.2f}x gloo-best-rail "
+        f"(one rail) at every size: worst {_f(c['worst'], '.2f')}x{why(c)}"] if c else [])

@@ -3,12 +3,14 @@
 import json
 import os
 
+import pytest
+
 from bench import run_targets
 
 
 def test_both_passes_run_the_same_mixes_and_the_second_trims_its_sweep():
     a = run_targets.parse_args(["--seed", "7", "--torch-python", "/venv/bin/python"])
-    first, second = run_targets.plan(a, "bbr")
+    first, second = run_targets.plan(a, "bbr", "/res")
     assert (first["cc"], second["cc"]) == ("bbr", "reno")
     assert first["steps"]["suite"][:5] == ["bench.run_bench", "--seed", "7", "--kind", "bench"]
     assert "--tcp-cc" not in first["steps"]["suite"] and "--series" not in first["steps"]["suite"]
@@ -19,20 +21,29 @@ def test_both_passes_run_the_same_mixes_and_the_second_trims_its_sweep():
         assert set(p["steps"]) == {"suite", "faults", "unshaped", "ddp"}
         assert "--profile" in p["steps"]["unshaped"]
     assert second["steps"]["ddp"][-2:] == ["--tcp-cc", "reno"]
+    assert first["steps"]["unshaped"][first["steps"]["unshaped"].index("--out") + 1] == "/res"
     kinds = [x[x.index("--kind") + 1] for p in (first, second) for x in p["steps"].values()]
     assert len(kinds) == len(set(kinds))  # no run overwrites another's latest file
 
 
 def test_without_torch_no_ddp_run_and_a_default_of_reno_runs_one_pass():
     a = run_targets.parse_args(["--seed", "1"])
-    first, second = run_targets.plan(a, "reno")
+    first, second = run_targets.plan(a, "reno", "/res")
     assert "ddp" not in first["steps"]
     assert second["steps"] == {} and "fill" in second["note"]
+    only = run_targets.plan(run_targets.parse_args(["--sources", "suite,unshaped", "--quick"]), "bbr", "/res")
+    assert all(set(p["steps"]) == {"suite", "unshaped"} for p in only)
+    assert "--quick" in only[1]["steps"]["suite"] and "--sizes" in only[0]["steps"]["unshaped"]
+
+
+def test_bad_sources_are_named():
+    with pytest.raises(SystemExit):
+        run_targets.parse_args(["--sources", "suite,chaos"])
 
 
 def test_a_pass_is_judged_only_on_files_this_run_wrote(tmp_path):
     a = run_targets.parse_args(["--seed", "1"])
-    passes = run_targets.plan(a, "bbr")
+    passes = run_targets.plan(a, "bbr", "/res")
     fresh = tmp_path / "latest.json"
     fresh.write_text(json.dumps({"scenarios": []}))
     stale = tmp_path / "latest-bench-reno.json"
@@ -42,5 +53,5 @@ def test_a_pass_is_judged_only_on_files_this_run_wrote(tmp_path):
     assert got[0]["docs"]["suite"] == {"scenarios": []} and got[0]["docs"]["faults"] is None
     assert got[1]["files"]["suite"].endswith("latest-bench-reno.json") and got[1]["docs"]["suite"] is None
     # One pass for both columns: the second reads the first's files.
-    one = run_targets.collect(run_targets.plan(a, "reno"), str(tmp_path), since=2000)
+    one = run_targets.collect(run_targets.plan(a, "reno", "/res"), str(tmp_path), since=2000)
     assert one[1]["files"] == one[0]["files"]

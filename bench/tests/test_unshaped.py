@@ -117,6 +117,20 @@ def test_verdicts_b_uses_single_u_uses_the_better_series():
     assert v["B"]["status"] == "MISS" and v["B"]["missing"] == sizes
 
 
+def test_verdict_c_is_bytes_per_cpu_second_of_two_rails_against_gloo_on_one():
+    sizes = [64 * K, M]
+    c = {ADAPTIVE: {64 * K: cell(64 * K, 1.0, cyc=2.0), M: cell(M, 1.0, cyc=1.0)},
+         GLOO: {64 * K: cell(64 * K, 1.0, cyc=3.0), M: cell(M, 1.0, cyc=1.5)}}
+    v = verdicts(c, sizes)["C"]
+    assert v["status"] == "PASS" and v["worst"] == pytest.approx(1.5)  # 3.0/2.0 and 1.5/1.0
+    c[ADAPTIVE][M] = cell(M, 1.0, cyc=1.25)  # 1.5 / 1.25 = 1.2 < 1.3
+    v = verdicts(c, sizes)["C"]
+    assert v["status"] == "MISS" and v["below"] == [M] and v["worst"] == pytest.approx(1.2)
+    assert "MISS (C) nezha-adaptive (two rails) bytes per CPU second >= 1.30x" in "\n".join(
+        verdict_lines(verdicts(c, sizes)))
+    assert verdicts({GLOO: c[GLOO]}, sizes)["C"]["status"] == "N/A"  # no two-rail series, no verdict
+
+
 def test_parse_knob_names_the_series_by_its_variables():
     assert parse_knob("NEZHA_STREAMS_PER_PEER=1") == ("nezha-single[STREAMS_PER_PEER=1]",
                                                        {"NEZHA_STREAMS_PER_PEER": "1"})
