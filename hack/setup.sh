@@ -29,7 +29,7 @@ APT_PACKAGES=(
   clang-format shellcheck                                               # make lint
   clang libclang-rt-14-dev                                              # make fuzz (libFuzzer)
   iproute2 iperf3 ethtool mptcpize                                      # rail test bed, baselines
-  libgloo-dev                                                           # Gloo baseline in benches
+  libgloo-dev linux-perf                                                # Gloo baseline in benches, CPU profile (make bench-unshaped)
   python3-pytest python3-numpy python3-matplotlib                       # python tests, plots
   python3-venv python3-dev                                              # the torch 2 venv (hack/setup-torch.sh), nezha._C build
   containerd runc containernetworking-plugins busybox-static           # local cluster + CNI tests
