@@ -216,7 +216,7 @@ BENCH_CC_FLAG = $(if $(BENCH_TCP_CC),--tcp-cc $(BENCH_TCP_CC))
 # machine's own default congestion control (what users run) and once on BENCH_TCP_CC (reno),
 # bench/README.md "Targets on the host default and on reno".
 .PHONY: bench
-bench: build-runtime build-bench build-torch ## The targets on the machine's default congestion control and on BENCH_TCP_CC side by side: suite (vs Gloo, MPTCP, hand-split, static), fault timing, unshaped CPU per byte with a profile, DDP step; then the NCCL plugin benchmark (~90 min; quiet machine).
+bench: build-runtime build-bench build-torch ## The targets on the machine's default congestion control and on BENCH_TCP_CC side by side: suite (vs Gloo, MPTCP, hand-split, static), fault timing, unshaped CPU per byte with a profile, DDP step; then the NCCL plugin benchmark (~2 h measured; quiet machine).
 	$(PYTHON) -m bench.run_targets --second-cc $(or $(BENCH_TCP_CC),reno) --torch-python $(TORCH_PY)
 	$(PYTHON) -m bench.run_nccl_bench $(BENCH_CC_FLAG)
 

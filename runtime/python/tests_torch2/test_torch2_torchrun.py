@@ -45,10 +45,11 @@ def test_each_attempt_keeps_its_store_keys_apart(monkeypatch):
     monkeypatch.delenv(nt.RESTART_COUNT_ENV)
     assert nt._attempt_store(raw) is raw  # no elastic agent: the group's store as torch gives it
 
-    monkeypatch.setenv(nt.RESTART_COUNT_ENV, "two")
-    try:
-        nt._attempt_store(raw)
-    except ValueError as e:
-        assert nt.RESTART_COUNT_ENV in str(e)
-    else:
-        raise AssertionError("a restart count that is not a number was accepted")
+    for bad in ("two", "-1", "\u00b2", ""):  # "²" is a digit to str.isdigit, not to int()
+        monkeypatch.setenv(nt.RESTART_COUNT_ENV, bad)
+        try:
+            nt._attempt_store(raw)
+        except ValueError as e:
+            assert nt.RESTART_COUNT_ENV in str(e), e
+        else:
+            raise AssertionError(f"restart count {bad!r} was accepted")

@@ -70,7 +70,7 @@ def _attempt_store(store):
     attempt = os.environ.get(RESTART_COUNT_ENV)
     if attempt is None:
         return store
-    if not attempt.isdigit():
+    if not (attempt.isascii() and attempt.isdigit()):
         raise ValueError(f"{RESTART_COUNT_ENV}={attempt!r} is not valid (want the agent's "
                          "restart count, a whole number >= 0)")
     return dist.PrefixStore(f"nezha/attempt_{int(attempt)}", store)
