@@ -13,6 +13,7 @@ and a PNG plot to bench/results/ (timestamped plus latest.*). Needs root (namesp
 import argparse
 import dataclasses
 import datetime
+import importlib.util
 import os
 import secrets
 import signal
@@ -234,6 +235,12 @@ def main(argv=None) -> int:
         return 0
     if os.geteuid() != 0:
         print("run_bench.py: needs root (it builds network namespaces); run it as root or via `make bench`",
+              file=sys.stderr)
+        return 2
+    if not a.no_plot and importlib.util.find_spec("matplotlib") is None:
+        # Checked before the run, not after it: the plot comes after every series has run.
+        print(f"run_bench.py: matplotlib is missing for {sys.executable} (the plot needs it); use "
+              "/usr/bin/python3 as `make bench` does, install python3-matplotlib, or pass --no-plot",
               file=sys.stderr)
         return 2
     # SIGTERM (e.g. a CI timeout) must still tear the bed down: turn it into SystemExit.

@@ -21,6 +21,9 @@ class SeriesSpec:
     # NEZHA_TCP_CONGESTION for nezha-bench; "" = the runtime's default (auto). The cc series
     # compare the runtime's choice with the host's default on the same bed, in the same run.
     tcp_congestion: str = ""
+    # NEZHA_STREAMS_PER_PEER for nezha-bench; 0 = the runtime's default. The stream series
+    # compare one TCP connection per peer and rail with the default, in the same run.
+    streams_per_peer: int = 0
 
 
 SERIES = (
@@ -34,9 +37,15 @@ SERIES = (
                policy="adaptive", tcp_congestion="host"),
     SeriesSpec("nezha-adaptive-cubic", "Nezha adaptive, cubic", "nezha", policy="adaptive",
                tcp_congestion="cubic"),
+    SeriesSpec("nezha-adaptive-1stream", "Nezha adaptive, one stream per peer", "nezha",
+               policy="adaptive", streams_per_peer=1),
+    SeriesSpec("nezha-single-1stream", "Nezha single, one stream per peer", "nezha",
+               policy="single", streams_per_peer=1),
 )
-# Series a plain run leaves out: the congestion-control comparison (--series, make bench-cc).
-OPT_IN_SERIES = ("nezha-adaptive-hostcc", "nezha-adaptive-cubic")
+# Series a plain run leaves out: the congestion-control comparison (--series, make bench-cc)
+# and the streams-per-peer comparison (--series).
+OPT_IN_SERIES = ("nezha-adaptive-hostcc", "nezha-adaptive-cubic", "nezha-adaptive-1stream",
+                 "nezha-single-1stream")
 THEORETICAL = (
     ("ceiling", "sum-of-rails ceiling (TBF rates)"),
     ("ceiling-iperf", "sum-of-rails ceiling (iperf3-measured)"),
@@ -119,6 +128,7 @@ class Launch:
             "NEZHA_JOB_TOKEN": self.token,
             "NEZHA_POLICY": self.spec.policy,
             **({"NEZHA_TCP_CONGESTION": self.spec.tcp_congestion} if self.spec.tcp_congestion else {}),
+            **({"NEZHA_STREAMS_PER_PEER": str(self.spec.streams_per_peer)} if self.spec.streams_per_peer else {}),
         }
 
 

@@ -190,6 +190,11 @@ void TcpChannel::exchange(std::vector<IoOp>& ops) {
   }
 }
 
+int TcpChannel::streamsFor(size_t len) const {
+  const size_t parts = std::max<size_t>(1, len / kMinStreamPartBytes);
+  return static_cast<int>(std::min<size_t>(parts, static_cast<size_t>(nstreams_)));
+}
+
 StreamQueues TcpChannel::queueOps(std::vector<IoOp>& ops) const {
   StreamQueues sq;
   sq.queues.resize(static_cast<size_t>(size_) * nstreams_ * 2);
@@ -206,9 +211,10 @@ StreamQueues TcpChannel::queueOps(std::vector<IoOp>& ops) const {
     NEZHA_ENFORCE(op.align > 0 && op.len % op.align == 0, "length ", op.len, " not aligned to ",
                   op.align);
     size_t units = op.len / op.align;
-    for (int s = 0; s < nstreams_; ++s) {
-      size_t begin = units * s / nstreams_ * op.align;
-      size_t end = units * (s + 1) / nstreams_ * op.align;
+    const int used = streamsFor(op.len);
+    for (int s = 0; s < used; ++s) {
+      size_t begin = units * s / used * op.align;
+      size_t end = units * (s + 1) / used * op.align;
       if (end == begin) continue;
       size_t qi = (static_cast<size_t>(op.peer) * nstreams_ + s) * 2 + (op.kind == IoOp::kSend);
       StreamQueue& q = sq.queues[qi];

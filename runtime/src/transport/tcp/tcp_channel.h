@@ -1,15 +1,15 @@
 // TCP rail transport: `streams` connections to each peer it exchanges with, all bound to the rail's
 // interface (SO_BINDTODEVICE) and address so the kernel never routes a rail's traffic through
 // another NIC, TCP_NODELAY, large buffers, authenticated with the job token. exchange() drives
-// every pending send/receive with non-blocking sockets and poll(), splitting each message across
-// the peer's streams; the parts queued on one stream move with one gathered sendmsg/recvmsg
-// (pump()), so a small header and the data behind it share a write. Start-up connects only the
-// peers of transport/peer_set.h (those the algorithms and the control mesh use: O(log N) of
-// them), each with one more connection for the control mesh (failover/control_mesh.h), so
-// control messages never queue behind bulk data. Any other peer gets its data streams when an
-// exchange first names it (alltoall, a send to any rank): the higher rank dials, the lower one
-// accepts, through the same authentication (peer_mesh.h) under the I/O timeout, so the rail's
-// listener stays open for the channel's life.
+// every pending send/receive with non-blocking sockets and poll(), splitting each message of at
+// least two kMinStreamPartBytes across the peer's streams (a smaller one stays on its first); the
+// parts queued on one stream move with one gathered sendmsg/recvmsg (pump()), so a small header and
+// the data behind it share a write. Start-up connects only the peers of transport/peer_set.h (those
+// the algorithms and the control mesh use: O(log N) of them), each with one more connection for the
+// control mesh (failover/control_mesh.h), so control messages never queue behind bulk data. Any
+// other peer gets its data streams when an exchange first names it (alltoall, a send to any rank):
+// the higher rank dials, the lower one accepts, through the same authentication (peer_mesh.h) under
+// the I/O timeout, so the rail's listener stays open for the channel's life.
 #pragma once
 
 #include <atomic>
@@ -50,6 +50,13 @@ class TcpChannel : public Transport {
   uint64_t rejectedConnections() const override { return rejected_; }
   // Peers with data streams now (start-up set plus those connected on first use); rail thread.
   std::vector<int> connectedPeers() const;
+  // A message is cut across one of the peer's streams per kMinStreamPartBytes, at most all of
+  // them (streamsFor()). Both ends post the same lengths (channel.h), so they cut a message
+  // alike. A small message stays whole on the first stream: cut in two it costs two segments,
+  // two system calls on each end and a wait for the later half, which made 1-8 KiB allreduces
+  // 20-30 % slower on two streams than on one (bench/README.md, "Streams per peer"); large
+  // ones gain from the streams where the CPU is the limit (the same section).
+  static constexpr size_t kMinStreamPartBytes = 64 << 10;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -73,6 +80,7 @@ class TcpChannel : public Transport {
   // fails the rail like any other (RailError).
   void connectOnFirstUse(const std::vector<IoOp>& ops);
   StreamQueues queueOps(std::vector<IoOp>& ops) const;
+  int streamsFor(size_t len) const;  // see kMinStreamPartBytes
   bool pump(StreamQueue& q, size_t& pendingQueues);
   // The parts from q's cursor that may move now, as iovecs (at most kMaxGather); 0 when the
   // head send waits for its gate.
