@@ -9,7 +9,10 @@ NEZHA = "nezha-adaptive"
 SAME_RAIL = "single/gloo-same-rail"
 # The adaptive series against the best single rail measured in the same launches (Band.paired:
 # nezha-bench --paired-policy single, interleaved): the median over repeats of each launch's own
-# ratio of trimmed means (judged), and of plain means (reported). n/a without a pair.
+# ratio of trimmed means (judged), and of plain means (reported). n/a without a pair. Where the
+# single series carries the reverse pair (--paired-policy adaptive), the ratio is the geometric
+# mean of both directions: nezha-bench's first communicator is slower than its second at some
+# sizes whatever its policy (series.paired_args), a factor that cancels in that mean.
 PAIRED_SINGLE = "nezha/best-single-paired"
 PAIRED_SINGLE_MEAN = "nezha/best-single-paired-mean"
 
@@ -65,7 +68,21 @@ def compute_ratios(series_rows: dict[str, list[dict]], sizes: list[int]) -> dict
     for name, num, den in RATIO_SPECS:
         n, d = indexed.get(num, {}), indexed.get(den, {})
         out[name] = [{"bytes": b, "ratio": ratio(n.get(b), d.get(b))} for b in sizes]
-    adaptive = indexed.get(NEZHA, {})
-    out[PAIRED_SINGLE] = [{"bytes": b, "ratio": paired_ratio(adaptive.get(b))} for b in sizes]
-    out[PAIRED_SINGLE_MEAN] = [{"bytes": b, "ratio": paired_ratio(adaptive.get(b), "time_us")} for b in sizes]
+    adaptive, single = indexed.get(NEZHA, {}), indexed.get("nezha-single", {})
+    for name, stat in ((PAIRED_SINGLE, "op_trimmed_us"), (PAIRED_SINGLE_MEAN, "time_us")):
+        out[name] = [{"bytes": b, "ratio": both_directions(adaptive.get(b), single.get(b), stat)}
+                     for b in sizes]
     return out
+
+
+def both_directions(adaptive: Optional[dict], single: Optional[dict], stat: str) -> Optional[float]:
+    """Adaptive's speedup over single from the launch where adaptive is the first communicator
+    and, when the single series ran the reverse launch (single first, adaptive paired: its ratio
+    is single's speedup over adaptive), the geometric mean of both, in which a first-communicator
+    factor cancels. Results from before the reverse launch give the one direction; a reverse
+    launch that failed gives n/a, not the biased half."""
+    adaptive_first = paired_ratio(adaptive, stat)
+    if adaptive_first is None or single is None or "paired" not in single:
+        return adaptive_first
+    single_first = paired_ratio(single, stat)
+    return None if single_first is None else (adaptive_first / single_first) ** 0.5

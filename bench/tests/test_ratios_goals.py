@@ -47,6 +47,33 @@ def test_paired_ratio_comes_from_the_adaptive_rows_own_pair():
     assert [x["ratio"] for x in r["nezha/best-single"]][:2] == [pytest.approx(2.0), pytest.approx(2.0)]
 
 
+def test_the_reverse_pair_cancels_a_first_communicator_bias():
+    def row(b, first_us, second_us):
+        return {"bytes": b, "algbw_gbps": 1.0, "time_us": first_us, "op_trimmed_us": first_us, "check": "ok",
+                "paired": {"time_us": second_us, "op_trimmed_us": second_us}}
+
+    # Equal policies (100 us each) measured by a tool whose first communicator is 8 % slower:
+    # adaptive first reads 0.926x, single first 1.08x; together exactly even.
+    adaptive = [row(8192, 108.0, 100.0)]
+    single = [row(8192, 108.0, 100.0)]
+    r = compute_ratios({"nezha-adaptive": adaptive, "nezha-single": single}, [8192])
+    assert r[PAIRED_SINGLE][0]["ratio"] == pytest.approx(1.0)
+    assert r[PAIRED_SINGLE_MEAN][0]["ratio"] == pytest.approx(1.0)
+    # Adaptive really 5 % slower than single, under the same bias: the mean says 1/1.05.
+    adaptive = [row(8192, 105.0 * 1.08, 100.0)]
+    single = [row(8192, 100.0 * 1.08, 105.0)]
+    r = compute_ratios({"nezha-adaptive": adaptive, "nezha-single": single}, [8192])
+    assert r[PAIRED_SINGLE][0]["ratio"] == pytest.approx(1 / 1.05)
+    # A reverse launch that failed its check gives n/a, not the biased half; a single series
+    # without one (results from before it) leaves the one direction.
+    single[0]["check"] = "failed"
+    r = compute_ratios({"nezha-adaptive": adaptive, "nezha-single": single}, [8192])
+    assert r[PAIRED_SINGLE][0]["ratio"] is None
+    del single[0]["paired"]
+    r = compute_ratios({"nezha-adaptive": adaptive, "nezha-single": single}, [8192])
+    assert r[PAIRED_SINGLE][0]["ratio"] == pytest.approx(100.0 / (105.0 * 1.08))
+
+
 def test_latency_goals_are_judged_side_by_side():
     from bench.harness.goals import drawn_mix_goals
 

@@ -83,7 +83,7 @@ def test_the_latency_band_is_pinned_and_the_byte_moving_bands_are_not():
     assert clip_bands(list(FULL_BANDS), 2048, 1 << 20)[0].pinned  # --min/--max-bytes keep it
 
 
-def test_the_latency_band_pairs_the_adaptive_series_with_the_single_rail_in_one_launch(stopped_launch):
+def test_the_latency_band_pairs_adaptive_and_single_rail_in_one_launch_each_way(stopped_launch):
     from bench.harness.config import FULL_BANDS, QUICK_BANDS
     from bench.harness.sizes import clip_bands
 
@@ -93,9 +93,13 @@ def test_the_latency_band_pairs_the_adaptive_series_with_the_single_rail_in_one_
     band = Band(1024, 2048, 1, 2, pinned=True, paired="single")
     adaptive = stopped_launch(HET, SPECS["nezha-adaptive"], band)["argv"](0)
     assert adaptive[adaptive.index("--paired-policy") + 1] == "single"
-    # Only the adaptive series carries the pair; the others (and unpaired bands) run alone.
-    for name in ("nezha-single", "nezha-static", "gloo-best-rail"):
+    # The single series carries the reverse pair (adaptive second), so a first-communicator
+    # bias cancels; the others (and unpaired bands) run alone.
+    single = stopped_launch(HET, SPECS["nezha-single"], band)["argv"](0)
+    assert single[single.index("--paired-policy") + 1] == "adaptive"
+    for name in ("nezha-static", "gloo-best-rail"):
         assert "--paired-policy" not in stopped_launch(HET, SPECS[name], band)["argv"](0)
+    assert "--paired-policy" not in stopped_launch(HET, SPECS["nezha-single"], Band(1024, 2048, 1, 2))["argv"](0)
     assert "--paired-policy" not in stopped_launch(HET, SPECS["nezha-adaptive"], Band(1024, 2048, 1, 2))["argv"](0)
 
 
