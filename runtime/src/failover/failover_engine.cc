@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/socket.h"
 #include "failover/signed_channel.h"
+#include "transport/progress_guard.h"
 
 namespace nezha {
 
@@ -70,6 +71,7 @@ FailoverEngine::FailoverEngine(const Options& options, std::vector<RailInfo>& ra
     workers_.push_back(std::make_unique<RailWorker>());
     linkDown_.push_back(std::make_unique<std::atomic<bool>>(false));
     reportedDownBy_.push_back(std::make_unique<std::atomic<int>>(0));
+    suspectedAt_.push_back(std::make_unique<std::atomic<int64_t>>(0));
     linkUpAt_.push_back(std::make_unique<std::atomic<int64_t>>(0));
     generation_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
     controlRequest_.push_back(std::make_unique<std::atomic<int>>(0));
@@ -238,6 +240,15 @@ void FailoverEngine::recordFailover(int rail, const std::string& localError,
   metrics_.failovers.push_back(ev);
   failedAt_[rail] = std::chrono::steady_clock::now();
   metrics_.rails[rails_[rail].name].alive = false;
+  // A finding of silence on the rail: the watchdog's verdict, this rank's own progress deadline
+  // (transport/progress_guard.h's words), or its peer's, reported in the round (no error here:
+  // a sender whose bytes the socket buffers took sees nothing of a black hole; its receiver
+  // does). Not a carrier loss, a slow rail, an abort or a closed connection seen here.
+  const bool silence =
+      reason == "watchdog" ||
+      ((reason == "error" || reason == "peer") &&
+       (localError.empty() || localError.find(kNoProgressPrefix) != std::string::npos));
+  if (silence && silenceListener_) silenceListener_(rail);
   if (o_.verbose) {
     std::fprintf(stderr, "nezha: rank %d: rail %s left the split at op %llu (%s: %s)\n", o_.rank,
                  ev.rail.c_str(), static_cast<unsigned long long>(ev.op), reason.c_str(),
@@ -349,9 +360,10 @@ FailoverEngine::Attempt FailoverEngine::runAttempt(const Plan& plan, const std::
       const auto start = Clock::now();
       ch.setProgressTimeout(deadline);
       ch.setPeersStillComing(peersBehind);
-      ch.setProgressWatch([this, rail = s.rail, start, predicted](Clock::time_point moved) {
+      ch.setProgressWatch([this, rail = s.rail, start, predicted, op](Clock::time_point moved) {
         std::string why = watchdog_->check(rail, moved, start, predicted);
-        return why.empty() ? silentPeerVerdict(moved, start) : why;
+        if (why.empty()) why = silentPeerVerdict(moved, start);
+        return why.empty() ? suspectedRailVerdict(rail, moved, start, op) : why;
       });
       fn(ch, scratch_[s.rail], s);
       ch.setProgressWatch(nullptr);
@@ -413,6 +425,28 @@ std::string FailoverEngine::silentPeerVerdict(Clock::time_point moved,
   return strCat("rank(s) ", who, " heard on no rail for ", agreement_->peerSilence().count(),
                 " ms by this rank or the ranks that watch them (heartbeats lost: every rail to "
                 "them is down, or the host is gone)");
+}
+
+void FailoverEngine::suspectRail(size_t rail) {
+  suspectedAt_[rail]->store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
+}
+
+// A slice quiet for kSuspectQuiet on a rail another engine of this process found silent within
+// kSuspectFor, counted from the later of its own start, its last movement and that finding, and
+// only while the peer is in this operation (a peer still busy elsewhere moves nothing either).
+std::string FailoverEngine::suspectedRailVerdict(int rail, Clock::time_point moved,
+                                                 Clock::time_point start, uint64_t op) const {
+  const int64_t at = suspectedAt_[rail]->load();
+  if (at == 0) return "";
+  const Clock::time_point suspected{std::chrono::nanoseconds(at)};
+  const auto now = Clock::now();
+  if (now - suspected > kSuspectFor) return "";
+  if (now - std::max({moved, start, suspected}) < kSuspectQuiet) return "";
+  if (agreement_ && agreement_->peersBehind(op)) return "";
+  return strCat("moved nothing for ", kSuspectQuiet.count(),
+                " ms after another connection of this process found the rail silent");
 }
 
 // Deadline from the split table's prediction with a floor, so a slow rail is not taken for a

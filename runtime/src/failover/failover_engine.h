@@ -130,6 +130,17 @@ class FailoverEngine {
   void onTransportFault(size_t rail, const std::string& why);
   // Fails the rail's exchange in flight now (tests; an operator's cut).
   void abortRail(int rail);
+  // Another engine of this process lost `rail` to silence (the NCCL plugin runs one engine per
+  // connection, and its connections share every rail's paths): for kSuspectFor a slice on the
+  // rail that moves nothing for kSuspectQuiet while its peer is in the operation fails then,
+  // not at its own progress deadline. In a ring each connection otherwise met a black hole
+  // after the one before it had, one progress deadline each (docs/nccl.md "Benchmark").
+  void suspectRail(size_t rail);
+  // Called on the engine's thread when a rail leaves for silence (the watchdog, this rank's or
+  // its peer's progress deadline): what suspectRail() is told elsewhere.
+  void setSilenceListener(std::function<void(int rail)> fn) { silenceListener_ = std::move(fn); }
+  static constexpr std::chrono::milliseconds kSuspectFor{2000};
+  static constexpr std::chrono::milliseconds kSuspectQuiet{150};
   // Drain / restore asked on this rank (the control endpoint); applied at the next round.
   enum class Request : int { kNone = 0, kDrain = 1, kRestore = 2 };
   void request(int rail, Request what) { controlRequest_[rail]->store(static_cast<int>(what)); }
@@ -203,6 +214,8 @@ class FailoverEngine {
                      Outcome& out);
   std::chrono::milliseconds progressDeadline(int rail, size_t bytes) const;
   std::string silentPeerVerdict(Clock::time_point moved, Clock::time_point start) const;
+  std::string suspectedRailVerdict(int rail, Clock::time_point moved, Clock::time_point start,
+                                   uint64_t op) const;
   void flagKnownDownRails(Attempt& at);
   void agreeOnAttempt(Attempt& at, bool patient);
   // The signed part of the round (signed operations only): per rank [saw a mismatch, operation
@@ -234,6 +247,7 @@ class FailoverEngine {
   bool rebuilding(int rail) const { return rebuilds_[rail] != nullptr; }
   void startRebuilds(const std::vector<int>& railsReady);
   void settleQuickRebuilds();
+  bool carrierBackSinceFailure(size_t rail) const;
   void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
   double floorBandwidth(int rail) const;
   void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;
@@ -276,6 +290,10 @@ class FailoverEngine {
   // reader (peer + 1 of the rank that reported losing it; 0 = none).
   std::vector<std::unique_ptr<std::atomic<bool>>> linkDown_;
   std::vector<std::unique_ptr<std::atomic<int>>> reportedDownBy_;
+  // suspectRail(): when another engine of this process found the rail silent (steady ns; 0 =
+  // never). Written by any thread, read by the progress watch on the rail's thread.
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> suspectedAt_;
+  std::function<void(int rail)> silenceListener_;
   std::vector<std::string> faultWhy_;  // the transport's last report; channelMu_
   std::unique_ptr<RailWatchdog> watchdog_;
 

@@ -102,6 +102,14 @@ class EngineLink {
   // before its link has been back for the hold-down (failover_engine.h). Any thread.
   void onLinkDown(int rail) { engine_.onLinkDown(static_cast<size_t>(rail)); }
   void onLinkUp(int rail) { engine_.onLinkUp(static_cast<size_t>(rail)); }
+  // Another connection of this process found `rail` silent (FailoverEngine::suspectRail). Any
+  // thread.
+  void suspectRail(int rail) { engine_.suspectRail(static_cast<size_t>(rail)); }
+  // Called on the link's thread when it found a rail silent itself (the plugin tells the other
+  // connections, nccl/plugin_context.h). Set before the first message.
+  void setSilenceListener(std::function<void(int rail)> fn) {
+    engine_.setSilenceListener(std::move(fn));
+  }
   // What the engine recorded (failovers, re-admissions, drains). Read it only while no message
   // is in flight: the link's thread writes it during a unit.
   const Metrics& metrics() const { return metrics_; }

@@ -273,6 +273,13 @@ void PluginContext::onLink(size_t rail, bool up) {
               up ? "is back" : "went down", "; ", links_.size(), " connection(s) told"));
 }
 
+void PluginContext::onRailSilent(const EngineLink* finder, int rail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (EngineLink* link : links_) {
+    if (link != finder) link->suspectRail(rail);
+  }
+}
+
 bool PluginContext::setDrained(size_t rail, bool drain) {
   std::lock_guard<std::mutex> lock(mu_);
   if (drain) {
@@ -287,6 +294,8 @@ bool PluginContext::setDrained(size_t rail, bool drain) {
 }
 
 void PluginContext::attach(EngineLink* link) {
+  // Before the link is shared: its thread calls this when it finds a rail silent.
+  link->setSilenceListener([this, link](int rail) { onRailSilent(link, rail); });
   std::lock_guard<std::mutex> lock(mu_);
   links_.push_back(link);
   for (size_t r = 0; r < config_.rails.size(); ++r) {

@@ -85,6 +85,10 @@ class PluginContext {
   // those whose link is down, out at once) and leaves before it is closed.
   void attach(EngineLink* link);
   void detach(EngineLink* link);
+  // A connection found `rail` silent (a black hole meets every connection of the process that
+  // crosses it): the others judge the rail by a short quiet from now on, for a while
+  // (FailoverEngine::suspectRail), instead of each waiting out its own progress deadline.
+  void onRailSilent(const EngineLink* finder, int rail);
   // Prometheus text of what every connection's engine did, closed ones included (the runtime's
   // nezha_runtime_* names), and the drained gauge.
   std::string metricsText() const;

@@ -45,7 +45,7 @@ std::string ProgressGuard::judge(bool progressed, bool receiving,
       return {};
     }
   }
-  return strCat("no progress for ", timeout().count(), " ms (waiting:", waiting(), ")");
+  return strCat(kNoProgressPrefix, timeout().count(), " ms (waiting:", waiting(), ")");
 }
 
 }  // namespace nezha

@@ -26,6 +26,10 @@
 
 namespace nezha {
 
+// How a rail failed for silence is worded: "no progress for <timeout> ms (waiting: ...)". The
+// failover engine tells such a finding from other failures by it.
+inline constexpr char kNoProgressPrefix[] = "no progress for ";
+
 class ProgressGuard {
  public:
   explicit ProgressGuard(std::chrono::milliseconds ioTimeout) : ioTimeout_(ioTimeout) {}

@@ -18,6 +18,7 @@
 #include "base/socket.h"
 #include "nccl/comm_error.h"
 #include "test_util.h"
+#include "transport/blackhole_relay.h"
 #include "transport/tcp/tcp_channel.h"
 #include "transport/transport.h"
 
@@ -80,8 +81,17 @@ std::array<std::unique_ptr<EngineLink>, 2> connectLinks(
 // hands them over: per rail, o.streamsPerPeer data connections and a control connection, each
 // dialled by the sender and accepted by the receiver. No job table names a port (the channels
 // never listen); a rebuilt rail gets ordinary channels with ports agreed over the control mesh.
-std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(const std::string& session) {
-  const Options o = linkOptions(kS);
+// With `relay`, rail `relayRail`'s data connections pass through it (a black hole on demand);
+// `tweak` changes both ends' options.
+std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(
+    const std::string& session, testing::BlackHoleRelay* relay = nullptr, size_t relayRail = 0,
+    const std::function<void(Options&)>& tweak = nullptr) {
+  auto options = [&tweak](int rank) {
+    Options o = linkOptions(rank);
+    if (tweak) tweak(o);
+    return o;
+  };
+  const Options o = options(kS);
   std::array<std::vector<std::unique_ptr<Transport>>, 2> transports;
   JobTable job;
   job.session = session;
@@ -98,7 +108,9 @@ std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(const std::string& session
     const int index = static_cast<int>(rail);
     std::array<std::vector<Fd>, 2> conns;
     for (int c = 0; c <= o.streamsPerPeer; ++c) {
-      conns[kS].push_back(connectTo(ip, port, ip, "", deadline, index, "adopted"));
+      const bool relayed = relay != nullptr && rail == relayRail && c < o.streamsPerPeer;
+      conns[kS].push_back(relayed ? relay->connectThrough(ip, port, deadline)
+                                  : connectTo(ip, port, ip, "", deadline, index, "adopted"));
       conns[kR].push_back(acceptUntil(listener.get(), deadline, index, "adopted"));
     }
     for (int rank : {kS, kR}) {
@@ -106,12 +118,12 @@ std::array<std::unique_ptr<EngineLink>, 2> adoptLinks(const std::string& session
       Fd control = std::move(conns[rank].back());
       conns[rank].pop_back();
       transports[rank].push_back(std::make_unique<TcpChannel>(
-          linkOptions(rank), index, ip, std::move(conns[rank]), std::move(control)));
+          options(rank), index, ip, std::move(conns[rank]), std::move(control)));
     }
   }
   std::array<std::unique_ptr<EngineLink>, 2> links;
   runRanks(2, [&](int rank) {
-    links[rank] = std::make_unique<EngineLink>(linkOptions(rank), std::move(transports[rank]), job);
+    links[rank] = std::make_unique<EngineLink>(options(rank), std::move(transports[rank]), job);
   });
   return links;
 }
@@ -325,6 +337,43 @@ TEST(EngineLinkTest, RunsOnConnectionsOpenedElsewhereAndRebuildsACutRail) {
   std::array<Done, 2> done;
   ASSERT_TRUE(sendOne(links, 99, 2 << 20, done));
   EXPECT_EQ(done[kR].rails, 2) << "the rebuilt r1 carries its share";
+}
+
+// The plugin runs one engine per connection; one that finds a rail silent tells the others of
+// its process (PluginContext::onRailSilent), which then fail that rail after a short quiet
+// instead of each at its own progress deadline: here 20 s, the watchdog off, so only the
+// suspicion can end the wait on the black-holed rail. The peer's engine, which saw nothing
+// itself, reports the finding to its own process in turn (its receiver there would see it).
+TEST(EngineLinkTest, ASuspectedRailFailsAfterAShortQuietNotItsDeadline) {
+  testing::BlackHoleRelay relay;  // outlives the links
+  auto links = adoptLinks("link-suspect", &relay, 1, [](Options& o) {
+    o.progressFloor = std::chrono::milliseconds(20000);
+    o.watchdog = std::chrono::milliseconds(0);
+  });
+  std::array<std::vector<int>, 2> told;  // rails each end's silence listener was called with
+  for (int rank : {kS, kR}) {
+    links[rank]->setSilenceListener([&told, rank](int rail) { told[rank].push_back(rail); });
+  }
+  // Small enough that the sender's part on r1 fits in its socket buffers whatever their size
+  // (64 KiB per stream): its slice ends, and it learns of the silence only from its peer.
+  const size_t bytes = 256 << 10;
+  std::array<Done, 2> done;
+  ASSERT_TRUE(sendOne(links, 0, bytes, done));
+  ASSERT_EQ(done[kR].rails, 2);
+  relay.blackHole();
+  links[kR]->suspectRail(1);  // what another connection of the receiver's process found
+  ASSERT_TRUE(sendOne(links, 1, bytes, done)) << "replayed on r0, exact";
+  const Metrics& m = links[kR]->metrics();
+  ASSERT_EQ(m.failovers.size(), 1u);
+  EXPECT_EQ(m.failovers[0].rail, "r1");
+  EXPECT_NE(m.failovers[0].localError.find("another connection of this process found the rail "
+                                           "silent"),
+            std::string::npos)
+      << m.failovers[0].localError;
+  // The receiver acted on a suspicion and tells nobody again; the sender learnt of the silence
+  // from its peer and tells its process.
+  EXPECT_TRUE(told[kR].empty());
+  EXPECT_EQ(told[kS], std::vector<int>{1});
 }
 
 // Two messages after a drain or restore request: the first one's round applies it on both
