@@ -6,7 +6,8 @@ collectives") costs an allreduce, judged side by side in one launch.
 2 ranks of the rail test bed, 2 TBF rails (default 500/500 Mbit/s); in every launch each rank
 has two nezha groups on the same rails, one checking signatures and one not, and alternates
 blocks of 5 allreduces between them (bench/signature_worker.py; the suite's --paired-policy
-comparison). Per size: each side's trimmed mean (fastest 98 %, slowest rank), checked over
+comparison), in two launches: the checked group created first, then second (a process's first
+communicator is slower at 4-32 KiB whatever it does; the geometric mean of both ratios cancels it). Per size: each side's trimmed mean (fastest 98 %, slowest rank), checked over
 unchecked. Targets: <= 1.01 at >= 1 MiB, <= 1.05 at <= 64 KiB (harness/signature_cost.py).
 Results: bench/results/signature-<stamp>.{json,txt} and latest-signature.{json,txt}. Needs root
 and the pinned torch venv (make build-torch).
@@ -59,25 +60,33 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="signature-cost-")
     t_start = time.monotonic()
 
-    def argv(rank: int) -> list[str]:
-        return [a.python, WORKER, ",".join(map(str, SIZES)), str(a.small_iters), str(a.large_iters)]
+    def argv_for(first: str):
+        return lambda rank: [a.python, WORKER, ",".join(map(str, SIZES)), str(a.small_iters),
+                             str(a.large_iters), first]
 
     def env(rank: int) -> dict:
         return torch_rank_env(bed, rank, WORLD, PORT, PKG, token)
 
+    # Both orders (signature_worker.py says why): the checked group first, then second.
+    per_order = {}
     try:
         bed.up()
-        res = run_ranks(bed, WORLD, argv, env, timeout_s=a.timeout, log_dir=work, tag="signature")
+        for first in ("checked", "unchecked"):
+            res = run_ranks(bed, WORLD, argv_for(first), env, timeout_s=a.timeout, log_dir=work,
+                            tag=f"signature-{first}-first")
+            if not res.ok():
+                log(f"FAILED ({first} group first): {res.failure()} (logs in {work})")
+                return 1
+            reports = []
+            for p in res.logs:
+                with open(p, errors="replace") as f:
+                    reports.append(ddp.parse_report(f.read()))
+            per_order[first] = {str(n): signature_cost.size_ratio([r["rows"][str(n)] for r in reports])
+                                for n in SIZES}
     finally:
         bed.down()
-    if not res.ok():
-        log(f"FAILED: {res.failure()} (logs in {work})")
-        return 1
-    reports = []
-    for p in res.logs:
-        with open(p, errors="replace") as f:
-            reports.append(ddp.parse_report(f.read()))
-    rows = {str(n): signature_cost.size_ratio([r["rows"][str(n)] for r in reports]) for n in SIZES}
+    rows = {str(n): signature_cost.both_orders(per_order["checked"][str(n)], per_order["unchecked"][str(n)])
+            for n in SIZES}
     verdicts = signature_cost.judge(rows)
     host["loadavg_end"] = list(os.getloadavg())
     doc = {"kind": "signature-cost", "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -87,15 +96,18 @@ def main() -> int:
            "rows": rows, "goals": verdicts}
     lines = [f"Signature cost {doc['time_utc']} ({doc['minutes']} min) - {WORLD} ranks, 2 rails x {a.rate} "
              "Mbit/s (TBF, hack/testbed.sh), torch backend nezha, float32 SUM allreduce, checked vs "
-             "unchecked group alternating blocks of 5 ops in one launch; trimmed mean (fastest 98 %), slowest rank",
+             "unchecked group alternating blocks of 5 ops in one launch; trimmed mean (fastest 98 %), slowest "
+             "rank; two launches, the checked group created first and second, geometric mean of their ratios",
              f"machine: {host['cpu_model']}, {host['cores']} cores; load average "
              f"{', '.join(f'{x:.2f}' for x in host['loadavg_start'])} at start, "
              f"{', '.join(f'{x:.2f}' for x in host['loadavg_end'])} at end", "",
-             f"  {'size':>8s} {'checked':>12s} {'unchecked':>12s} {'ratio':>7s}"]
+             f"  {'size':>8s} {'checked':>12s} {'unchecked':>12s} {'ratio':>7s}  {'checked 1st':>11s} "
+             f"{'checked 2nd':>11s}"]
     for n in SIZES:
         r = rows[str(n)]
         label = f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"
-        lines.append(f"  {label:>8s} {r['on_s'] * 1e6:10.0f}us {r['off_s'] * 1e6:10.0f}us {r['ratio']:7.3f}")
+        lines.append(f"  {label:>8s} {r['on_s'] * 1e6:10.0f}us {r['off_s'] * 1e6:10.0f}us {r['ratio']:7.3f}  "
+                     f"{r['checked_first']['ratio']:11.3f} {r['unchecked_first']['ratio']:11.3f}")
     lines.append("")
     for band, v in verdicts.items():
         if v["verdict"] == "NOT RUN":

@@ -29,6 +29,17 @@ def size_ratio(rank_times: Sequence[dict]) -> dict:
     return {"on_s": on, "off_s": off, "ratio": on / off}
 
 
+def both_orders(checked_first: dict, unchecked_first: dict) -> dict:
+    """One size measured in two launches, the checked group created first in one and second in
+    the other: the geometric mean of their ratios, in which a first-group factor cancels (a
+    process's first communicator is a few per cent slower at 4-32 KiB whatever it does), with
+    both launches' rows kept."""
+    ratio = (checked_first["ratio"] * unchecked_first["ratio"]) ** 0.5
+    return {"on_s": (checked_first["on_s"] * unchecked_first["on_s"]) ** 0.5,
+            "off_s": (checked_first["off_s"] * unchecked_first["off_s"]) ** 0.5,
+            "ratio": ratio, "checked_first": checked_first, "unchecked_first": unchecked_first}
+
+
 def target_for(nbytes: int) -> Optional[float]:
     if nbytes >= LARGE_BYTES:
         return LARGE_TARGET

@@ -1,3 +1,5 @@
+import pytest
+
 from bench.harness import signature_cost as sc
 
 
@@ -18,3 +20,12 @@ def test_judge_per_band():
     assert out["small"]["verdict"] == "PASS" and out["small"]["worst_size"] == 1024
     assert out["large"]["verdict"] == "MISS" and out["large"]["worst_size"] == 1048576
     assert sc.judge({})["large"]["verdict"] == "NOT RUN"
+
+
+def test_both_orders_cancel_a_first_group_factor():
+    # The same cost (3 %) measured with the first group 8 % slower, once on each side.
+    checked_first = {"on_s": 1.03 * 1.08, "off_s": 1.0, "ratio": 1.03 * 1.08}
+    unchecked_first = {"on_s": 1.03, "off_s": 1.08, "ratio": 1.03 / 1.08}
+    row = sc.both_orders(checked_first, unchecked_first)
+    assert row["ratio"] == pytest.approx(1.03)
+    assert row["checked_first"] is checked_first and row["unchecked_first"] is unchecked_first
