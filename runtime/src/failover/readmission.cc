@@ -45,8 +45,7 @@ constexpr std::chrono::milliseconds kProbeBudget{5000};
 constexpr size_t kMinProbeBytes = 64 << 10;
 // How long the operation boundary that starts a rebuild waits for it (connect + probe of a
 // healthy rail take tens of milliseconds here); longer ones go on in the background. Retries of
-// a rail still faulty, and first tries of a rail whose carrier never dropped, are not waited
-// for: they would cost the job this much each time (settleQuickRebuilds()).
+// a rail still faulty are not waited for: they would cost the job this much each time.
 constexpr std::chrono::milliseconds kQuickRebuild{200};
 // The probe stops once its bulk allreduce has run this much longer than the floor's bandwidth
 // allows (margin for the latency the measurement subtracts and for a busy machine).
@@ -103,24 +102,14 @@ void FailoverEngine::startRebuilds(const std::vector<int>& railsReady) {
 
 // A healthy rail's rebuild ends within milliseconds; deciding it at the boundary that started
 // it, instead of at the next one, lets it carry its share one operation sooner (with large
-// operations, about a second sooner). Worth waiting for only where the rail is likely healed:
-// its carrier came back since it failed (a cable or switch port back). A rail that failed with
-// its carrier up (a black hole, a dead far end) meets its first try one hold-down later with
-// the fault mostly still there, and that wait cost the NCCL plugin's ring loop 200 ms of every
-// black hole (docs/nccl.md "Benchmark"); such a try, like any retry, goes on in the background
-// and is decided at a later boundary. Ranks that do not wait meet the others in the round
-// after it: all started the same rebuilds at this boundary.
-bool FailoverEngine::carrierBackSinceFailure(size_t r) const {
-  const auto upAt =
-      std::chrono::steady_clock::time_point(std::chrono::nanoseconds(linkUpAt_[r]->load()));
-  return upAt > failedAt_[r];
-}
-
+// operations, about a second sooner). A rebuild still running after kQuickRebuild (a black
+// hole's connect) costs the job that wait once, then goes on in the background as before. All
+// ranks hold the extra round: they all started the same rebuilds at this boundary.
 void FailoverEngine::settleQuickRebuilds() {
   const size_t n = rails_.size();
   const auto until = std::chrono::steady_clock::now() + kQuickRebuild;
   for (size_t r = 0; r < n; ++r) {
-    if (rebuilds_[r] && !retrying_[r] && carrierBackSinceFailure(r)) {
+    if (rebuilds_[r] && !retrying_[r]) {
       rebuilds_[r]->task.waitFor(std::max(until - std::chrono::steady_clock::now(),
                                           std::chrono::steady_clock::duration::zero()));
     }
