@@ -247,6 +247,7 @@ class FailoverEngine {
   bool rebuilding(int rail) const { return rebuilds_[rail] != nullptr; }
   void startRebuilds(const std::vector<int>& railsReady);
   void settleQuickRebuilds();
+  bool carrierBackSinceFailure(size_t rail) const;
   void launchRebuild(int rail, const std::shared_ptr<Rebuild>& rb, JobTable jt);
   double floorBandwidth(int rail) const;
   void rebuildFlags(size_t rail, double& failedHere, double& notDone) const;

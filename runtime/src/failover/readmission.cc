@@ -45,7 +45,8 @@ constexpr std::chrono::milliseconds kProbeBudget{5000};
 constexpr size_t kMinProbeBytes = 64 << 10;
 // How long the operation boundary that starts a rebuild waits for it (connect + probe of a
 // healthy rail take tens of milliseconds here); longer ones go on in the background. Retries of
-// a rail still faulty are not waited for: they would cost the job this much each time.
+// a rail still faulty, and first tries of a rail whose carrier never dropped, are not waited
+// for: they would cost the job this much each time (settleQuickRebuilds()).
 constexpr std::chrono::milliseconds kQuickRebuild{200};
 // The probe stops once its bulk allreduce has run this much longer than the floor's bandwidth
 // allows (margin for the latency the measurement subtracts and for a busy machine).
@@ -102,14 +103,24 @@ void FailoverEngine::startRebuilds(const std::vector<int>& railsReady) {
 
 // A healthy rail's rebuild ends within milliseconds; deciding it at the boundary that started
 // it, instead of at the next one, lets it carry its share one operation sooner (with large
-// operations, about a second sooner). A rebuild still running after kQuickRebuild (a black
-// hole's connect) costs the job that wait once, then goes on in the background as before. All
-// ranks hold the extra round: they all started the same rebuilds at this boundary.
+// operations, about a second sooner). Worth waiting for only where the rail is likely healed:
+// its carrier came back since it failed (a cable or switch port back). A rail that failed with
+// its carrier up (a black hole, a dead far end) meets its first try one hold-down later with
+// the fault mostly still there, and that wait cost the NCCL plugin's ring loop 200 ms of every
+// black hole (docs/nccl.md "Benchmark"); such a try, like any retry, goes on in the background
+// and is decided at a later boundary. Ranks that do not wait meet the others in the round
+// after it: all started the same rebuilds at this boundary.
+bool FailoverEngine::carrierBackSinceFailure(size_t r) const {
+  const auto upAt =
+      std::chrono::steady_clock::time_point(std::chrono::nanoseconds(linkUpAt_[r]->load()));
+  return upAt > failedAt_[r];
+}
+
 void FailoverEngine::settleQuickRebuilds() {
   const size_t n = rails_.size();
   const auto until = std::chrono::steady_clock::now() + kQuickRebuild;
   for (size_t r = 0; r < n; ++r) {
-    if (rebuilds_[r] && !retrying_[r]) {
+    if (rebuilds_[r] && !retrying_[r] && carrierBackSinceFailure(r)) {
       rebuilds_[r]->task.waitFor(std::max(until - std::chrono::steady_clock::now(),
                                           std::chrono::steady_clock::duration::zero()));
     }
@@ -164,13 +175,17 @@ void FailoverEngine::launchRebuild(int r, const std::shared_ptr<Rebuild>& rb, Jo
           for (int round = 0; round < kBulkProbeRounds; ++round) {
             std::vector<float> bulk(floats, 1.0f);
             const auto t0 = Clock::now();
-            t.setProgressWatch([start, t0, slowAfter, rb](Clock::time_point) -> std::string {
+            // The watch lives in rb's transport, so it names rb by a plain pointer: a copy of
+            // rb would be a cycle (rb -> transport -> watch -> rb) that no one frees when the
+            // probe throws before it clears the watch (a peer torn down mid-probe).
+            t.setProgressWatch([start, t0, slowAfter,
+                                self = rb.get()](Clock::time_point) -> std::string {
               if (Clock::now() - start >= kProbeBudget) {
                 return strCat("probe did not finish within ", kProbeBudget.count(), " ms");
               }
               if (Clock::now() - t0 < slowAfter) return "";
-              rb->tooSlow = true;
-              return strCat("probe slower than the floor's ", rb->floorBandwidth / 1e6, " MB/s");
+              self->tooSlow = true;
+              return strCat("probe slower than the floor's ", self->floorBandwidth / 1e6, " MB/s");
             });
             nezha::allreduce(t, reinterpret_cast<char*>(bulk.data()), floats, DataType::kFloat32,
                              ReduceOp::kSum, probeScratch, algo_);
