@@ -14,6 +14,10 @@ namespace {
 constexpr double kMinObservedBytes = 256 << 10;
 // Cold-path predictions this close to the least are ties, won by bandwidth (Scheduler::plan).
 constexpr double kColdTieMargin = 0.25;
+// A rail whose rate in an entry fell below 1/kCollapseFactor of what it showed there at the
+// previous agreement has collapsed (a gray rail: the design's "suddenly 40x slower"); no noise
+// on these rails moves a whole interval's rate that far.
+constexpr double kCollapseFactor = 4;
 }  // namespace
 
 Scheduler::Scheduler(const Options& o, const ProbeResult& probe, Table table, AlgoTable algo)
@@ -286,6 +290,14 @@ void Scheduler::probeStarvedRails(const TableKey& key, TableEntry& e,
   }
 }
 
+int Scheduler::collapsedRail(const TableEntry& e, const std::vector<double>& secs) const {
+  for (size_t i = 0; i < nrails_; ++i) {
+    if (secs[i] <= 0 || e.pendingBytes[i] < kMinObservedBytes || e.lastRate[i] <= 0) continue;
+    if (e.pendingBytes[i] / secs[i] * kCollapseFactor < e.lastRate[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 uint32_t Scheduler::probeCostWait(size_t rail, const std::vector<double>& secs) const {
   // The probe interval's agreed seconds: how long the probed rail ran past the slowest other
   // rail is what the probe cost the job. Waiting `w` intervals of about `others` seconds each
@@ -338,12 +350,22 @@ void Scheduler::applyAgreed(const std::vector<double>& agreed) {
                              agreed.begin() + static_cast<long>(pos + nrails_));
     pos += nrails_;
     const std::vector<double> ranOn = e.ratios;
-    e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, o_.tuneGain);
+    const int collapsed = collapsedRail(e, secs);
+    // The gain damps noise; a collapse is not noise. At the gain a collapsed rail kept most of
+    // its share for several more agreements and every operation in them waited on it (the NCCL
+    // plugin's gray fault: ~1.4 s over three agreements). Its timings already give its rate, so
+    // the split goes where all rails finish together in one step.
+    e.ratios = tuneRatios(e.ratios, e.pendingBytes, secs, collapsed >= 0 ? 1.0 : o_.tuneGain);
     probeStarvedRails(key, e, secs, ranOn);
     for (size_t i = 0; i < nrails_; ++i) {
       if (secs[i] > 0 && e.pendingBytes[i] >= kMinObservedBytes) {
         observed_[i] = e.pendingBytes[i] / secs[i];
+        e.lastRate[i] = observed_[i];
       }
+    }
+    if (collapsed >= 0 && o_.verbose && o_.rank == 0) {
+      std::fprintf(stderr, "nezha: tune %s bucket 2^%d: rail %s collapsed, full step\n",
+                   toString(key.op), key.bucket, o_.rails[collapsed].name.c_str());
     }
     ++e.updates;
     if (o_.verbose && o_.rank == 0) {

@@ -147,6 +147,9 @@ class Scheduler {
   // Agreements to wait so that a probe interval that ran `rail` this much past the other rails
   // costs at most kStarvedProbeBudget of the job's time (0 if it cost nothing).
   uint32_t probeCostWait(size_t rail, const std::vector<double>& secs) const;
+  // A rail whose agreed rate in `e` fell below 1/kCollapseFactor of its rate there at the
+  // previous agreement (both over enough bytes to be a rate), or -1.
+  int collapsedRail(const TableEntry& e, const std::vector<double>& secs) const;
 };
 
 }  // namespace nezha

@@ -26,6 +26,7 @@ TableEntry& Table::entry(const TableKey& key, const std::vector<double>& initial
   e.starvedUpdates.assign(rails_.size(), 0);
   e.probeWait.assign(rails_.size(), kFirstProbeWait);
   e.probed.assign(rails_.size(), false);
+  e.lastRate.assign(rails_.size(), 0);
   return entries_.emplace(key, std::move(e)).first->second;
 }
 

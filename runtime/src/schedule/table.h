@@ -55,6 +55,9 @@ struct TableEntry {
   std::vector<uint32_t> starvedUpdates;  // agreements in a row without a byte on the rail
   std::vector<uint32_t> probeWait;       // starved agreements before the next probe slice
   std::vector<bool> probed;  // the last agreement raised the rail to a probe share or a ramp step
+  // Per rail, the rate (bytes/s) its agreed timings last showed in this entry; 0 = none yet.
+  // Agreed data only, never saved (Scheduler::applyAgreed: a collapse skips the tuner's gain).
+  std::vector<double> lastRate;
 };
 
 class Table {
