@@ -17,8 +17,10 @@ the operation in flight <= 1 s, and the pace while the rail is out >= 0.9 x the 
 surviving rail alone (a fault-free loop on r0 in the same run). Every result is checked.
 
 Target: plugin-2rails >= 1.9x plugin-1rail on two equal rails. Results go to
-bench/results/nccl-<stamp>.{json,txt} and latest-nccl.{json,txt}. Needs root; ~3 min.
-  /usr/bin/python3 -m bench.run_nccl_bench [--quick] [--keep-logs]
+bench/results/nccl-<stamp>.{json,txt} and, for a complete run, latest-nccl.{json,txt}. Needs root;
+~3 min. The fault goals scatter between runs: --fault KIND --fault-repeat N runs only the 500/500
+bed and those faults N times each (stamped files only).
+  /usr/bin/python3 -m bench.run_nccl_bench [--quick] [--keep-logs] [--scenario S] [--fault KIND --fault-repeat N]
 """
 
 import argparse
@@ -156,17 +158,19 @@ def run_fault_loop(bed: Testbed, series: str, work: str, fault: Optional[str]) -
     return {"ok": True, "trace": trace_of(docs[0], f"{series} rank 0"), **times}
 
 
-def run_faults(bed: Testbed, work: str) -> dict:
+def run_faults(bed: Testbed, work: str, kinds: tuple = ("cut", "blackhole", "gray"), repeat: int = 1) -> dict:
+    """Each fault kind `repeat` times in turn, against one fault-free baseline on r0."""
     base = run_fault_loop(bed, "plugin-1rail", work, None)
     one_rail = steady_gbps(base["trace"]) if base["ok"] else None
     runs = []
-    for kind in ("cut", "blackhole", "gray"):
-        log(f"  fault: {kind} of host {FAULT_HOST}'s r{FAULT_RAIL} for {FAULT_FOR_S:.0f} s")
-        r = run_fault_loop(bed, "plugin-2rails", work, kind)
-        if r["ok"]:
-            runs.append(judge_fault(kind, r["trace"], r["on"], r["off"], one_rail))
-        else:
-            runs.append({"fault": kind, "error": r["error"], "stall_verdict": "MISS", "pace_verdict": "MISS"})
+    for _ in range(repeat):
+        for kind in kinds:
+            log(f"  fault: {kind} of host {FAULT_HOST}'s r{FAULT_RAIL} for {FAULT_FOR_S:.0f} s")
+            r = run_fault_loop(bed, "plugin-2rails", work, kind)
+            if r["ok"]:
+                runs.append(judge_fault(kind, r["trace"], r["on"], r["off"], one_rail))
+            else:
+                runs.append({"fault": kind, "error": r["error"], "stall_verdict": "MISS", "pace_verdict": "MISS"})
     return {"one_rail_gbps": one_rail, "baseline_error": None if base["ok"] else base["error"], "runs": runs}
 
 
@@ -180,6 +184,8 @@ def fault_lines(faults: dict) -> list[str]:
             lines.append(f"  {r['fault']:10s} FAILED {r['error']}")
             continue
         pace = "n/a" if r["pace_vs_one_rail"] is None else f"{r['pace_vs_one_rail']:.3f}"
+        if r.get("pace_whole_ops_vs_one_rail") is not None:
+            pace += f" (whole ops only {r['pace_whole_ops_vs_one_rail']:.3f})"
         stall = "never resumed" if r["stall_s"] is None else f"{r['stall_s']:.3f} s"
         lines.append(f"  {r['fault']:10s} {r['ops']} exact ops; stall of the op in flight {stall}; "
                      f"pace while out / plugin on r0 alone {pace}")
@@ -193,12 +199,20 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", choices=[s[0] for s in SCENARIOS],
                     help="run only this scenario (repeatable)")
     ap.add_argument("--no-faults", action="store_true", help="skip the fault runs on the 500/500 bed")
+    ap.add_argument("--fault", action="append", choices=["cut", "blackhole", "gray"],
+                    help="run only this fault kind (repeatable)")
+    ap.add_argument("--fault-repeat", type=int, default=1, metavar="N",
+                    help="run each fault N times in turn (the fault goals scatter between runs; default 1)")
     ap.add_argument("--tcp-cc", default="", metavar="ALGO",
                     help="TCP congestion control of every bed host (hack/testbed.sh --tcp-cc; default: the "
                          "machine's, recorded with the results)")
     a = ap.parse_args()
     if hostinfo.tcp_cc_error(a.tcp_cc):
         ap.error(hostinfo.tcp_cc_error(a.tcp_cc))
+    if a.fault_repeat < 1:
+        ap.error(f"--fault-repeat: must be at least 1, not {a.fault_repeat}")
+    # A partial or repeated run is an experiment: stamped files only, latest-nccl.* untouched.
+    complete = not a.quick and not a.scenario and not a.fault and a.fault_repeat == 1
     if os.geteuid() != 0:
         log("needs root (network namespaces)")
         return 1
@@ -224,7 +238,7 @@ def main() -> int:
             rows = [run_series(bed, world, s, nbytes, iters, work, mode)
                     for s in ("plugin-2rails", "plugin-1rail", "plain-socket")]
             if name == "equal-2x500" and not a.no_faults:
-                faults = run_faults(bed, work)
+                faults = run_faults(bed, work, tuple(a.fault or ("cut", "blackhole", "gray")), a.fault_repeat)
         finally:
             bed.down()
         ceiling = sum(rates) / 1000.0
@@ -281,7 +295,7 @@ def main() -> int:
         lines.append(f"{g['verdict']}  {g['goal']} (measured {value})")
     text = "\n".join(lines) + "\n"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    write_result(RESULTS, "nccl", stamp, {".json": doc, ".txt": text})
+    write_result(RESULTS, "nccl", stamp, {".json": doc, ".txt": text}, latest=complete)
     sys.stdout.write(text)
     if not a.keep_logs:
         import shutil

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.harness.nccl_faults import judge_fault, steady_gbps, trace_of
+from bench.harness.nccl_faults import delivered_gbps, judge_fault, steady_gbps, trace_of
 
 MB8 = 8 << 20
 
@@ -40,3 +40,17 @@ def test_a_fault_at_full_survivor_pace_passes_and_a_long_stall_misses():
     assert j["stall_s"] == pytest.approx(2.0, abs=0.01) and j["stall_verdict"] == "MISS"
     # Without a one-rail baseline the pace cannot be judged: MISS, never a silent PASS.
     assert judge_fault("gray", loop(ops), 102.05, 107.0, None)["pace_verdict"] == "MISS"
+
+
+def test_the_pace_counts_the_part_of_the_operation_in_flight_at_the_end():
+    # One op every 0.2 s from 102.0; the fault ends at 103.1, half way through the op ending at 103.2.
+    ops = [(101.0 + 0.1 * i, 100000) for i in range(11)] + [(102.0 + 0.2 * i, 200000) for i in range(1, 10)]
+    t = loop(ops)
+    # First completion after the onset 102.05 is 102.2; by 103.1 four more and half of the next.
+    assert delivered_gbps(t, 102.05, 103.1) == pytest.approx(4.5 * MB8 / 0.9 / 1e9)
+    j = judge_fault("cut", t, 102.05, 103.1, MB8 / 0.2 / 1e9)
+    assert j["pace_vs_one_rail"] == pytest.approx(1.0)
+    assert j["pace_whole_ops_vs_one_rail"] == pytest.approx(4 / 4.5)
+    # No completion inside the window: nothing to judge.
+    assert delivered_gbps(loop(ops[:11]), 102.05, 103.1) is None
+    assert delivered_gbps(t, 102.05, 102.1) is None
