@@ -767,12 +767,15 @@ bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Sli
 }
 
 // Round-free operations (Options::roundFreeBytes). A small cold operation on one rail skips the
-// per-operation round when no rail is being drained or rebuilt: its result stands on this rank
-// as soon as its exchange finishes here. A rail that is out (failed, agreed by every rank) runs
-// none of its slices, so it does not stop the others skipping rounds; its re-admission moves at
-// the rounds still held (every kConfirmEvery operations, and every operation that is not
-// round-free). Holding a round per operation while a rail was out made the NCCL plugin's
-// messages pay two rounds instead of one for as long as the rail stayed out. A rank that fails one
+// per-operation round when no rail is being drained: its result stands on this rank as soon as
+// its exchange finishes here. A rail that is out (failed, agreed by every rank) runs none of its
+// slices, so it does not stop the others skipping rounds, nor does its rebuild (connect and probe
+// on the rail's own thread, started and decided at agreed rounds, so the same on every rank):
+// both move at the rounds still held (every kConfirmEvery operations, and every operation that
+// is not round-free). Holding a round per operation while a rail was out made the NCCL plugin's
+// messages pay two rounds instead of one for as long as the rail stayed out; while it was being
+// rebuilt, which behind a black hole is most of the time it is out (each try waits out its
+// connect budget), the same: ~11 % of the plugin's pace on the test bed. A rank that fails one
 // aborts the rail, so every peer that finished it fails its next operation on that rail too (that
 // one cannot finish without the failed rank) and the next round meets: the round carries each
 // rank's operation number, and ranks one operation ahead redo the kept operation with the ones
@@ -792,7 +795,7 @@ bool FailoverEngine::roundFree(OpKind op, const Plan& plan, bool twoWay) const {
   if (sched_->isOffload(plan.slices[0].rail)) return false;
   const std::vector<bool>& alive = sched_->alive();
   for (size_t r = 0; r < rails_.size(); ++r) {
-    if ((!alive[r] && !localDown_[r]) || drained_[r] || rebuilds_[r]) return false;
+    if ((!alive[r] && !localDown_[r]) || drained_[r]) return false;
   }
   return continuesKept(plan) || !kept_;
 }
