@@ -144,7 +144,7 @@ def run_fault_loop(bed: Testbed, series: str, work: str, fault: Optional[str]) -
 
     injector = threading.Thread(target=inject, daemon=True) if fault else None
     res = run_ranks(bed, 2, argv, lambda rank: {"NEZHA_RAILS": rails, "NEZHA_JOB_TOKEN": token},
-                    timeout_s=FAULT_LOOP_S + 120, log_dir=work, tag=f"{series}-{fault or 'none'}",
+                    timeout_s=FAULT_LOOP_S + 120, log_dir=work, tag=os.path.basename(d),
                     on_started=(lambda _t0: injector.start()) if injector else None)
     if injector:
         injector.join()
