@@ -291,9 +291,27 @@ void Scheduler::probeStarvedRails(const TableKey& key, TableEntry& e,
 }
 
 int Scheduler::collapsedRail(const TableEntry& e, const std::vector<double>& secs) const {
+  const double ops = static_cast<double>(std::max<uint64_t>(e.pendingOps, 1));
   for (size_t i = 0; i < nrails_; ++i) {
     if (secs[i] <= 0 || e.pendingBytes[i] < kMinObservedBytes || e.lastRate[i] <= 0) continue;
-    if (e.pendingBytes[i] / secs[i] * kCollapseFactor < e.lastRate[i]) return static_cast<int>(i);
+    if (e.pendingBytes[i] / secs[i] * kCollapseFactor >= e.lastRate[i]) continue;
+    // A collapse whose part of an operation ran a watchdog window or more past the other rails
+    // is the watchdog's: it fails the rail over as slow at the next such operation, and
+    // re-admission brings it back, probed, as soon as it heals. Stepping it out of the split
+    // first would leave a rail that is merely out of the split, whose starvation probes back
+    // off while it stays gray (up to hundreds of agreements after a costly probe), so it would
+    // come back late. The full step is for collapses the watchdog never sees: a part that
+    // lags by less than its window each time (the NCCL plugin's 512 KiB messages on a 40x
+    // slower rail, ~165 ms each).
+    double others = 0;
+    for (size_t q = 0; q < nrails_; ++q) {
+      if (q != i) others = std::max(others, secs[q]);
+    }
+    const double lagPerOp = (secs[i] - others) / ops;
+    if (o_.watchdog.count() > 0 && lagPerOp * 1000 >= static_cast<double>(o_.watchdog.count())) {
+      continue;
+    }
+    return static_cast<int>(i);
   }
   return -1;
 }

@@ -148,7 +148,8 @@ class Scheduler {
   // costs at most kStarvedProbeBudget of the job's time (0 if it cost nothing).
   uint32_t probeCostWait(size_t rail, const std::vector<double>& secs) const;
   // A rail whose agreed rate in `e` fell below 1/kCollapseFactor of its rate there at the
-  // previous agreement (both over enough bytes to be a rate), or -1.
+  // previous agreement (both over enough bytes to be a rate) while its part of an operation
+  // ran less than a watchdog window past the others (a longer lag is the watchdog's), or -1.
   int collapsedRail(const TableEntry& e, const std::vector<double>& secs) const;
 };
 

@@ -1,6 +1,7 @@
 // A Scheduler driven through its record -> agree -> apply cycle on one rank with simulated rail
-// timings: two rails, a 4 MiB allreduce per operation, each rail's time from its latency and
-// bandwidth. Shared by the tests of how the split follows rails that slow down and heal.
+// timings: two rails, an allreduce of floats_ (4 MiB unless a test sets it) per operation, each
+// rail's time from its latency and bandwidth. Shared by the tests of how the split follows rails
+// that slow down and heal.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -38,7 +39,7 @@ class SchedulerSim : public ::testing::Test {
   size_t step(const std::vector<SimRail>& rails) {
     if (s_.agreementDue(op_)) s_.applyAgreed(s_.pendingStats());
     ++op_;
-    Plan p = s_.plan(OpKind::kAllreduce, kFloats, 4);
+    Plan p = s_.plan(OpKind::kAllreduce, floats_, 4);
     EXPECT_TRUE(p.tabled);
     key_ = p.key;
     std::vector<double> secs(2, 0);
@@ -59,7 +60,7 @@ class SchedulerSim : public ::testing::Test {
   // Gray rail 1 until the split leaves it out; returns the operations it took.
   int starveRail1() {
     for (int i = 0; i < 200; ++i) {
-      if (step({{1e-4, kFast}, {1e-4, kGray}}) == 0 && share1() * kFloats * 4 < (32 << 10)) {
+      if (step({{1e-4, kFast}, {1e-4, kGray}}) == 0 && share1() * floats_ * 4 < (32 << 10)) {
         return i;
       }
     }
@@ -68,6 +69,7 @@ class SchedulerSim : public ::testing::Test {
   }
 
   Scheduler s_;
+  size_t floats_ = kFloats;  // float32 elements per operation
   uint64_t op_ = 0;
   TableKey key_{OpKind::kAllreduce, 0, 0};
   double busy_ = 0, overrun_ = 0;  // simulated seconds
