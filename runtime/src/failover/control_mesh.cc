@@ -79,6 +79,7 @@ ControlMesh::ControlMesh(int rank, int worldSize, size_t rails, std::chrono::mil
     peerOpsStarted_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
     lastHeard_.push_back(std::make_unique<std::atomic<int64_t>>(0));  // not heard yet
   }
+  peerRound_.assign(size_, 0);
   neighbours_ = neighboursOf(rank_, size_);
   watched_.assign(size_, 0);
   for (int p : neighbours_) watched_[p] = 1;
@@ -430,7 +431,10 @@ bool ControlMesh::peersBehind(uint64_t op) {
   });
   if (!answered) return false;  // someone is unreachable: the silence is not just lateness
   for (int p : asked) {
-    if (peerOpsStarted_[p]->load() < op + 1) return true;
+    // Behind, unless it waits in a round this rank skipped: a round-free operation it failed
+    // and this rank finished (the black-holed cold rail of the NCCL plugin's message heads: the
+    // peer's abort of the rail never arrives, and both waited until the hole closed).
+    if (peerOpsStarted_[p]->load() < op + 1 && peerRound_[p] <= finished_) return true;
   }
   return false;
 }
@@ -720,10 +724,12 @@ void ControlMesh::dispatch(const Conn& c, MeshFrame& f) {
         cv_.notify_all();
       }
     } else if (type == kMeshAbort) {
+      peerRound_[c.peer] = std::max(peerRound_[c.peer], seq);
       const std::string frame = encodeMeshAbort(seq, f.origin, f.kind, f.why);
       if (aborts_.emplace(seq, Abort{f.origin, f.kind, std::move(f.why)}).second) passOn = frame;
       cv_.notify_all();
     } else {
+      peerRound_[c.peer] = std::max(peerRound_[c.peer], seq);
       auto& slot = inbox_[seq];
       slot.resize(steps_);
       if (!slot[f.step]) slot[f.step] = std::make_unique<std::vector<double>>(std::move(f.values));

@@ -112,6 +112,9 @@ class ControlMesh : public Agreement {
   // True when some peer is alive but has not started operation `op` yet: it answered within
   // the silence window, and every peer that was asked answered. Asks only peers not already
   // known to be in `op` or later, and only those with a control connection (the start-up set).
+  // A peer that sent this rank a step of a round this rank has not finished is waiting in that
+  // round, for this rank: not busy elsewhere, so not behind (waiting on it would wait on
+  // ourselves).
   bool peersBehind(uint64_t op) override;
   // Peers last heard (heartbeats, answers) in an operation before the one this rank started
   // last (setCurrentOp): as far as this rank knows, they have not started it. Asks nothing;
@@ -239,6 +242,9 @@ class ControlMesh : public Agreement {
   // Steps received, by round then step; rounds up to finished_ are done and late copies dropped.
   std::map<uint64_t, std::vector<std::unique_ptr<std::vector<double>>>> inbox_;  // mu_
   uint64_t finished_ = 0;                                                        // mu_
+  // mu_: by peer, the latest round it sent this rank a step or an abort of (0 = none). A round
+  // after finished_ is one that peer waits in for this rank (peersBehind).
+  std::vector<uint64_t> peerRound_;
   std::map<std::pair<uint64_t, int>, std::string> sent_;  // mu_: (round, step), for RESEND
   std::set<std::pair<uint64_t, int>> wanted_;  // mu_: RESENDs for steps this rank had not reached
   struct Abort {

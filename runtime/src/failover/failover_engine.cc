@@ -334,7 +334,15 @@ FailoverEngine::Attempt FailoverEngine::runAttempt(const Plan& plan, const std::
   const size_t n = rails_.size();
   const uint64_t op = eventOpNumber();
   // A peer that has not reached this operation yet (busy elsewhere) is not a dead rail.
-  std::function<bool()> peersBehind = [this, op] { return agreement_->peersBehind(op); };
+  std::function<bool()> peersBehind = [this, op] {
+    const bool behind = agreement_->peersBehind(op);
+    if (behind && o_.verbose) {  // the slice waits on past its deadline: worth seeing in a trace
+      std::fprintf(stderr,
+                   "nezha: rank %d: op %llu silent past its deadline, a peer not in it yet\n",
+                   o_.rank, static_cast<unsigned long long>(op));
+    }
+    return behind;
+  };
   Attempt at;
   at.failed.assign(n, 0.0);
   at.errors.assign(n, std::string());

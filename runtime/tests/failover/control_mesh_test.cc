@@ -186,6 +186,29 @@ TEST(ControlMeshTest, PeersBehindTellsALatePeerFromAnUnreachableOne) {
   EXPECT_FALSE(p.m0->peersBehind(5));  // nobody answers: not "late", unreachable
 }
 
+// A peer that has not started this rank's operation but waits in a round this rank has not
+// joined (a round-free operation it failed and this rank finished) is waiting for this rank:
+// not behind, so a silent slice of this rank fails instead of waiting for it. Once the round
+// is over, the same peer still at its older operation is behind again.
+TEST(ControlMeshTest, APeerWaitingInARoundThisRankSkippedIsNotBehind) {
+  Pair p(1, milliseconds(200));
+  p.m0->setCurrentOp(2);  // finished op 1 without a round
+  p.m1->setCurrentOp(1);  // failed op 1: it holds op 1's round
+  EXPECT_TRUE(p.m0->peersBehind(2));
+  auto inRound = std::async(std::launch::async, [&] {
+    std::vector<double> b{2};
+    p.m1->maxReduce(b, milliseconds(10000));
+    return b[0];
+  });
+  bool behind = true;
+  for (int i = 0; i < 200 && behind; ++i) behind = p.m0->peersBehind(2);  // until its step lands
+  EXPECT_FALSE(behind) << "a peer waiting in a round for this rank was taken for late";
+  std::vector<double> a{1};
+  p.m0->maxReduce(a, milliseconds(10000));  // this rank joins: the round ends on both
+  EXPECT_EQ(inRound.get(), 2.0);
+  EXPECT_TRUE(p.m0->peersBehind(2));
+}
+
 // Heartbeats (peerSilence): a peer heard on no rail (every rail between us is a black hole)
 // fails a round at once, by the heartbeat window, not after the round's own silence window
 // (30 s here) or its timeout (30 s): the message names the window.
