@@ -127,3 +127,20 @@ def test_nccl_bench_refuses_a_tcp_cc_outside_the_allowed_list(monkeypatch, capsy
         run_nccl_bench.main()
     assert e.value.code == 2
     assert "--tcp-cc: 'cubic'" in capsys.readouterr().err
+
+
+def test_nccl_bench_refuses_a_fault_repeat_below_one(monkeypatch, capsys):
+    import pytest
+    from bench import run_nccl_bench
+
+    for bad in ("0", "-2"):
+        monkeypatch.setattr("sys.argv", ["run_nccl_bench.py", "--fault", "gray", "--fault-repeat", bad])
+        with pytest.raises(SystemExit) as e:
+            run_nccl_bench.main()
+        assert e.value.code == 2
+        assert f"--fault-repeat: must be at least 1, not {bad}" in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", ["run_nccl_bench.py", "--fault", "smoke"])
+    with pytest.raises(SystemExit) as e:
+        run_nccl_bench.main()
+    assert e.value.code == 2
+    assert "--fault: invalid choice: 'smoke'" in capsys.readouterr().err

@@ -783,7 +783,7 @@ bool FailoverEngine::finish(const Plan& plan, const SliceFn& fn, std::vector<Sli
 // is not round-free). Holding a round per operation while a rail was out made the NCCL plugin's
 // messages pay two rounds instead of one for as long as the rail stayed out; while it was being
 // rebuilt, which behind a black hole is most of the time it is out (each try waits out its
-// connect budget), the same: ~11 % of the plugin's pace on the test bed. A rank that fails one
+// connect budget), the same: 5-11 % of the plugin's pace on the test bed. A rank that fails one
 // aborts the rail, so every peer that finished it fails its next operation on that rail too (that
 // one cannot finish without the failed rank) and the next round meets: the round carries each
 // rank's operation number, and ranks one operation ahead redo the kept operation with the ones
